@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One script for every set-up: installs what is missing (Debian 12 packages),
+# builds, then runs the main job or every test.
+#
+#   bash scripts/setup.sh run    # install, build, train the main job
+#   bash scripts/setup.sh test   # install, build, run all tests (also under ASan+UBSan, and MPI)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+
+packages=(g++ cmake make pkg-config libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "== installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc)
+build() {  # build DIR [cmake args...]
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+}
+
+case "$mode" in
+  run)
+    build build
+    ./build/artel
+    ;;
+  test)
+    build build
+    ctest --test-dir build --output-on-failure -j"$jobs"
+    echo "== the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
+    build build-asan -DARTEL_SANITIZE=ON -DARTEL_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+    ;;
+  *)
+    echo "usage: bash scripts/setup.sh run|test" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,45 @@
+// artel::Error — every failure a user can cause is one of these: what failed, where,
+// and (when we know it) how to fix it. ARTEL_CHECK is the only macro for checks.
+//
+//   ARTEL_CHECK(n > 0, "--steps must be positive, got ", n);
+//   throw Error("cannot open " + path, "check the path passed to --data");
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace artel {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what, std::string hint = "")
+      : std::runtime_error(hint.empty() ? what : what + " (hint: " + hint + ")"),
+        hint_(std::move(hint)) {}
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string hint_;
+};
+
+// A collective or receive that did not complete in time.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace artel
+
+#define ARTEL_CHECK(cond, ...)                                      \
+  do {                                                              \
+    if (!(cond)) throw ::artel::Error(::artel::detail::concat(__VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,44 @@
+// Rng: a counter-based generator (Philox4x32-10, as in PyTorch's CUDA generator
+// and Random123). Its whole state is (seed, stream, counter), so any rank can
+// draw the same stream as another, or its own, and a checkpoint stores three
+// integers to resume bit-for-bit.
+//
+//   Rng rng(seed);                 // stream 0
+//   Rng mine(seed, 1 + rank);      // an independent stream per rank
+//   float z = rng.normal();
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace artel {
+
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  uint64_t counter = 0;  // blocks of four 32-bit words drawn so far
+  uint32_t used = 4;     // words of the current block consumed (4 = none left)
+};
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0, uint64_t stream = 0) { state_.seed = seed, state_.stream = stream; }
+
+  uint32_t next_u32();
+  uint64_t next_u64() { return (static_cast<uint64_t>(next_u32()) << 32) | next_u32(); }
+  float uniform();  // [0, 1), 24 random bits
+  float normal();   // N(0, 1), Box-Muller from two uniforms
+  uint64_t below(uint64_t n);  // uniform in [0, n), unbiased
+
+  const RngState& state() const { return state_; }
+  void set_state(const RngState& s);
+
+  // One Philox4x32-10 block: the pure function underneath.
+  static std::array<uint32_t, 4> philox(uint64_t key, uint64_t hi, uint64_t lo);
+
+ private:
+  RngState state_;
+  std::array<uint32_t, 4> block_{};
+};
+
+}  // namespace artel

@@ -1,0 +1,150 @@
+#include "artel/core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace artel {
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    ARTEL_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
+    n *= d;
+  }
+  return n;
+}
+
+constexpr size_t kAlignment = 64;
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+  if (!p) throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes");
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), nbytes, [p] { std::free(p); }));
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<void()> release) {
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, std::move(release)));
+}
+
+Storage::~Storage() {
+  if (release_) release_();
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  int64_t n = shape_numel(shape);
+  return wrap(Storage::allocate(static_cast<size_t>(n) * dtype_size(dtype)), shape, dtype, 0);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.zero();
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, float value) {
+  Tensor t = empty(shape);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {
+  Tensor t = empty(shape);
+  ARTEL_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "from_vector: ", values.size(),
+              " values do not fill shape ", shape_str(shape));
+  std::memcpy(t.raw(), values.data(), t.nbytes());
+  return t;
+}
+
+Tensor Tensor::wrap(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype, size_t offset_bytes) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  ARTEL_CHECK(offset_bytes + static_cast<size_t>(t.numel_) * dtype_size(dtype) <= storage->nbytes(),
+              "tensor of shape ", shape_str(shape), " does not fit its storage");
+  t.storage_ = std::move(storage);
+  t.offset_ = offset_bytes;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  return t;
+}
+
+int64_t Tensor::size(int64_t d) const {
+  int64_t n = dim();
+  if (d < 0) d += n;
+  ARTEL_CHECK(d >= 0 && d < n, "dimension ", d, " out of range for shape ", shape_str(shape_));
+  return shape_[static_cast<size_t>(d)];
+}
+
+Tensor Tensor::slice0(int64_t begin, int64_t end) const {
+  ARTEL_CHECK(dim() >= 1, "slice0 of a scalar");
+  ARTEL_CHECK(0 <= begin && begin <= end && end <= shape_[0], "slice0 [", begin, ", ", end,
+              ") out of range for shape ", shape_str(shape_));
+  Shape s = shape_;
+  s[0] = end - begin;
+  size_t row_bytes = shape_[0] ? nbytes() / static_cast<size_t>(shape_[0]) : 0;
+  return wrap(storage_, s, dtype_, offset_ + static_cast<size_t>(begin) * row_bytes);
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape s = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      ARTEL_CHECK(infer < 0, "view: more than one -1 in ", shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    ARTEL_CHECK(known > 0 && numel_ % known == 0, "view: cannot infer ", shape_str(shape), " from ",
+                shape_str(shape_));
+    s[static_cast<size_t>(infer)] = numel_ / known;
+  }
+  ARTEL_CHECK(shape_numel(s) == numel_, "view: shape ", shape_str(shape), " does not match ", shape_str(shape_));
+  return wrap(storage_, s, dtype_, offset_);
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  ARTEL_CHECK(src.numel() == numel_ && src.dtype() == dtype_, "copy_from: ", shape_str(src.shape()), " ",
+              dtype_name(src.dtype()), " into ", shape_str(shape_), " ", dtype_name(dtype_));
+  if (nbytes() && raw() != src.raw()) std::memmove(raw(), src.raw(), nbytes());
+}
+
+void Tensor::fill(float value) {
+  float* p = data<float>();
+  for (int64_t i = 0; i < numel_; ++i) p[i] = value;
+}
+
+void Tensor::zero() {
+  if (nbytes()) std::memset(raw(), 0, nbytes());
+}
+
+float Tensor::item() const {
+  ARTEL_CHECK(numel_ == 1, "item() of a tensor with ", numel_, " elements");
+  return data<float>()[0];
+}
+
+std::vector<float> Tensor::to_vector() const {
+  const float* p = data<float>();
+  return std::vector<float>(p, p + numel_);
+}
+
+void Tensor::check_dtype(DType want) const {
+  ARTEL_CHECK(storage_, "use of an undefined tensor");
+  ARTEL_CHECK(want == dtype_, "tensor holds ", dtype_name(dtype_), ", accessed as ", dtype_name(want));
+}
+
+}  // namespace artel

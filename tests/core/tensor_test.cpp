@@ -1,0 +1,58 @@
+#include "artel/core/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace artel {
+
+TEST(Tensor, StorageIsAlignedAndZeroed) {
+  Tensor t = Tensor::zeros({3, 5});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u);
+  EXPECT_EQ(t.numel(), 15);
+  for (float v : t.to_vector()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Tensor, Slice0IsAViewOfTheRows) {
+  Tensor t = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {3, 2});
+  Tensor mid = t.slice0(1, 3);
+  EXPECT_EQ(mid.shape(), (Shape{2, 2}));
+  EXPECT_EQ(mid.to_vector(), (std::vector<float>{2, 3, 4, 5}));
+  mid.data<float>()[0] = 42;
+  EXPECT_EQ(t.data<float>()[2], 42);
+  EXPECT_TRUE(mid.same_storage(t));
+  EXPECT_THROW(t.slice0(2, 4), Error);
+}
+
+TEST(Tensor, ViewInfersOneDimension) {
+  Tensor t = Tensor::zeros({4, 6});
+  EXPECT_EQ(t.view({-1, 3}).shape(), (Shape{8, 3}));
+  EXPECT_THROW(t.view({5, -1}), Error);
+  EXPECT_THROW(t.view({-1, -1}), Error);
+}
+
+TEST(Tensor, DtypeIsChecked) {
+  Tensor t = Tensor::zeros({2}, DType::i64);
+  EXPECT_EQ(t.nbytes(), 16u);
+  EXPECT_THROW(t.data<float>(), Error);
+  EXPECT_NO_THROW(t.data<int64_t>());
+}
+
+TEST(Tensor, WrapUsesExternalMemoryAndReleasesIt) {
+  alignas(64) static float buf[8];
+  bool released = false;
+  {
+    Tensor t = Tensor::wrap(Storage::wrap(buf, sizeof buf, [&] { released = true; }), {2, 4}, DType::f32);
+    t.fill(3);
+    EXPECT_EQ(buf[7], 3);
+  }
+  EXPECT_TRUE(released);
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(static_cast<float>(bf16(1.0f)), 1.0f);
+  EXPECT_EQ(static_cast<float>(bf16(-2.5f)), -2.5f);
+  EXPECT_NEAR(static_cast<float>(bf16(3.14159f)), 3.14159f, 0.01f);
+}
+
+}  // namespace artel

@@ -1,0 +1,44 @@
+#include "artel/core/threads.h"
+#include "artel/core/error.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace artel {
+
+TEST(Threads, ParallelForCoversEveryIndexOnce) {
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    for (int64_t n : {0, 1, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+  set_num_threads(1);
+}
+
+TEST(Threads, ConcurrentCallersAndNestingRunInline) {
+  set_num_threads(2);
+  std::atomic<int64_t> total{0};
+  auto work = [&] {
+    for (int rep = 0; rep < 200; ++rep)
+      parallel_for(64, 1, [&](int64_t b, int64_t e) {
+        parallel_for(e - b, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+      });
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  EXPECT_EQ(total.load(), 2 * 200 * 64);
+  set_num_threads(1);
+}
+
+TEST(Threads, RejectsZero) { EXPECT_THROW(set_num_threads(0), Error); }
+
+}  // namespace artel
