@@ -1,0 +1,108 @@
+// The backward engine: reverse topological order over the recorded graph.
+//
+// Note [Gradient ownership]: an op's backward may hand back its grad_output
+// itself, or a view of it, for several inputs (add returns g for both). So a
+// gradient received from the graph is "borrowed": it is stored as is the first
+// time and copied before anything is added into it in place.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "artel/autograd/variable.h"
+#include "artel/kernels/accumulate.h"
+
+namespace artel::autograd {
+namespace {
+
+struct Slot {
+  Tensor grad;
+  bool owned = false;
+};
+
+void accumulate(Tensor& into, bool& owned, const Tensor& g) {
+  if (!into.defined()) {
+    into = g;
+    owned = false;
+    return;
+  }
+  ARTEL_CHECK(into.numel() == g.numel(), "backward: gradient of shape ", shape_str(g.shape()),
+              " where ", shape_str(into.shape()), " was expected");
+  if (!owned) {
+    into = into.clone();
+    owned = true;
+  }
+  kernels::add_into(into.data<float>(), g.data<float>(), g.numel());
+}
+
+// Nodes reachable from `root`, each after every node that consumes its output.
+std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs().size()) {
+      const Variable& in = node->inputs()[next++];
+      Node* child = in.defined() ? in.grad_fn().get() : nullptr;
+      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {order.rbegin(), order.rend()};  // root first
+}
+
+}  // namespace
+
+void Variable::backward() const {
+  ARTEL_CHECK(numel() == 1, "backward() without a gradient needs a scalar, got shape ", shape_str(shape()));
+  backward(Tensor::full(shape(), 1.0f));
+}
+
+void Variable::backward(const Tensor& grad_output) const {
+  ARTEL_CHECK(requires_grad(), "backward() on a variable that does not require grad");
+  ARTEL_CHECK(grad_output.numel() == numel(), "backward: gradient of shape ", shape_str(grad_output.shape()),
+              " for an output of shape ", shape_str(shape()));
+  if (is_leaf()) {
+    accumulate(impl_->grad, impl_->grad_owned, grad_output);
+    for (auto& hook : impl_->hooks) hook(const_cast<Variable&>(*this));
+    return;
+  }
+  std::vector<Node*> order = topological_order(grad_fn().get());
+
+  // How many edges lead into each leaf: its gradient is final when all arrived.
+  std::unordered_map<VariableImpl*, int> pending;
+  for (Node* n : order)
+    for (const Variable& in : n->inputs())
+      if (needs_grad(in) && in.is_leaf()) ++pending[in.impl()];
+
+  std::unordered_map<Node*, Slot> slots;
+  slots[order.front()] = {grad_output, false};
+  std::vector<Tensor> grads;
+  for (Node* node : order) {
+    auto it = slots.find(node);
+    Tensor g = std::move(it->second.grad);
+    slots.erase(it);
+    grads.assign(node->inputs().size(), Tensor());
+    if (g.defined()) node->backward(g, grads);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Variable& in = node->inputs()[i];
+      if (!needs_grad(in)) continue;
+      if (!in.is_leaf()) {
+        if (grads[i].defined()) {
+          Slot& s = slots[in.grad_fn().get()];
+          accumulate(s.grad, s.owned, grads[i]);
+        } else {
+          slots.try_emplace(in.grad_fn().get());
+        }
+        continue;
+      }
+      VariableImpl* leaf = in.impl();
+      if (grads[i].defined()) accumulate(leaf->grad, leaf->grad_owned, grads[i]);
+      if (--pending[leaf] == 0)
+        for (auto& hook : leaf->hooks) hook(const_cast<Variable&>(in));
+    }
+  }
+}
+
+}  // namespace artel::autograd

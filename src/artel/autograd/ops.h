@@ -1,0 +1,80 @@
+// Differentiable ops on Variables. Each op's forward calls a kernel (kernels/)
+// and records its backward next to it (STYLE 8: derivatives in one place);
+// every backward is checked against finite differences in tests/autograd.
+//
+// Shapes use fixed letters: B batch, T time, C channels, V vocabulary.
+//
+//   Variable h = gelu(linear(x, w, b));          // (B, T, 4C)
+//   Variable loss = cross_entropy(logits, targets);
+#pragma once
+
+#include <vector>
+
+#include "artel/autograd/variable.h"
+#include "artel/core/rng.h"
+
+namespace artel::autograd {
+
+// ---- linear algebra (GEMM through kernels::gemm)
+// (..., K) x (K, N) -> (..., N); leading dims of `a` are flattened.
+Variable matmul(const Variable& a, const Variable& b);
+// x (..., in), weight (out, in), bias (out) or undefined -> (..., out).
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// ---- elementwise, numpy broadcasting (trailing dimensions aligned)
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable div(const Variable& a, const Variable& b);
+Variable add(const Variable& a, float s);
+Variable mul(const Variable& a, float s);
+inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }
+inline Variable operator-(const Variable& a, const Variable& b) { return sub(a, b); }
+inline Variable operator*(const Variable& a, const Variable& b) { return mul(a, b); }
+inline Variable operator/(const Variable& a, const Variable& b) { return div(a, b); }
+
+// ---- reductions
+Variable sum(const Variable& x);                              // all elements -> scalar (shape {})
+Variable sum(const Variable& x, int64_t dim, bool keepdim = false);
+Variable mean(const Variable& x);
+Variable mean(const Variable& x, int64_t dim, bool keepdim = false);
+
+// ---- shape (results are new contiguous tensors unless stated)
+Variable reshape(const Variable& x, const Shape& shape);      // a view; one -1 allowed
+Variable flatten(const Variable& x, int64_t start_dim = 1);   // (N, ...) -> (N, prod)
+Variable transpose(const Variable& x, int64_t dim0, int64_t dim1);
+Variable slice(const Variable& x, int64_t dim, int64_t start, int64_t end);
+Variable concat(const std::vector<Variable>& xs, int64_t dim);
+
+// ---- activations
+Variable relu(const Variable& x);
+Variable gelu(const Variable& x);  // exact: x·Φ(x), as torch.nn.GELU()
+Variable tanh(const Variable& x);
+Variable softmax(const Variable& x, int64_t dim = -1);
+Variable log_softmax(const Variable& x, int64_t dim = -1);
+
+// ---- losses and normalisation
+// logits (N, V) (or (..., V), flattened), targets int64 or int32 (N) -> mean over
+// targets != ignore_index. All targets ignored -> 0 with zero gradient.
+Variable cross_entropy(const Variable& logits, const Tensor& targets, int64_t ignore_index = -100);
+// Normalises over the last dimension; weight and bias (C).
+Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, float eps = 1e-5f);
+
+// ---- embedding and regularisation
+// weight (V, C), ids int64 or int32 of any shape (...) -> (..., C). Ids outside [0, V) are an Error.
+Variable embedding(const Variable& weight, const Tensor& ids);
+// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p). Identity when !training or p == 0.
+Variable dropout(const Variable& x, float p, bool training, Rng& rng);
+
+// ---- attention: fused multi-head causal self-attention
+// qkv (B, T, 3C) = [q | k | v] along the last dim (nanoGPT's c_attn output),
+// n_head divides C -> (B, T, C): softmax(q·kᵀ/√(C/n_head) + causal mask)·v per head.
+Variable causal_self_attention(const Variable& qkv, int64_t n_head);
+
+// ---- convolution and pooling (NCHW)
+// x (N, Cin, H, W), weight (Cout, Cin, KH, KW), bias (Cout) or undefined.
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride = 1,
+                int64_t padding = 0);
+Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride);
+
+}  // namespace artel::autograd

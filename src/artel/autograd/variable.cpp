@@ -1,0 +1,53 @@
+#include "artel/autograd/variable.h"
+
+namespace artel::autograd {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
+  impl_->value = std::move(value);
+  set_requires_grad(requires_grad);
+}
+
+void Variable::set_requires_grad(bool r) {
+  ARTEL_CHECK(!r || impl_->value.dtype() == DType::f32, "only float32 tensors can require gradients");
+  ARTEL_CHECK(is_leaf() || r, "cannot stop a non-leaf variable from requiring grad; use detach()");
+  impl_->requires_grad = r;
+}
+
+void Variable::set_grad(Tensor g) {
+  ARTEL_CHECK(!g.defined() || g.numel() == numel(), "set_grad: gradient of shape ", shape_str(g.shape()),
+              " for a variable of shape ", shape_str(shape()));
+  impl_->grad = std::move(g);
+  impl_->grad_owned = false;
+}
+
+void Variable::zero_grad() {
+  impl_->grad = Tensor();
+  impl_->grad_owned = false;
+}
+
+void Variable::add_grad_ready_hook(GradReadyHook hook) {
+  ARTEL_CHECK(is_leaf() && requires_grad(), "grad-ready hooks are for leaves that require grad");
+  impl_->hooks.push_back(std::move(hook));
+}
+
+Variable make_result(Tensor value, std::vector<Variable> inputs, const char* name, Node::BackwardFn backward) {
+  Variable out(std::move(value), false);
+  if (!grad_enabled()) return out;
+  bool any = false;
+  for (const auto& v : inputs) any = any || needs_grad(v);
+  if (!any) return out;
+  out.impl_->requires_grad = true;
+  out.impl_->grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
+  return out;
+}
+
+}  // namespace artel::autograd

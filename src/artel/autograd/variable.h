@@ -1,0 +1,121 @@
+// Variable: a Tensor that takes part in reverse-mode automatic differentiation.
+//
+// Ops on Variables (ops.h) record a graph as they run: the result of an op
+// whose inputs need gradients points at a Node that knows the op's backward.
+// backward() walks the graph in reverse topological order; gradients
+// accumulate on leaves (parameters) until zero_grad(). A grad-ready hook on a
+// leaf fires when its gradient is final for the current backward — data
+// parallelism starts its all-reduces from there.
+//
+//   Variable w(Tensor::zeros({out, in}), /*requires_grad=*/true);
+//   Variable loss = mean(relu(linear(x, w, b)));
+//   loss.backward();            // w.grad() now holds dloss/dw
+//   { NoGradGuard g; ... }      // ops inside record nothing
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artel/core/tensor.h"
+
+namespace artel::autograd {
+
+class Node;
+class Variable;
+
+using GradReadyHook = std::function<void(Variable&)>;
+
+struct VariableImpl {
+  Tensor value;
+  Tensor grad;                 // undefined until the first backward reaches it
+  bool grad_owned = false;     // false: `grad` may alias a tensor of the graph; copy before adding into it
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::vector<GradReadyHook> hooks;
+};
+
+class Variable {
+ public:
+  Variable() = default;
+  explicit Variable(Tensor value, bool requires_grad = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& value() const { return impl_->value; }
+  Tensor& value() { return impl_->value; }
+  const Shape& shape() const { return impl_->value.shape(); }
+  int64_t size(int64_t d) const { return impl_->value.size(d); }
+  int64_t numel() const { return impl_->value.numel(); }
+  float item() const { return impl_->value.item(); }
+
+  bool requires_grad() const { return impl_->requires_grad; }
+  void set_requires_grad(bool r);
+  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+
+  // The accumulated gradient (undefined before any backward reached this leaf).
+  const Tensor& grad() const { return impl_->grad; }
+  void set_grad(Tensor g);  // replaces the gradient (e.g. with an averaged one)
+  void zero_grad();         // drops the gradient (PyTorch's set_to_none)
+
+  // Adds a hook that fires once per backward, when this leaf's gradient is final.
+  void add_grad_ready_hook(GradReadyHook hook);
+
+  // Backpropagates from this scalar (seed 1) or with the given output gradient.
+  void backward() const;
+  void backward(const Tensor& grad_output) const;
+
+  // The same value, cut from the graph.
+  Variable detach() const { return Variable(impl_->value, false); }
+
+  VariableImpl* impl() const { return impl_.get(); }
+
+ private:
+  friend Variable make_result(Tensor, std::vector<Variable>, const char*, std::function<void(const Tensor&, std::vector<Tensor>&)>);
+  std::shared_ptr<VariableImpl> impl_;
+};
+
+// A recorded op: its inputs (the graph's edges) and its backward.
+class Node {
+ public:
+  using BackwardFn = std::function<void(const Tensor& grad_output, std::vector<Tensor>& grad_inputs)>;
+  Node(const char* name, std::vector<Variable> inputs, BackwardFn fn)
+      : name_(name), inputs_(std::move(inputs)), backward_(std::move(fn)) {}
+
+  const char* name() const { return name_; }
+  const std::vector<Variable>& inputs() const { return inputs_; }
+  // Fills grad_inputs[i] (pre-sized, undefined) for every input that needs a
+  // gradient; leaves the others undefined. Must not modify grad_output.
+  void backward(const Tensor& grad_output, std::vector<Tensor>& grad_inputs) const { backward_(grad_output, grad_inputs); }
+
+ private:
+  const char* name_;
+  std::vector<Variable> inputs_;
+  BackwardFn backward_;
+};
+
+// For op authors: wraps `value` as the op's result. When grad mode is on and an
+// input requires a gradient, records a Node with `backward`; otherwise the
+// result is a plain leaf that needs no gradient.
+Variable make_result(Tensor value, std::vector<Variable> inputs, const char* name, Node::BackwardFn backward);
+
+// True when input i of the op being recorded needs a gradient (for backward
+// functions: skip work whose result nobody needs).
+inline bool needs_grad(const Variable& v) { return v.defined() && v.requires_grad(); }
+
+bool grad_enabled();
+
+// Within its scope, ops record no graph (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace artel::autograd

@@ -1,0 +1,24 @@
+// The `artel` program's subcommands. Each lives in its own file and registers
+// itself, so adding a command touches nothing else:
+//
+//   static const bool kRegistered = artel::cli::register_command(
+//       "launch", "start N workers (like torchrun)", run_launch);
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace artel::cli {
+
+// argv[0] is the subcommand's name; returns the process exit code.
+using CommandFn = int (*)(int argc, char** argv);
+
+bool register_command(const std::string& name, const std::string& help, CommandFn fn);
+
+struct Command {
+  std::string name, help;
+  CommandFn fn;
+};
+const std::vector<Command>& commands();
+
+}  // namespace artel::cli
