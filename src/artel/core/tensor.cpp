@@ -1,5 +1,7 @@
 #include "artel/core/tensor.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +23,15 @@ int64_t shape_numel(const Shape& s) {
 }
 
 constexpr size_t kAlignment = 64;
+
+// A training step frees and reallocates the same activation buffers every
+// step. glibc would serve buffers over 128 KiB with fresh mmap()s, paying page
+// faults and zeroing on every step; keeping them on the heap reuses warm pages.
+[[maybe_unused]] const bool kAllocatorTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  return true;
+}();
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;

@@ -1,0 +1,157 @@
+#include "artel/data/dataset.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "artel/core/error.h"
+
+namespace artel::data {
+
+namespace fs = std::filesystem;
+
+DistributedSampler make_sampler(const Dataset& ds, SamplerConfig cfg) {
+  return DistributedSampler(ds.num_train_items(), cfg);
+}
+
+namespace {
+
+// Rows `samples` of (x, y) copied into a new batch.
+Batch gather_mnist(const Tensor& x, const Tensor& y, const std::vector<int64_t>& samples) {
+  const int64_t b = static_cast<int64_t>(samples.size()), d = x.size(1);
+  Batch out{Tensor::empty({b, d}), Tensor::empty({b}, DType::i64)};
+  const float* xs = x.data<float>();
+  const int64_t* ys = y.data<int64_t>();
+  float* xo = out.x.data<float>();
+  int64_t* yo = out.y.data<int64_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    std::memcpy(xo + i * d, xs + samples[i] * d, static_cast<size_t>(d) * sizeof(float));
+    yo[i] = ys[samples[i]];
+  }
+  return out;
+}
+
+// Rows of T+1 tokens of `tokens` from each start: x the first T, y the last T.
+Batch gather_text(const std::vector<uint8_t>& tokens, const std::vector<int64_t>& starts, int64_t T) {
+  const int64_t b = static_cast<int64_t>(starts.size());
+  Batch out{Tensor::empty({b, T}, DType::i64), Tensor::empty({b, T}, DType::i64)};
+  int64_t* xo = out.x.data<int64_t>();
+  int64_t* yo = out.y.data<int64_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const uint8_t* row = tokens.data() + starts[i];
+    for (int64_t t = 0; t < T; ++t) xo[i * T + t] = row[t], yo[i * T + t] = row[t + 1];
+  }
+  return out;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_val_batch(int64_t batch, int64_t i, int64_t num) {
+  ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
+  ARTEL_CHECK(i >= 0 && i < num, "validation batch ", i, " is outside [0, ", num, ")");
+}
+
+}  // namespace
+
+MnistDataset::MnistDataset(MnistData data, std::string source) : data_(std::move(data)), source_(std::move(source)) {}
+
+std::string MnistDataset::describe() const {
+  return "MNIST " + source_ + ": " + std::to_string(data_.train_x.size(0)) + " train / " +
+         std::to_string(data_.val_x.size(0)) + " validation images of 28x28";
+}
+
+Batch MnistDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
+  ARTEL_CHECK(sampler.num_items() == num_train_items(), "sampler built over ", sampler.num_items(),
+              " items, but the MNIST train split has ", num_train_items(), " (hint: use make_sampler)");
+  std::vector<int64_t> samples = sampler.draws(k);
+  if (sampler.config().order == Order::sequential)
+    for (int64_t& s : samples) s %= num_train_items();
+  return gather_mnist(data_.train_x, data_.train_y, samples);
+}
+
+int64_t MnistDataset::num_val_batches(int64_t batch) const {
+  ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
+  return ceil_div(data_.val_x.size(0), batch);
+}
+
+Batch MnistDataset::val_batch(int64_t batch, int64_t i) const {
+  check_val_batch(batch, i, num_val_batches(batch));
+  const int64_t begin = i * batch, end = std::min(begin + batch, data_.val_x.size(0));
+  std::vector<int64_t> samples;
+  for (int64_t s = begin; s < end; ++s) samples.push_back(s);
+  return gather_mnist(data_.val_x, data_.val_y, samples);
+}
+
+CharTextDataset::CharTextDataset(CharText text, int64_t block_size) : text_(std::move(text)), block_(block_size) {
+  ARTEL_CHECK(block_ >= 1, "text block size must be >= 1, got ", block_);
+  auto check_split = [&](const std::vector<uint8_t>& split, const char* name) {
+    if (static_cast<int64_t>(split.size()) < block_ + 1)
+      throw Error("text file " + text_.path + " is too short: its " + name + " split has " +
+                      std::to_string(split.size()) + " characters, one block needs " + std::to_string(block_ + 1),
+                  "use a longer text (the " + std::string(name) + " split is " +
+                      (std::string(name) == "train" ? "the first 90%" : "the last 10%") +
+                      ") or a smaller block size");
+  };
+  check_split(text_.train, "train");
+  check_split(text_.val, "validation");
+}
+
+std::string CharTextDataset::describe() const {
+  return "char text " + text_.path + ": " + std::to_string(text_.train.size()) + " train / " +
+         std::to_string(text_.val.size()) + " validation characters, vocabulary " +
+         std::to_string(text_.vocab.size()) + ", block " + std::to_string(block_);
+}
+
+int64_t CharTextDataset::row_start(Order order, int64_t draw) const {
+  if (order == Order::shuffle) return draw * block_;
+  // (j·T) mod (n_train − T) without overflow for any j, T.
+  const int64_t m = static_cast<int64_t>(text_.train.size()) - block_;
+  return static_cast<int64_t>(static_cast<__int128>(draw) * block_ % m);
+}
+
+Batch CharTextDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
+  ARTEL_CHECK(sampler.num_items() == num_train_items(), "sampler built over ", sampler.num_items(),
+              " items, but the text train split has ", num_train_items(), " blocks of ", block_,
+              " (hint: use make_sampler)");
+  std::vector<int64_t> starts = sampler.draws(k);
+  for (int64_t& s : starts) s = row_start(sampler.config().order, s);
+  return gather_text(text_.train, starts, block_);
+}
+
+int64_t CharTextDataset::num_val_batches(int64_t batch) const {
+  ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
+  return ceil_div((static_cast<int64_t>(text_.val.size()) - 1) / block_, batch);
+}
+
+Batch CharTextDataset::val_batch(int64_t batch, int64_t i) const {
+  check_val_batch(batch, i, num_val_batches(batch));
+  const int64_t rows = (static_cast<int64_t>(text_.val.size()) - 1) / block_;
+  std::vector<int64_t> starts;
+  for (int64_t r = i * batch; r < std::min((i + 1) * batch, rows); ++r) starts.push_back(r * block_);
+  return gather_text(text_.val, starts, block_);
+}
+
+std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error("--data " + path + " does not exist", "check the path");
+  if (fs::is_directory(path, ec)) {
+    if (!looks_like_mnist_dir(path))
+      throw Error("--data " + path + " is a directory without MNIST files (*images-idx3-ubyte[.gz], " +
+                      "*labels-idx1-ubyte[.gz])",
+                  "pass a directory with the two MNIST IDX files, or a text file");
+    return std::make_unique<MnistDataset>(load_mnist(path), path);
+  }
+  std::string name = fs::path(path).filename().string();
+  if (name.find("-idx") != std::string::npos && name.find("-ubyte") != std::string::npos)
+    throw Error("--data " + path + " is one MNIST IDX file", "pass the directory that holds both IDX files");
+  CharText text = load_char_text(path);
+  if (text.vocab.contains('\0'))
+    throw Error("--data " + path + " holds NUL bytes, so it is not a text file",
+                "pass a text file, or a directory with the MNIST IDX files");
+  if (opts.block_size < 1)
+    throw Error("--data " + path + " is text, which needs a block size (got " + std::to_string(opts.block_size) + ")",
+                "set the model's block size");
+  return std::make_unique<CharTextDataset>(std::move(text), opts.block_size);
+}
+
+}  // namespace artel::data

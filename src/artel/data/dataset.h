@@ -1,0 +1,106 @@
+// Datasets as pure functions of the step: given the sampler (order, seed,
+// batch sizes, rank) and the global step k, a dataset builds this rank's
+// batch. Nothing else is remembered, so resuming at step k is exact.
+//
+//   MNIST:      x (B, 784) f32, y (B) int64. A draw is a sample:
+//               sequential row j reads sample j mod n_train; shuffle reads the
+//               permuted sample (sampler.h, Note [Batch order]).
+//   Char text:  x (B, T) int64 inputs, y (B, T) int64 targets: a row is the T+1
+//               tokens of the train split from `start`; x the first T, y the
+//               last T. Items are the R = (n_train − 1)/T blocks starting at
+//               i·T: shuffle reads start = perm_e[p]·T; sequential row j reads
+//               start = (j·T) mod (n_train − T).
+//
+// Validation is the whole split, in order, in batches of B (the last one may be
+// shorter): MNIST every sample; text the non-overlapping rows start = i·T for
+// i in [0, (n_val − 1)/T).
+//
+//   auto ds = open_dataset("data/tinyshakespeare.txt", {.block_size = 64});
+//   DistributedSampler s = make_sampler(*ds, {.seed = 1, .rank_batch = 8, .world_size = 2, .rank = r});
+//   Batch b = ds->train_batch(s, k);  // b.x: (8, 64)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "artel/core/tensor.h"
+#include "artel/data/char_text.h"
+#include "artel/data/mnist.h"
+#include "artel/data/sampler.h"
+
+namespace artel::data {
+
+enum class DatasetKind { mnist, char_text };
+
+struct Batch {
+  Tensor x;  // inputs
+  Tensor y;  // labels / targets
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual DatasetKind kind() const = 0;
+  virtual std::string describe() const = 0;  // one line, for logs
+  // Classes to predict: 10 for MNIST, the vocabulary size for text.
+  virtual int64_t num_classes() const = 0;
+  // What the sampler permutes: MNIST train samples, or text blocks R.
+  virtual int64_t num_train_items() const = 0;
+  // This rank's batch of global step k (sampler built over num_train_items()).
+  virtual Batch train_batch(const DistributedSampler& sampler, int64_t k) const = 0;
+  virtual int64_t num_val_batches(int64_t batch) const = 0;
+  virtual Batch val_batch(int64_t batch, int64_t i) const = 0;  // i in [0, num_val_batches)
+};
+
+// A sampler over the dataset's train items.
+DistributedSampler make_sampler(const Dataset& ds, SamplerConfig cfg);
+
+class MnistDataset : public Dataset {
+ public:
+  explicit MnistDataset(MnistData data, std::string source = "mnist");
+  DatasetKind kind() const override { return DatasetKind::mnist; }
+  std::string describe() const override;
+  int64_t num_classes() const override { return 10; }
+  int64_t num_train_items() const override { return data_.train_x.size(0); }
+  Batch train_batch(const DistributedSampler& sampler, int64_t k) const override;
+  int64_t num_val_batches(int64_t batch) const override;
+  Batch val_batch(int64_t batch, int64_t i) const override;
+  const MnistData& data() const { return data_; }
+
+ private:
+  MnistData data_;
+  std::string source_;
+};
+
+class CharTextDataset : public Dataset {
+ public:
+  // Throws when either split is shorter than one block of T+1 tokens.
+  CharTextDataset(CharText text, int64_t block_size);
+  DatasetKind kind() const override { return DatasetKind::char_text; }
+  std::string describe() const override;
+  int64_t num_classes() const override { return text_.vocab.size(); }
+  int64_t num_train_items() const override { return (static_cast<int64_t>(text_.train.size()) - 1) / block_; }
+  Batch train_batch(const DistributedSampler& sampler, int64_t k) const override;
+  int64_t num_val_batches(int64_t batch) const override;
+  Batch val_batch(int64_t batch, int64_t i) const override;
+  int64_t block_size() const { return block_; }
+  const CharVocab& vocab() const { return text_.vocab; }
+  const CharText& text() const { return text_; }
+  // Start of the train row a draw reads (see the header comment).
+  int64_t row_start(Order order, int64_t draw) const;
+
+ private:
+  CharText text_;
+  int64_t block_;
+};
+
+struct DatasetOptions {
+  int64_t block_size = 0;  // T, required for text
+};
+
+// `path` a directory with the MNIST IDX files -> MnistDataset; a text file ->
+// CharTextDataset. Anything else throws an artel::Error saying why.
+std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts = {});
+
+}  // namespace artel::data
