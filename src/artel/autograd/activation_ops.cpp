@@ -1,0 +1,58 @@
+// relu, gelu, tanh, softmax, log_softmax: each backward uses what its forward
+// kept (ReLU/tanh/softmax their output, GELU its input).
+#include "artel/autograd/op_helpers.h"
+#include "artel/autograd/ops.h"
+#include "artel/kernels/activation.h"
+#include "artel/kernels/softmax.h"
+
+namespace artel::autograd {
+
+Variable relu(const Variable& x) {
+  Tensor y = Tensor::empty(x.shape());
+  kernels::relu_forward(x.numel(), x.value().data<float>(), y.data<float>());
+  return make_result(y, {x}, "relu", [y](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::relu_backward(g.numel(), y.data<float>(), g.data<float>(), gi[0].data<float>());
+  });
+}
+
+Variable gelu(const Variable& x) {
+  Tensor y = Tensor::empty(x.shape());
+  Tensor xv = x.value();
+  kernels::gelu_forward(x.numel(), xv.data<float>(), y.data<float>());
+  return make_result(y, {x}, "gelu", [xv](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::gelu_backward(g.numel(), xv.data<float>(), g.data<float>(), gi[0].data<float>());
+  });
+}
+
+Variable tanh(const Variable& x) {
+  Tensor y = Tensor::empty(x.shape());
+  kernels::tanh_forward(x.numel(), x.value().data<float>(), y.data<float>());
+  return make_result(y, {x}, "tanh", [y](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::tanh_backward(g.numel(), y.data<float>(), g.data<float>(), gi[0].data<float>());
+  });
+}
+
+Variable softmax(const Variable& x, int64_t dim) {
+  detail::DimSplit s = detail::split_at(x.shape(), detail::wrap_dim(dim, x.shape(), "softmax"));
+  Tensor y = Tensor::empty(x.shape());
+  kernels::softmax_forward(s.outer, s.n, s.inner, x.value().data<float>(), y.data<float>());
+  return make_result(y, {x}, "softmax", [y, s](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::softmax_backward(s.outer, s.n, s.inner, y.data<float>(), g.data<float>(), gi[0].data<float>());
+  });
+}
+
+Variable log_softmax(const Variable& x, int64_t dim) {
+  detail::DimSplit s = detail::split_at(x.shape(), detail::wrap_dim(dim, x.shape(), "log_softmax"));
+  Tensor y = Tensor::empty(x.shape());
+  kernels::log_softmax_forward(s.outer, s.n, s.inner, x.value().data<float>(), y.data<float>());
+  return make_result(y, {x}, "log_softmax", [y, s](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::log_softmax_backward(s.outer, s.n, s.inner, y.data<float>(), g.data<float>(), gi[0].data<float>());
+  });
+}
+
+}  // namespace artel::autograd

@@ -1,0 +1,43 @@
+// embedding (row gather; backward scatter-adds into a (V, C) gradient) and
+// dropout (a mask drawn from the caller's Rng, reused by the backward).
+#include "artel/autograd/op_helpers.h"
+#include "artel/autograd/ops.h"
+#include "artel/kernels/activation.h"
+#include "artel/kernels/embedding.h"
+
+namespace artel::autograd {
+
+Variable embedding(const Variable& weight, const Tensor& ids) {
+  ARTEL_CHECK(weight.value().dim() == 2, "embedding: weight must be (V, C), got ", shape_str(weight.shape()));
+  ARTEL_CHECK(ids.defined(), "embedding: undefined ids");
+  int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
+  Shape out = ids.shape();
+  out.push_back(C);
+  Tensor y = Tensor::empty(out);
+  Tensor w = weight.value();
+  detail::with_ids(ids, "embedding", "ids", [&](const auto* p) {
+    kernels::check_ids(n, V, p);
+    kernels::embedding_forward(n, C, p, w.data<float>(), y.data<float>());
+  });
+  return make_result(y, {weight}, "embedding", [ids, n, V, C](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty({V, C});
+    detail::with_ids(ids, "embedding", "ids", [&](const auto* p) {
+      kernels::embedding_backward(n, V, C, p, g.data<float>(), gi[0].data<float>());
+    });
+  });
+}
+
+Variable dropout(const Variable& x, float p, bool training, Rng& rng) {
+  ARTEL_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability ", p, " outside [0, 1]");
+  if (!training || p == 0.0f) return x;
+  Tensor mask = Tensor::empty(x.shape());
+  kernels::dropout_mask(x.numel(), p, rng, mask.data<float>());
+  Tensor y = Tensor::empty(x.shape());
+  kernels::multiply(x.numel(), x.value().data<float>(), mask.data<float>(), y.data<float>());
+  return make_result(y, {x}, "dropout", [mask](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(g.shape());
+    kernels::multiply(g.numel(), g.data<float>(), mask.data<float>(), gi[0].data<float>());
+  });
+}
+
+}  // namespace artel::autograd

@@ -1,0 +1,41 @@
+// `artel launch -n N [--max-restarts R] [--threads T] [--timeout-grace S] -- CMD ARGS...`:
+// starts N workers of CMD with ARTEL_RANK etc. set (see docs/LAUNCH.md). The
+// work is done by artel::launch::launch; this file only turns argv into a
+// LaunchConfig.
+#include <CLI/CLI.hpp>
+
+#include "artel/cli/command.h"
+#include "artel/core/error.h"
+#include "artel/launch/launcher.h"
+
+namespace artel::cli {
+namespace {
+
+int run_launch(int argc, char** argv) {
+  launch::LaunchConfig config;
+  int threads = 0;
+  CLI::App app{"Start N workers of a command, each told its rank (like torchrun). Workers see ARTEL_RANK, "
+               "ARTEL_WORLD_SIZE, ARTEL_LOCAL_RANK, ARTEL_JOB_ID, ARTEL_NUM_THREADS, ARTEL_RESTART_COUNT.",
+               "artel launch"};
+  app.add_option("-n,--nproc", config.nproc, "number of workers (>= 1)")->required();
+  app.add_option("--max-restarts", config.max_restarts,
+                 "after a worker fails, stop all and start them again, up to this many times (default 0)");
+  auto* threads_opt = app.add_option("--threads", threads, "ARTEL_NUM_THREADS per worker (default: cores / N, at least 1)");
+  app.add_option("--timeout-grace", config.grace_s,
+                 "seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
+  app.add_option("command", config.command, "the command each worker runs, after `--`");
+  app.footer("example: artel launch -n 4 -- sh -c 'echo rank $ARTEL_RANK of $ARTEL_WORLD_SIZE'");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    throw Error(e.what(), "see `artel launch --help`; the workers' command goes after `--`");
+  }
+  if (threads_opt->count() > 0) config.threads = threads;
+  return launch::launch(config);
+}
+
+const bool kRegistered = register_command("launch", "start N workers of a command (like torchrun)", run_launch);
+
+}  // namespace
+}  // namespace artel::cli

@@ -1,0 +1,31 @@
+// Pointwise activations, forward and backward, and dropout's mask.
+//
+// Each backward takes what its forward's caller kept: ReLU and tanh their
+// output, GELU its input (exact GELU, x·Φ(x), as torch.nn.GELU()).
+//
+//   gelu_forward(n, x, y);
+//   gelu_backward(n, x, dy, dx);   // dx = dy · (Φ(x) + x·φ(x))
+#pragma once
+
+#include <cstdint>
+
+#include "artel/core/rng.h"
+
+namespace artel::kernels {
+
+void relu_forward(int64_t n, const float* x, float* y);
+void relu_backward(int64_t n, const float* y, const float* dy, float* dx);
+
+void gelu_forward(int64_t n, const float* x, float* y);
+void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
+
+void tanh_forward(int64_t n, const float* x, float* y);
+void tanh_backward(int64_t n, const float* y, const float* dy, float* dx);
+
+// mask[i] = 0 with probability p, else 1/(1-p); draws n uniforms from rng in order.
+void dropout_mask(int64_t n, float p, Rng& rng, float* mask);
+
+// out[i] = a[i] · b[i] (dropout forward and backward: x · mask, dy · mask).
+void multiply(int64_t n, const float* a, const float* b, float* out);
+
+}  // namespace artel::kernels

@@ -1,0 +1,41 @@
+// Fused multi-head causal self-attention: nanoGPT's CausalSelfAttention before
+// c_proj, forward and hand-written backward on raw arrays.
+//
+// qkv (B, T, 3C) holds [q | k | v] along the last dim (c_attn's output); head h
+// uses channels h·hs … (h+1)·hs−1 of each, hs = C / n_head. Per (b, h):
+//   P = softmax(q kᵀ / √hs with the causal mask j ≤ i)    (T, T), kept for backward
+//   y = P v                                                 head h's channels of y (B, T, C)
+// The B·n_head (b, h) items are split over artel's threads. Inside one,
+// register-blocked products stop at the diagonal block, so most of the masked
+// upper triangle is never computed (about half the FLOPs of a full attention).
+//
+//   AttentionDims d{B, T, C, n_head};
+//   std::vector<float> probs(d.probs_numel());
+//   attention_forward(d, qkv, y, probs.data());
+//   attention_backward(d, qkv, probs.data(), dy, dqkv);
+#pragma once
+
+#include <cstdint>
+
+namespace artel::kernels {
+
+struct AttentionDims {
+  int64_t batch = 0, time = 0, channels = 0, n_head = 0;
+
+  int64_t head_size() const { return channels / n_head; }
+  // Rows of the saved probabilities are padded to whole 16-float vectors.
+  int64_t padded_time() const { return (time + 15) / 16 * 16; }
+  // Elements of the saved probabilities, (B, n_head, T, Tp) with Tp = padded_time().
+  int64_t probs_numel() const { return batch * n_head * time * padded_time(); }
+};
+
+// qkv (B, T, 3C) -> y (B, T, C) and probs (B, n_head, T, Tp); probs past the
+// diagonal are written as 0. Requires n_head > 0 dividing C (the op checks).
+void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs);
+
+// From dy (B, T, C), the forward's qkv and probs: dqkv (B, T, 3C) = [dq | dk | dv],
+// every element written (no accumulation).
+//   dV = Pᵀ dY,  dP = dY Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √hs,  dK = dSᵀ Q / √hs
+void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv);
+
+}  // namespace artel::kernels

@@ -1,0 +1,138 @@
+#include "artel/kernels/conv.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "artel/core/threads.h"
+#include "artel/kernels/gemm.h"
+
+namespace artel::kernels {
+namespace {
+
+// Outputs o in [lo, hi) whose input index o·s − p + k lies in [0, n_in).
+struct Range {
+  int64_t lo, hi;
+};
+Range valid_outputs(int64_t n_in, int64_t n_out, int64_t s, int64_t p, int64_t k) {
+  int64_t lo = p - k > 0 ? (p - k + s - 1) / s : 0;
+  int64_t last = n_in - 1 + p - k;  // o·s ≤ last
+  int64_t hi = last < 0 ? 0 : last / s + 1;
+  lo = std::min(lo, n_out);
+  hi = std::clamp(hi, lo, n_out);
+  return {lo, hi};
+}
+
+// Visits every (patch row, output row) pair of one sample: fn(out row of col,
+// input row or null when it falls in the padding, the kernel column kj).
+template <class Fn>
+void for_each_patch_row(const Conv2dDims& d, Fn&& fn) {
+  const int64_t ho = d.out_height(), wo = d.out_width();
+  for (int64_t c = 0; c < d.c_in; ++c)
+    for (int64_t ki = 0; ki < d.kernel_h; ++ki)
+      for (int64_t kj = 0; kj < d.kernel_w; ++kj) {
+        int64_t row = (c * d.kernel_h + ki) * d.kernel_w + kj;
+        Range cols = valid_outputs(d.width, wo, d.stride, d.padding, kj);
+        for (int64_t oh = 0; oh < ho; ++oh) {
+          int64_t ih = oh * d.stride - d.padding + ki;
+          bool inside = ih >= 0 && ih < d.height;
+          fn(row * ho * wo + oh * wo, inside ? (c * d.height + ih) * d.width : -1, kj, cols);
+        }
+      }
+}
+
+// A 1×1 convolution with stride 1 and no padding needs no col: it is x itself.
+bool is_pointwise(const Conv2dDims& d) {
+  return d.kernel_h == 1 && d.kernel_w == 1 && d.stride == 1 && d.padding == 0;
+}
+
+}  // namespace
+
+void im2col(const Conv2dDims& d, const float* x, float* col) {
+  const int64_t wo = d.out_width(), s = d.stride, shift = d.padding;
+  for_each_patch_row(d, [&](int64_t out, int64_t in, int64_t kj, Range cols) {
+    float* o = col + out;
+    if (in < 0) return std::fill(o, o + wo, 0.0f);
+    const int64_t first = in - shift + kj;  // input index of output column 0 (may be in the padding)
+    std::fill(o, o + cols.lo, 0.0f);
+    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) o[ow] = x[first + ow * s];
+    std::fill(o + cols.hi, o + wo, 0.0f);
+  });
+}
+
+void col2im_add(const Conv2dDims& d, const float* col, float* dx) {
+  const int64_t s = d.stride, shift = d.padding;
+  for_each_patch_row(d, [&](int64_t out, int64_t in, int64_t kj, Range cols) {
+    if (in < 0) return;
+    const float* o = col + out;
+    const int64_t first = in - shift + kj;
+    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dx[first + ow * s] += o[ow];
+  });
+}
+
+void conv2d_forward(const Conv2dDims& d, const float* x, const float* weight, const float* bias, float* y) {
+  const int64_t hw = d.out_height() * d.out_width(), k = d.patch_size(), in_size = d.c_in * d.height * d.width;
+  const bool pointwise = is_pointwise(d);
+  parallel_for(d.batch, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(k * hw));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* xn = x + n * in_size;
+      if (!pointwise) im2col(d, xn, col.data());
+      float* yn = y + n * d.c_out * hw;
+      if (bias)
+        for (int64_t co = 0; co < d.c_out; ++co) std::fill(yn + co * hw, yn + (co + 1) * hw, bias[co]);
+      // y_n (Cout, HW) = weight (Cout, K) · col (K, HW) [+ bias already there]
+      gemm(GemmArgs{false, false, d.c_out, hw, k, 1.0f, weight, k, pointwise ? xn : col.data(), hw,
+                    bias ? 1.0f : 0.0f, yn, hw});
+    }
+  });
+}
+
+void conv2d_backward(const Conv2dDims& d, const float* x, const float* weight, const float* dy, float* dx,
+                     float* dweight, float* dbias) {
+  const int64_t hw = d.out_height() * d.out_width(), k = d.patch_size(), in_size = d.c_in * d.height * d.width;
+  const int64_t w_size = d.c_out * k;
+  const bool pointwise = is_pointwise(d);
+  // Samples go in `chunks` groups, one per thread; each group sums its own
+  // dweight/dbias (group 0 straight into the outputs), added up at the end.
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), d.batch));
+  std::vector<float> partial(static_cast<size_t>((chunks - 1) * (w_size + d.c_out)));
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(k * hw));
+    for (int64_t c = c0; c < c1; ++c) {
+      float* part = c == 0 ? nullptr : partial.data() + (c - 1) * (w_size + d.c_out);
+      float* dw = !dweight ? nullptr : c == 0 ? dweight : part;
+      float* db = !dbias ? nullptr : c == 0 ? dbias : part + w_size;
+      if (dw) std::fill(dw, dw + w_size, 0.0f);
+      if (db) std::fill(db, db + d.c_out, 0.0f);
+      for (int64_t n = d.batch * c / chunks; n < d.batch * (c + 1) / chunks; ++n) {
+        const float* dyn = dy + n * d.c_out * hw;
+        const float* xn = x + n * in_size;
+        if (db)
+          for (int64_t co = 0; co < d.c_out; ++co)
+            for (int64_t i = 0; i < hw; ++i) db[co] += dyn[co * hw + i];
+        if (dw) {  // dweight (Cout, K) += dy_n (Cout, HW) · col (K, HW)ᵀ
+          if (!pointwise) im2col(d, xn, col.data());
+          gemm(GemmArgs{false, true, d.c_out, k, hw, 1.0f, dyn, hw, pointwise ? xn : col.data(), hw, 1.0f, dw, k});
+        }
+        if (dx) {  // dcol (K, HW) = weightᵀ · dy_n, scattered back by col2im
+          float* dxn = dx + n * in_size;
+          float* dcol = pointwise ? dxn : col.data();
+          gemm(GemmArgs{true, false, k, hw, d.c_out, 1.0f, weight, k, dyn, hw, 0.0f, dcol, hw});
+          if (!pointwise) {
+            std::fill(dxn, dxn + in_size, 0.0f);
+            col2im_add(d, dcol, dxn);
+          }
+        }
+      }
+    }
+  });
+  for (int64_t c = 1; c < chunks; ++c) {
+    const float* part = partial.data() + (c - 1) * (w_size + d.c_out);
+    if (dweight)
+      for (int64_t i = 0; i < w_size; ++i) dweight[i] += part[i];
+    if (dbias)
+      for (int64_t i = 0; i < d.c_out; ++i) dbias[i] += part[w_size + i];
+  }
+}
+
+}  // namespace artel::kernels

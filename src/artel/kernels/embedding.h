@@ -1,0 +1,26 @@
+// Embedding lookup (a row gather) and its gradient (a scatter-add).
+//
+// Several positions may share an id, so the backward adds rows into dW; a
+// weight tied to another use (GPT's lm_head) gets both contributions from the
+// autograd engine, not from here.
+//
+//   embedding_forward(n, V, C, ids, W, out);        // out[i] = W[ids[i]]
+//   embedding_backward(n, V, C, ids, dout, dW);     // dW = 0; dW[ids[i]] += dout[i]
+#pragma once
+
+#include <cstdint>
+
+namespace artel::kernels {
+
+// Throws artel::Error naming the first id outside [0, V).
+template <class Id>
+void check_ids(int64_t n, int64_t V, const Id* ids);
+
+template <class Id>
+void embedding_forward(int64_t n, int64_t C, const Id* ids, const float* weight, float* out);
+
+// Overwrites dweight (V, C).
+template <class Id>
+void embedding_backward(int64_t n, int64_t V, int64_t C, const Id* ids, const float* dout, float* dweight);
+
+}  // namespace artel::kernels

@@ -1,0 +1,42 @@
+#include "artel/kernels/layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "artel/core/threads.h"
+
+namespace artel::kernels {
+
+void transpose(int64_t outer, int64_t a, int64_t mid, int64_t b, int64_t inner, const float* x, float* y) {
+  // One task per (o, j) output block of (mid, a, inner) elements.
+  int64_t block = mid * a * inner;
+  parallel_for(outer * b, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, block)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t o = t / b, j = t % b;
+      for (int64_t m = 0; m < mid; ++m)
+        for (int64_t i = 0; i < a; ++i) {
+          const float* src = x + (((o * a + i) * mid + m) * b + j) * inner;
+          float* dst = y + (((o * b + j) * mid + m) * a + i) * inner;
+          if (inner == 1) *dst = *src;
+          else std::memcpy(dst, src, static_cast<size_t>(inner) * sizeof(float));
+        }
+    }
+  });
+}
+
+void strided_copy(int64_t outer, int64_t len, const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+  if (len == 0) return;
+  parallel_for(outer, std::max<int64_t>(1, (1 << 16) / len), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o)
+      std::memcpy(dst + o * dst_stride, src + o * src_stride, static_cast<size_t>(len) * sizeof(float));
+  });
+}
+
+void repeat_row(int64_t rows, int64_t cols, const float* row, float* dst) {
+  if (cols == 0) return;
+  parallel_for(rows, std::max<int64_t>(1, (1 << 16) / cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) std::memcpy(dst + r * cols, row, static_cast<size_t>(cols) * sizeof(float));
+  });
+}
+
+}  // namespace artel::kernels

@@ -1,0 +1,94 @@
+#include "artel/kernels/reduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "artel/core/threads.h"
+#include "artel/kernels/chunks.h"
+
+namespace artel::kernels {
+namespace {
+
+// Enough elements per chunk that a thread's start-up cost is well hidden.
+constexpr int64_t kGrainElems = 1 << 15;
+
+// 16 independent double lanes: vectorises without reassociating a single sum.
+double sum_span(int64_t n, const float* __restrict x) {
+  double lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
+  double s = 0;
+  for (; i < n; ++i) s += x[i];
+  for (double l : lanes) s += l;
+  return s;
+}
+
+void add_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict x, float* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = x + r * cols;
+    for (int64_t c = 0; c < cols; ++c) acc[c] += row[c];
+  }
+}
+
+}  // namespace
+
+double sum_all(int64_t n, const float* x) {
+  int64_t chunks = num_chunks(n, kGrainElems);
+  std::vector<double> part(static_cast<size_t>(chunks));
+  for_chunks(n, chunks, [&](int64_t c, int64_t b, int64_t e) { part[static_cast<size_t>(c)] = sum_span(e - b, x + b); });
+  double s = 0;
+  for (double p : part) s += p;
+  return s;
+}
+
+void column_sums(int64_t rows, int64_t cols, const float* x, float* out) {
+  std::memset(out, 0, static_cast<size_t>(cols) * sizeof(float));
+  if (cols == 0) return;
+  int64_t chunks = num_chunks(rows, std::max<int64_t>(1, kGrainElems / cols));
+  if (chunks == 1) return add_rows(0, rows, cols, x, out);
+  // Chunk 0 sums into out; the others into partials added at the end.
+  std::vector<float> part(static_cast<size_t>((chunks - 1) * cols), 0.0f);
+  for_chunks(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+    add_rows(r0, r1, cols, x, c == 0 ? out : part.data() + (c - 1) * cols);
+  });
+  for (int64_t c = 1; c < chunks; ++c) add_rows(0, 1, cols, part.data() + (c - 1) * cols, out);
+}
+
+void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale) {
+  parallel_for(rows, std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) out[r] = static_cast<float>(scale * sum_span(cols, x + r * cols));
+  });
+}
+
+void sum_dim(int64_t outer, int64_t n, int64_t inner, const float* x, float* out, float scale) {
+  if (inner == 1) return row_sums(outer, n, x, out, scale);
+  if (outer == 1) {
+    column_sums(n, inner, x, out);
+    if (scale != 1.0f)
+      for (int64_t j = 0; j < inner; ++j) out[j] *= scale;
+    return;
+  }
+  parallel_for(outer, std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, n * inner)), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      float* __restrict y = out + o * inner;
+      std::memset(y, 0, static_cast<size_t>(inner) * sizeof(float));
+      add_rows(0, n, inner, x + o * n * inner, y);
+      for (int64_t j = 0; j < inner; ++j) y[j] *= scale;
+    }
+  });
+}
+
+void expand_dim(int64_t outer, int64_t n, int64_t inner, const float* g, float* out, float scale) {
+  int64_t rows = outer * n;
+  parallel_for(rows, std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, inner)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict src = g + (r / n) * inner;
+      float* __restrict dst = out + r * inner;
+      for (int64_t j = 0; j < inner; ++j) dst[j] = scale * src[j];
+    }
+  });
+}
+
+}  // namespace artel::kernels

@@ -1,0 +1,28 @@
+// Sums: of everything, of rows, of columns, along one dimension — and the
+// broadcast back that is their gradient. A tensor reduced along dimension d is
+// viewed as (outer, n, inner) with n = size(d).
+//
+//   column_sums(rows, cols, dy, db);          // a bias gradient: Σ over rows
+//   sum_dim(outer, n, inner, x, y, 1.0f / n); // mean along a dimension
+#pragma once
+
+#include <cstdint>
+
+namespace artel::kernels {
+
+// Σ x[i] accumulated in double.
+double sum_all(int64_t n, const float* x);
+
+// out[c] = Σ_r x[r, c] for an (rows, cols) matrix; overwrites out.
+void column_sums(int64_t rows, int64_t cols, const float* x, float* out);
+
+// out[r] = scale · Σ_c x[r, c]; overwrites out.
+void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale = 1.0f);
+
+// out (outer, inner) = scale · Σ_k x (outer, n, inner)[:, k, :].
+void sum_dim(int64_t outer, int64_t n, int64_t inner, const float* x, float* out, float scale);
+
+// out (outer, n, inner)[:, k, :] = scale · g (outer, inner) for every k.
+void expand_dim(int64_t outer, int64_t n, int64_t inner, const float* g, float* out, float scale);
+
+}  // namespace artel::kernels

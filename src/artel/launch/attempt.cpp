@@ -1,0 +1,209 @@
+#include "artel/launch/attempt.h"
+
+#include <poll.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "artel/launch/exit_status.h"
+#include "artel/launch/line_prefixer.h"
+#include "artel/launch/signal_relay.h"
+#include "artel/launch/worker_env.h"
+#include "artel/launch/worker_process.h"
+
+extern char** environ;
+
+namespace artel::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After the last worker exits, how long to wait for its pipes to reach EOF (a
+// process it left behind may still hold them open).
+constexpr auto kDrainTimeout = std::chrono::milliseconds(500);
+
+std::string plural(int n, const char* one, const char* many) { return n == 1 ? one : many; }
+
+// Note [One thread, one loop]: every worker pipe and the signal relay are
+// polled by this one loop, so output lines are written whole and in order, and
+// a signal is handled between two reads, never in the middle of one.
+class Attempt {
+ public:
+  Attempt(const LaunchConfig& config, SignalRelay& relay, const AttemptSpec& spec)
+      : config_(config), relay_(relay), spec_(spec) {}
+
+  AttemptResult run() {
+    for (int rank = 0; rank < config_.nproc; ++rank) {
+      workers_.push_back(WorkerProcess::spawn(config_.command, worker_environment(config_, spec_, rank), relay_));
+      std::string prefix = std::to_string(rank);
+      prefix.insert(0, 1, '[').append("] ");  // not "[" + ...: GCC 12 warns falsely (-Wrestrict)
+      out_.emplace_back(prefix, config_.out_fd);
+      err_.emplace_back(prefix, config_.err_fd);
+    }
+    while (reap() < config_.nproc) {
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        kill_at_.reset();
+        for (auto& w : workers_) if (w.running()) w.signal_group(SIGKILL);
+      }
+      pump(poll_timeout_ms());
+    }
+    drain(Clock::now() + kDrainTimeout);
+    return result_;
+  }
+
+ private:
+  // Reaps what has exited; starts stopping the others on the first failure.
+  // Returns how many workers have exited.
+  int reap() {
+    int exited = 0;
+    for (int rank = 0; rank < config_.nproc; ++rank) {
+      WorkerProcess& w = workers_[rank];
+      bool was_running = w.running();
+      if (!w.try_reap()) continue;
+      ++exited;
+      if (was_running && !exited_cleanly(*w.status()) && !stopping_) on_failure(rank);
+    }
+    return exited;
+  }
+
+  void on_failure(int rank) {
+    read_available(rank);  // its last words before our message about it
+    result_ = {AttemptResult::kWorkerFailed, rank, *workers_[rank].status(), 0};
+    int others = running_count();
+    std::string line = "artel launch: worker " + std::to_string(rank) + " " + describe_exit(*workers_[rank].status());
+    if (others > 0) line += "; stopping the other " + std::to_string(others) + plural(others, " worker", " workers");
+    say(line);
+    stop(SIGTERM);
+  }
+
+  void on_signal(int sig) {
+    if (sig == SIGCHLD) return;  // reap() runs on every turn of the loop
+    if (result_.outcome == AttemptResult::kInterrupted) {
+      say("artel launch: received " + signal_name(sig) + " again; killing the workers");
+      for (auto& w : workers_) if (w.running()) w.signal_group(SIGKILL);
+      return;
+    }
+    int n = running_count();
+    say("artel launch: received " + signal_name(sig) + "; passing it on to " + std::to_string(n) +
+        plural(n, " worker", " workers"));
+    result_ = {AttemptResult::kInterrupted, -1, 0, sig};
+    stop(sig);
+  }
+
+  // Sends sig to every running worker's group; SIGKILL follows after the grace period.
+  void stop(int sig) {
+    stopping_ = true;
+    for (auto& w : workers_) if (w.running()) w.signal_group(sig);
+    kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.grace_s));
+  }
+
+  int poll_timeout_ms() const {
+    constexpr int kTick = 1000;  // a backstop only: SIGCHLD wakes the loop
+    if (!kill_at_) return kTick;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(left + 1, 0, kTick));
+  }
+
+  // One poll() over the relay and all open pipes; handles what is ready.
+  void pump(int timeout_ms) {
+    std::vector<pollfd> fds{{relay_.fd(), POLLIN, 0}};
+    for (auto& w : workers_)
+      for (int fd : {w.out_fd(), w.err_fd()}) if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0) return;  // EINTR: the relay has the signal
+    if (fds[0].revents) for (int sig : relay_.take()) on_signal(sig);
+    for (int rank = 0; rank < config_.nproc; ++rank) read_available(rank);
+  }
+
+  // Reads what a worker's pipes hold now, without blocking; closes them at EOF.
+  void read_available(int rank) {
+    WorkerProcess& w = workers_[rank];
+    if (w.out_fd() >= 0 && !read_pipe(w.out_fd(), out_[rank])) w.close_out();
+    if (w.err_fd() >= 0 && !read_pipe(w.err_fd(), err_[rank])) w.close_err();
+  }
+
+  // False at EOF (or a read error), after flushing the partial last line.
+  // Reads at most kReadsPerTurn buffers, so a worker that writes without pause
+  // cannot keep the loop from reaping and handling signals.
+  static bool read_pipe(int fd, LinePrefixer& sink) {
+    constexpr int kReadsPerTurn = 16;
+    char buf[64 * 1024];
+    for (int reads = 0; reads < kReadsPerTurn; ++reads) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        sink.feed(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return true;
+      sink.finish();
+      return false;
+    }
+    return true;
+  }
+
+  // All workers have exited: take what is left in the pipes until EOF or the deadline.
+  void drain(Clock::time_point deadline) {
+    auto open = [&] {
+      return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w.out_fd() >= 0 || w.err_fd() >= 0; });
+    };
+    while (open() && Clock::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pump(static_cast<int>(std::max<long long>(left, 0)));
+    }
+    for (int rank = 0; rank < config_.nproc; ++rank) {
+      out_[rank].finish();
+      err_[rank].finish();
+    }
+  }
+
+  int running_count() const {
+    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) { return w.running(); }));
+  }
+
+  void say(std::string line) {
+    line.push_back('\n');
+    write_all(config_.err_fd, line.data(), line.size());
+  }
+
+  const LaunchConfig& config_;
+  SignalRelay& relay_;
+  const AttemptSpec& spec_;
+  std::vector<WorkerProcess> workers_;
+  std::vector<LinePrefixer> out_, err_;
+  std::optional<Clock::time_point> kill_at_;
+  bool stopping_ = false;
+  AttemptResult result_;
+};
+
+bool is_launch_variable(const char* entry) {
+  for (const char* name : {kEnvRank, kEnvWorldSize, kEnvLocalRank, kEnvJobId, kEnvNumThreads, kEnvRestartCount}) {
+    size_t n = std::strlen(name);
+    if (std::strncmp(entry, name, n) == 0 && entry[n] == '=') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> worker_environment(const LaunchConfig& config, const AttemptSpec& spec, int rank) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!is_launch_variable(*e)) env.emplace_back(*e);
+  auto set = [&](const char* name, const std::string& value) { env.push_back(std::string(name) + "=" + value); };
+  set(kEnvRank, std::to_string(rank));
+  set(kEnvWorldSize, std::to_string(config.nproc));
+  set(kEnvLocalRank, std::to_string(rank));  // one host: the local rank is the rank
+  set(kEnvJobId, spec.job_id);
+  set(kEnvNumThreads, std::to_string(config.threads_per_worker()));
+  set(kEnvRestartCount, std::to_string(spec.restart_count));
+  return env;
+}
+
+AttemptResult run_attempt(const LaunchConfig& config, SignalRelay& relay, const AttemptSpec& spec) {
+  return Attempt(config, relay, spec).run();
+}
+
+}  // namespace artel::launch

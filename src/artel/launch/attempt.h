@@ -1,0 +1,38 @@
+// One attempt of a launched job: start all workers, pump their output, watch
+// for the first failure or an interrupt, stop the rest, reap everyone. The
+// restart policy around it lives in launcher.cpp.
+//
+//   AttemptResult r = run_attempt(config, relay, {.restart_count = 0, .job_id = make_job_id(0)});
+//   if (r.outcome == AttemptResult::kWorkerFailed) ... r.rank, r.wait_status
+#pragma once
+
+#include <string>
+
+#include "artel/launch/launcher.h"
+
+namespace artel::launch {
+
+class SignalRelay;
+
+struct AttemptSpec {
+  int restart_count = 0;  // ARTEL_RESTART_COUNT
+  std::string job_id;     // ARTEL_JOB_ID
+};
+
+struct AttemptResult {
+  enum Outcome { kSucceeded, kWorkerFailed, kInterrupted };
+  Outcome outcome = kSucceeded;
+  int rank = -1;          // kWorkerFailed: the first worker that failed
+  int wait_status = 0;    // kWorkerFailed: its wait status
+  int signal = 0;         // kInterrupted: the signal the launcher received
+};
+
+// Throws artel::Error when a worker cannot be started (after stopping those
+// that were).
+AttemptResult run_attempt(const LaunchConfig& config, SignalRelay& relay, const AttemptSpec& spec);
+
+// The environment of worker `rank`: the launcher's own, minus any ARTEL_*
+// launch variables it inherited, plus this attempt's.
+std::vector<std::string> worker_environment(const LaunchConfig& config, const AttemptSpec& spec, int rank);
+
+}  // namespace artel::launch

@@ -1,0 +1,36 @@
+#include "artel/launch/exit_status.h"
+
+#include <string.h>
+#include <sys/wait.h>
+
+namespace artel::launch {
+
+std::string signal_name(int sig) {
+  // sigabbrev_np (glibc >= 2.32) gives "KILL" without the "SIG".
+  const char* abbrev = sigabbrev_np(sig);
+  if (abbrev == nullptr) return "signal " + std::to_string(sig);
+  return std::string("SIG") + abbrev;
+}
+
+bool exited_cleanly(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+}
+
+std::string describe_exit(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    std::string what = "was killed by signal " + signal_name(sig) + " (" + std::to_string(sig) + ")";
+    if (WCOREDUMP(wait_status)) what += ", core dumped";
+    return what;
+  }
+  return "ended with wait status " + std::to_string(wait_status);
+}
+
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace artel::launch

@@ -1,0 +1,54 @@
+// The launcher behind `artel launch` (like torchrun): starts N workers of one
+// command, tells each its rank through the environment (see worker_env.h),
+// prefixes every line they print with "[rank] ", passes SIGINT/SIGTERM on, and
+// fails fast: when one worker fails, the others are stopped (SIGTERM, then
+// SIGKILL after a grace period) and the launcher exits with the worker's code —
+// or, with max_restarts > 0, all workers are started again. docs/LAUNCH.md has
+// the whole story.
+//
+//   LaunchConfig cfg;
+//   cfg.nproc = 4;
+//   cfg.command = {current_executable(), "train", "--steps", "100"};
+//   return launch(cfg);  // 0 when every worker exited 0
+#pragma once
+
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace artel::launch {
+
+struct LaunchConfig {
+  std::vector<std::string> command;  // argv of every worker; non-empty; command[0] is looked up on PATH
+  int nproc = 1;                     // workers, in [1, kMaxWorkers]
+  int max_restarts = 0;              // times to restart all workers after a failure, >= 0
+  std::optional<int> threads;        // ARTEL_NUM_THREADS, >= 1; unset: max(1, cores / nproc)
+  double grace_s = 5.0;              // SIGTERM -> SIGKILL when stopping workers, in (0, 3600] seconds
+  int out_fd = STDOUT_FILENO;        // where the workers' prefixed stdout lines go
+  int err_fd = STDERR_FILENO;        // their stderr lines, and the launcher's own messages
+
+  static constexpr int kMaxWorkers = 4096;
+
+  // Throws artel::Error naming the field, its value and the allowed range.
+  void validate() const;
+  // The value of ARTEL_NUM_THREADS for each worker.
+  int threads_per_worker() const;
+};
+
+// Runs the job to the end and returns the exit code for the launcher: 0 when
+// all workers exited 0; the failing worker's exit status, or 128 + signal when
+// it was killed; 128 + signal when the launcher itself got SIGINT/SIGTERM.
+// Throws artel::Error for a bad config or a command that cannot be run.
+int launch(const LaunchConfig& config);
+
+// "<launcher pid>-<attempt>-<8 random hex digits>": distinct for every attempt,
+// so a restarted job never meets the shared-memory segments of the last one.
+std::string make_job_id(int attempt);
+
+// The path of the running program (/proc/self/exe), for a program that
+// launches itself (`artel train --nproc N`).
+std::string current_executable();
+
+}  // namespace artel::launch

@@ -1,0 +1,70 @@
+// relu, gelu (exact, as torch.nn.GELU()), tanh, softmax, log_softmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "artel/autograd/ops.h"
+#include "gradcheck.h"
+
+namespace artel::autograd {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+// Keeps inputs off ReLU's kink so central differences are valid.
+Tensor off_zero(const Shape& s, uint64_t seed) {
+  Tensor t = random_tensor(s, seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] += t.data<float>()[i] >= 0 ? 0.1f : -0.1f;
+  return t;
+}
+
+TEST(Activation, GeluMatchesTorchExact) {
+  // torch.nn.GELU()(torch.tensor([-3., -1., -0.1, 0., 0.5, 2., 5.]))
+  Variable x(Tensor::from_vector({-3, -1, -0.1f, 0, 0.5f, 2, 5}, {7}));
+  std::vector<float> want = {-4.0496e-03f, -1.5865525e-01f, -4.6017223e-02f, 0.0f, 3.4573123e-01f, 1.9544997f, 5.0f};
+  std::vector<float> got = gelu(x).value().to_vector();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6f * std::abs(want[i]) + 1e-7f) << i;
+  gradcheck([](std::vector<Variable>& v) { return gelu(v[0]); }, {random_tensor({3, 7}, 1, 2.0f)});
+}
+
+TEST(Activation, ReluAndTanh) {
+  Variable x(Tensor::from_vector({-2, -0.5f, 0.5f, 3}, {4}));
+  EXPECT_EQ(relu(x).value().to_vector(), (std::vector<float>{0, 0, 0.5f, 3}));
+  EXPECT_NEAR(tanh(x).value().data<float>()[3], std::tanh(3.0f), 1e-7);
+  gradcheck([](std::vector<Variable>& v) { return relu(v[0]); }, {off_zero({3, 5}, 2)});
+  gradcheck([](std::vector<Variable>& v) { return tanh(v[0]); }, {random_tensor({3, 5}, 3)});
+}
+
+TEST(Activation, SoftmaxRowsSumToOne) {
+  Tensor x = random_tensor({4, 37}, 4, 3.0f);
+  x.data<float>()[5] = 80.0f;  // large logits must not overflow
+  Tensor y = softmax(Variable(x)).value();
+  for (int64_t r = 0; r < 4; ++r) {
+    double s = 0, m = -1e30;
+    for (int64_t c = 0; c < 37; ++c) m = std::max<double>(m, x.data<float>()[r * 37 + c]);
+    double z = 0;
+    for (int64_t c = 0; c < 37; ++c) z += std::exp(x.data<float>()[r * 37 + c] - m);
+    for (int64_t c = 0; c < 37; ++c) {
+      s += y.data<float>()[r * 37 + c];
+      EXPECT_NEAR(y.data<float>()[r * 37 + c], std::exp(x.data<float>()[r * 37 + c] - m) / z, 1e-6);
+    }
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+  Tensor ls = log_softmax(Variable(x)).value();
+  EXPECT_NEAR(ls.data<float>()[40], std::log(y.data<float>()[40]), 1e-5);
+}
+
+TEST(Activation, SoftmaxGradientsAnyDimension) {
+  for (int64_t d : {-1, 0, 1}) {
+    gradcheck([d](std::vector<Variable>& v) { return softmax(v[0], d); }, {random_tensor({3, 4, 5}, 5)});
+    gradcheck([d](std::vector<Variable>& v) { return log_softmax(v[0], d); }, {random_tensor({3, 4, 5}, 6)});
+  }
+  // Along dim 0 the columns sum to one.
+  Tensor y = softmax(Variable(random_tensor({3, 4}, 7)), 0).value();
+  for (int64_t c = 0; c < 4; ++c)
+    EXPECT_NEAR(y.data<float>()[c] + y.data<float>()[4 + c] + y.data<float>()[8 + c], 1.0f, 1e-6);
+}
+
+}  // namespace
+}  // namespace artel::autograd

@@ -1,0 +1,82 @@
+// embedding (gather / scatter-add, tied weights) and dropout (mask from the Rng).
+#include <gtest/gtest.h>
+
+#include "artel/autograd/ops.h"
+#include "gradcheck.h"
+
+namespace artel::autograd {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+Tensor ids(const std::vector<int64_t>& v, const Shape& s) {
+  Tensor t = Tensor::empty(s, DType::i64);
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+TEST(Embedding, GathersRowsAndScatterAddsGradients) {
+  Tensor w = random_tensor({5, 3}, 1);
+  Tensor id = ids({4, 0, 4, 2}, {2, 2});
+  Variable vw(w, true);
+  Variable y = embedding(vw, id);
+  ASSERT_EQ(y.shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(y.value().data<float>()[2 * 3 + 1], w.data<float>()[4 * 3 + 1]);
+  sum(y).backward();
+  EXPECT_EQ(vw.grad().data<float>()[4 * 3], 2.0f);  // id 4 used twice
+  EXPECT_EQ(vw.grad().data<float>()[1 * 3], 0.0f);
+  gradcheck([id](std::vector<Variable>& v) { return embedding(v[0], id); }, {w});
+  Tensor id32 = Tensor::empty({2}, DType::i32);
+  id32.data<int32_t>()[0] = 1, id32.data<int32_t>()[1] = 1;
+  gradcheck([id32](std::vector<Variable>& v) { return embedding(v[0], id32); }, {w});
+}
+
+TEST(Embedding, TiedWeightGetsBothContributions) {
+  // GPT's lm_head reuses the token embedding: logits = emb(ids) · Wᵀ.
+  Tensor id = ids({1, 3}, {2});
+  gradcheck([id](std::vector<Variable>& v) { return linear(embedding(v[0], id), v[0], Variable()); },
+            {random_tensor({4, 3}, 2)});
+}
+
+TEST(Embedding, OutOfRangeIdThrows) {
+  Variable w(random_tensor({5, 3}, 1));
+  EXPECT_THROW(embedding(w, ids({0, 5}, {2})), Error);
+  EXPECT_THROW(embedding(w, ids({-1}, {1})), Error);
+  EXPECT_THROW(embedding(w, Tensor::zeros({2})), Error);
+}
+
+TEST(Dropout, MaskIsReproducibleScaledAndReusedByBackward) {
+  Tensor x = Tensor::full({1000}, 2.0f);
+  Rng r1(7), r2(7);
+  Variable vx(x, true);
+  Variable y1 = dropout(vx, 0.25f, true, r1);
+  Variable y2 = dropout(Variable(x), 0.25f, true, r2);
+  EXPECT_EQ(y1.value().to_vector(), y2.value().to_vector());
+  int zeros = 0;
+  for (float v : y1.value().to_vector()) {
+    EXPECT_TRUE(v == 0.0f || std::abs(v - 2.0f / 0.75f) < 1e-6f) << v;
+    zeros += v == 0.0f;
+  }
+  EXPECT_GT(zeros, 200);
+  EXPECT_LT(zeros, 300);
+  y1.backward(Tensor::full({1000}, 1.0f));
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(vx.grad().data<float>()[i], y1.value().data<float>()[i] / 2.0f);
+  // A fresh Rng with the same seed per call gives the same mask: finite differences apply.
+  gradcheck([](std::vector<Variable>& v) {
+    Rng r(3);
+    return dropout(v[0], 0.5f, true, r);
+  }, {random_tensor({4, 5}, 4)});
+}
+
+TEST(Dropout, IdentityWhenNotTrainingOrZero) {
+  Rng rng(1);
+  Variable x(random_tensor({3}, 1), true);
+  EXPECT_EQ(dropout(x, 0.5f, false, rng).impl(), x.impl());
+  EXPECT_EQ(dropout(x, 0.0f, true, rng).impl(), x.impl());
+  EXPECT_EQ(rng.state().counter, 0u);  // drew nothing
+  EXPECT_THROW(dropout(x, 1.5f, true, rng), Error);
+}
+
+}  // namespace
+}  // namespace artel::autograd

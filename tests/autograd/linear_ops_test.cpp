@@ -1,0 +1,67 @@
+// matmul and linear: values against naive loops, gradients by finite differences.
+#include <gtest/gtest.h>
+
+#include "artel/autograd/ops.h"
+#include "gradcheck.h"
+
+namespace artel::autograd {
+namespace {
+
+using testing::gradcheck;
+using testing::random_tensor;
+
+TEST(Linear, ForwardMatchesNaive) {
+  Tensor x = random_tensor({2, 3, 4}, 1), w = random_tensor({5, 4}, 2), b = random_tensor({5}, 3);
+  Variable y = linear(Variable(x), Variable(w), Variable(b));
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 5}));
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t o = 0; o < 5; ++o) {
+      double s = b.data<float>()[o];
+      for (int64_t i = 0; i < 4; ++i) s += x.data<float>()[r * 4 + i] * w.data<float>()[o * 4 + i];
+      EXPECT_NEAR(y.value().data<float>()[r * 5 + o], s, 1e-5);
+    }
+}
+
+TEST(Linear, Gradients) {
+  auto op = [](std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); };
+  gradcheck(op, {random_tensor({2, 3, 4}, 1), random_tensor({5, 4}, 2), random_tensor({5}, 3)});
+  gradcheck([](std::vector<Variable>& in) { return linear(in[0], in[1], Variable()); },
+            {random_tensor({3, 4}, 4), random_tensor({2, 4}, 5)});
+}
+
+TEST(Linear, InputWithoutGradGetsNone) {
+  Variable x(random_tensor({3, 4}, 1)), w(random_tensor({2, 4}, 2), true), b(random_tensor({2}, 3), true);
+  sum(linear(x, w, b)).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(w.grad().defined());
+  EXPECT_FLOAT_EQ(b.grad().data<float>()[0], 3.0f);  // Σ over 3 rows of 1
+}
+
+TEST(Matmul, ForwardAndGradients) {
+  Tensor a = random_tensor({2, 3, 4}, 6), b = random_tensor({4, 5}, 7);
+  Variable y = matmul(Variable(a), Variable(b));
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 5}));
+  double s = 0;
+  for (int64_t k = 0; k < 4; ++k) s += a.data<float>()[4 + k] * b.data<float>()[k * 5 + 2];
+  EXPECT_NEAR(y.value().data<float>()[5 + 2], s, 1e-5);
+  gradcheck([](std::vector<Variable>& in) { return matmul(in[0], in[1]); }, {a, b});
+}
+
+TEST(Linear, BadShapesNameTheOp) {
+  Variable x(random_tensor({3, 4}, 1)), w(random_tensor({2, 5}, 2));
+  EXPECT_THROW(
+      {
+        try {
+          linear(x, w, Variable());
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("linear: input [3, 4] does not match weight [2, 5]"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(linear(Variable(random_tensor({3, 5}, 1)), w, Variable(random_tensor({3}, 1))), Error);
+  EXPECT_THROW(matmul(x, Variable(random_tensor({5, 2}, 1))), Error);
+}
+
+}  // namespace
+}  // namespace artel::autograd

@@ -1,0 +1,120 @@
+// The fused attention kernel against a plain double-precision transcription of
+// the math, with the causal mask written as explicit loops; shapes include a T
+// and a head size that are not multiples of the 16-float vectors.
+#include "artel/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "artel/core/rng.h"
+#include "artel/core/threads.h"
+
+namespace artel::kernels {
+namespace {
+
+std::vector<float> random_values(int64_t n, uint64_t seed) {
+  Rng rng(seed, 7);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = rng.normal();
+  return v;
+}
+
+struct Reference {
+  std::vector<double> y, dqkv;
+};
+
+// y_h = softmax(q kᵀ/√hs, j ≤ i) v and its gradients for upstream dy, per (b, h).
+Reference reference(const AttentionDims& d, const std::vector<float>& qkv, const std::vector<float>& dy) {
+  const int64_t t = d.time, c = d.channels, hs = d.head_size();
+  Reference r{std::vector<double>(dy.size()), std::vector<double>(qkv.size())};
+  auto at = [&](int64_t b, int64_t i, int64_t part, int64_t h, int64_t e) {
+    return ((b * t + i) * 3 + part) * c + h * hs + e;  // part 0 q, 1 k, 2 v
+  };
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.n_head; ++h) {
+      std::vector<double> p(t * t, 0.0), dp(t * t, 0.0);
+      for (int64_t i = 0; i < t; ++i) {
+        double m = -1e300, z = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < hs; ++e) s += double(qkv[at(b, i, 0, h, e)]) * qkv[at(b, j, 1, h, e)];
+          p[i * t + j] = s / std::sqrt(double(hs));
+          m = std::max(m, p[i * t + j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) z += (p[i * t + j] = std::exp(p[i * t + j] - m));
+        for (int64_t j = 0; j <= i; ++j) p[i * t + j] /= z;
+        for (int64_t e = 0; e < hs; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j <= i; ++j) o += p[i * t + j] * qkv[at(b, j, 2, h, e)];
+          r.y[(b * t + i) * c + h * hs + e] = o;
+        }
+      }
+      for (int64_t i = 0; i < t; ++i) {
+        double rowsum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double g = 0;
+          for (int64_t e = 0; e < hs; ++e) {
+            double dye = dy[(b * t + i) * c + h * hs + e];
+            g += dye * qkv[at(b, j, 2, h, e)];
+            r.dqkv[at(b, j, 2, h, e)] += p[i * t + j] * dye;  // dV = Pᵀ dY
+          }
+          dp[i * t + j] = g;
+          rowsum += g * p[i * t + j];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          double ds = p[i * t + j] * (dp[i * t + j] - rowsum) / std::sqrt(double(hs));
+          for (int64_t e = 0; e < hs; ++e) {
+            r.dqkv[at(b, i, 0, h, e)] += ds * qkv[at(b, j, 1, h, e)];
+            r.dqkv[at(b, j, 1, h, e)] += ds * qkv[at(b, i, 0, h, e)];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+void expect_matches(const AttentionDims& d, int threads) {
+  set_num_threads(threads);
+  const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
+  std::vector<float> qkv = random_values(n_qkv, 1), dy = random_values(n_y, 2);
+  std::vector<float> y(n_y), probs(d.probs_numel()), dqkv(n_qkv, NAN);
+  attention_forward(d, qkv.data(), y.data(), probs.data());
+  attention_backward(d, qkv.data(), probs.data(), dy.data(), dqkv.data());
+  set_num_threads(1);
+  Reference ref = reference(d, qkv, dy);
+  for (int64_t i = 0; i < n_y; ++i) ASSERT_NEAR(y[i], ref.y[i], 1e-5) << "y element " << i;
+  for (int64_t i = 0; i < n_qkv; ++i) ASSERT_NEAR(dqkv[i], ref.dqkv[i], 2e-5) << "dqkv element " << i;
+}
+
+TEST(Attention, MatchesReferenceAtNanoGptShape) { expect_matches({2, 64, 128, 4}, 1); }
+TEST(Attention, MatchesReferenceWithRaggedTimeAndHeadSize) { expect_matches({3, 37, 60, 3}, 1); }  // hs = 20
+TEST(Attention, MatchesReferenceWithTinyHeadsAndOneStep) {
+  expect_matches({2, 1, 8, 4}, 1);
+  expect_matches({1, 17, 6, 2}, 1);  // hs = 3: all scalar columns
+}
+TEST(Attention, MatchesReferenceOnTwoThreads) { expect_matches({3, 40, 64, 2}, 2); }
+
+TEST(Attention, ProbabilitiesAreCausalRowsThatSumToOne) {
+  AttentionDims d{1, 21, 16, 2};
+  std::vector<float> qkv = random_values(d.batch * d.time * 3 * d.channels, 3);
+  std::vector<float> y(d.batch * d.time * d.channels), probs(d.probs_numel(), NAN);
+  attention_forward(d, qkv.data(), y.data(), probs.data());
+  const int64_t tp = d.padded_time();
+  for (int64_t h = 0; h < d.n_head; ++h)
+    for (int64_t i = 0; i < d.time; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < tp; ++j) {
+        float p = probs[(h * d.time + i) * tp + j];
+        if (j > i) {
+          EXPECT_EQ(p, 0.0f) << "row " << i << " column " << j;
+        }
+        sum += p;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-6);
+    }
+}
+
+}  // namespace
+}  // namespace artel::kernels

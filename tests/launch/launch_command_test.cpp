@@ -1,0 +1,233 @@
+// End to end: the real `artel launch` starting `sh -c` workers.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "artel/core/threads.h"
+#include "launch/artel_process.h"
+
+namespace artel::launch::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+ArtelProcess::Result launch(std::vector<std::string> options, const std::string& script) {
+  std::vector<std::string> args{"launch"};
+  args.insert(args.end(), options.begin(), options.end());
+  for (const char* a : {"--", "sh", "-c"}) args.emplace_back(a);
+  args.push_back(script);
+  return ArtelProcess(args).finish();
+}
+
+TEST(LaunchCommand, SetsTheEnvironmentOfEveryRank) {
+  auto r = launch({"-n", "3", "--threads", "2"},
+                  "echo \"R=$ARTEL_RANK W=$ARTEL_WORLD_SIZE L=$ARTEL_LOCAL_RANK T=$ARTEL_NUM_THREADS "
+                  "C=$ARTEL_RESTART_COUNT J=$ARTEL_JOB_ID\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex line(R"(\[(\d)\] R=(\d) W=3 L=(\d) T=2 C=0 J=(\d+-0-[0-9a-f]{8}))");
+  std::set<std::string> ranks, job_ids;
+  for (const auto& l : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+    EXPECT_EQ(m[1], m[2]);  // the prefix names the worker's own rank
+    EXPECT_EQ(m[2], m[3]);  // one host: local rank == rank
+    ranks.insert(m[2]);
+    job_ids.insert(m[4]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(job_ids.size(), 1u) << "all workers of one attempt share the job id";
+}
+
+TEST(LaunchCommand, DefaultThreadsSplitTheCores) {
+  auto r = launch({"-n", "2"}, "echo T=$ARTEL_NUM_THREADS");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string t = "T=" + std::to_string(std::max(1, available_cores() / 2));
+  EXPECT_EQ(lines_of(r.out).size(), 2u);
+  for (const auto& l : lines_of(r.out)) EXPECT_THAT(l, HasSubstr(t));
+}
+
+TEST(LaunchCommand, PrefixesWholeLinesOfStdoutAndStderr) {
+  // Three workers write 200 long lines each to stdout and to stderr at once.
+  auto r = launch({"-n", "3"},
+                  "i=0; while [ $i -lt 200 ]; do "
+                  "echo \"out $ARTEL_RANK $i 0123456789012345678901234567890123456789012345678901234567890123\"; "
+                  "echo \"err $ARTEL_RANK $i 0123456789012345678901234567890123456789012345678901234567890123\" >&2; "
+                  "i=$((i+1)); done; printf \"tail $ARTEL_RANK\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (auto [text, kind] : {std::pair{r.out, "out"}, std::pair{r.err, "err"}}) {
+    std::regex line(std::string(R"(\[(\d)\] )") + kind + R"( (\d) \d+ 0123456789012345678901234567890123456789012345678901234567890123)");
+    std::map<std::string, int> per_rank;
+    for (const auto& l : lines_of(text)) {
+      std::smatch m;
+      if (std::string(kind) == "out" && std::regex_match(l, m, std::regex(R"(\[(\d)\] tail (\d))"))) {
+        EXPECT_EQ(m[1], m[2]) << "a partial last line is flushed with its own prefix";
+        per_rank["tail" + m[1].str()]++;
+        continue;
+      }
+      ASSERT_TRUE(std::regex_match(l, m, line)) << "a torn or unprefixed line: " << l;
+      EXPECT_EQ(m[1], m[2]);
+      per_rank[m[1]]++;
+    }
+    for (const char* rank : {"0", "1", "2"}) EXPECT_EQ(per_rank[rank], 200) << kind << " of rank " << rank;
+    if (std::string(kind) == "out") {
+      for (const char* tail : {"tail0", "tail1", "tail2"}) EXPECT_EQ(per_rank[tail], 1) << tail;
+    }
+  }
+}
+
+TEST(LaunchCommand, AllZeroMeansZero) {
+  auto r = launch({"-n", "4"}, "exit 0");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(LaunchCommand, AFailingWorkerStopsTheOthersAndPassesItsCodeOn) {
+  auto r = launch({"-n", "4"}, "if [ $ARTEL_RANK = 2 ]; then exit 3; fi; sleep 60");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 2 exited with status 3; stopping the other 3 workers\n"));
+  EXPECT_LT(r.seconds, 15.0) << "the sleeping workers were not stopped";
+  EXPECT_THAT(r.err, Not(HasSubstr("restarting")));
+}
+
+TEST(LaunchCommand, AWorkerKilledBySignalIsNamed) {
+  auto r = launch({"-n", "3"}, "if [ $ARTEL_RANK = 1 ]; then kill -KILL $$; fi; sleep 60");
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 1 was killed by signal SIGKILL (9); stopping the other 2 workers"));
+  EXPECT_LT(r.seconds, 15.0);
+}
+
+TEST(LaunchCommand, AWorkerThatNeverStopsWritingCannotStallTheLauncher) {
+  TempDir dir;
+  std::string fifo = dir.path() + "/flooding";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Rank 1 floods its stdout; rank 0 fails once the flood has begun.
+  auto r = launch({"-n", "2"}, "if [ $ARTEL_RANK = 0 ]; then read x < " + fifo + "; exit 2; fi; "
+                               "yes | { head -c 1000000; echo go > " + fifo + "; exec cat; }");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 0 exited with status 2; stopping the other 1 worker\n"));
+  EXPECT_LT(r.seconds, 15.0);
+}
+
+TEST(LaunchCommand, AWorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  TempDir dir;
+  std::string fifo = dir.path() + "/ready";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Rank 1 ignores SIGTERM, then tells rank 0 (through the fifo), which fails.
+  auto r = launch({"-n", "2", "--timeout-grace", "0.5"},
+                  "if [ $ARTEL_RANK = 0 ]; then read x < " + fifo + "; exit 1; fi; "
+                  "trap '' TERM; echo go > " + fifo + "; exec sleep 60");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_GE(r.seconds, 0.5) << "SIGKILL came before the grace period was over";
+  EXPECT_LT(r.seconds, 15.0) << "the worker that ignores SIGTERM was not killed";
+}
+
+TEST(LaunchCommand, RestartsOnceAndSucceedsOnTheSecondAttempt) {
+  TempDir dir;
+  // Every attempt of rank 0 leaves a line; rank 0 fails the first attempt only.
+  auto r = launch({"-n", "2", "--max-restarts", "1"},
+                  "echo \"$ARTEL_RESTART_COUNT $ARTEL_JOB_ID\" >> " + dir.path() +
+                      "/attempts.$ARTEL_RANK; if [ $ARTEL_RESTART_COUNT = 0 ] && [ $ARTEL_RANK = 0 ]; then exit 5; fi");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 0 exited with status 5"));
+  EXPECT_THAT(r.err, HasSubstr("artel launch: restarting all 2 workers (restart 1 of 1)"));
+  auto attempts = dir.read_lines("attempts.0");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].substr(0, 2), "0 ");
+  EXPECT_EQ(attempts[1].substr(0, 2), "1 ");
+  EXPECT_NE(attempts[0].substr(2), attempts[1].substr(2)) << "each attempt gets its own job id";
+  auto rank1 = dir.read_lines("attempts.1");
+  ASSERT_FALSE(rank1.empty());
+  EXPECT_EQ(rank1.back(), attempts[1]) << "both ranks ran in the second attempt";
+}
+
+TEST(LaunchCommand, GivesUpWhenTheRestartsAreUsedUp) {
+  TempDir dir;
+  auto r = launch({"-n", "2", "--max-restarts", "2"},
+                  "echo x >> " + dir.path() + "/attempts.$ARTEL_RANK; [ $ARTEL_RANK = 1 ] && exit 4; sleep 60");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_EQ(dir.read_lines("attempts.1").size(), 3u);
+  EXPECT_THAT(r.err, HasSubstr("restart 2 of 2"));
+  EXPECT_THAT(r.err, HasSubstr("artel launch: giving up after 2 restarts; the last failure: worker 1 exited with status 4"));
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(LaunchCommand, ForwardsSigtermToEveryWorker) {
+  TempDir dir;
+  std::string script = "trap 'echo term > " + dir.path() + "/term.$ARTEL_RANK; exit 0' TERM; echo ready; sleep 60 & wait";
+  ArtelProcess p({"launch", "-n", "3", "--", "sh", "-c", script});
+  ASSERT_TRUE(p.wait_for_stdout("ready", 3, std::chrono::seconds(30))) << "the workers did not start";
+  p.signal(SIGTERM);
+  auto r = p.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_THAT(r.err, HasSubstr("artel launch: received SIGTERM; passing it on to 3 workers"));
+  for (const char* rank : {"0", "1", "2"})
+    EXPECT_EQ(dir.read_lines(std::string("term.") + rank), std::vector<std::string>{"term"}) << "rank " << rank;
+  EXPECT_LT(r.seconds, 30.0);
+}
+
+TEST(LaunchCommand, ForwardsSigintAndDoesNotRestart) {
+  ArtelProcess p({"launch", "-n", "2", "--max-restarts", "3", "--", "sh", "-c", "echo ready; sleep 60"});
+  ASSERT_TRUE(p.wait_for_stdout("ready", 2, std::chrono::seconds(30)));
+  p.signal(SIGINT);
+  auto r = p.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  EXPECT_THAT(r.err, HasSubstr("received SIGINT"));
+  EXPECT_THAT(r.err, Not(HasSubstr("restarting")));
+}
+
+TEST(LaunchCommand, ACommandThatCannotRunIsAnErrorNotAHang) {
+  auto r = ArtelProcess({"launch", "-n", "2", "--", "/nonexistent/artel-no-such-program", "x"}).finish();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cannot run '/nonexistent/artel-no-such-program': No such file or directory"));
+  r = ArtelProcess({"launch", "-n", "2", "--", "artel-no-such-program-on-path"}).finish();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cannot run 'artel-no-such-program-on-path': No such file or directory"));
+}
+
+TEST(LaunchCommand, RejectsBadInput) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const auto& c : std::vector<Case>{
+           {{"launch", "-n", "2", "--"}, "no command to launch"},
+           {{"launch", "-n", "2"}, "no command to launch"},
+           {{"launch", "-n", "0", "--", "true"}, "must be in [1, 4096], got 0"},
+           {{"launch", "-n", "-3", "--", "true"}, "got -3"},
+           {{"launch", "-n", "2", "--max-restarts", "-1", "--", "true"}, "--max-restarts must be >= 0, got -1"},
+           {{"launch", "-n", "2", "--threads", "0", "--", "true"}, "--threads must be in [1, 65536], got 0"},
+           {{"launch", "-n", "two", "--", "true"}, "two"},
+           {{"launch", "--", "true"}, "--nproc is required"},
+           {{"launch", "-n", "2", "sh", "-c", "true"}, "the workers' command goes after `--`"},
+       }) {
+    auto r = ArtelProcess(c.args).finish();
+    EXPECT_NE(r.exit_code, 0) << c.message;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST(LaunchCommand, HelpNamesTheVariables) {
+  auto r = ArtelProcess({"launch", "--help"}).finish();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--max-restarts"));
+  EXPECT_THAT(r.out, HasSubstr("ARTEL_RESTART_COUNT"));
+}
+
+}  // namespace
+}  // namespace artel::launch::testing

@@ -1,0 +1,92 @@
+// LaunchConfig checks and the environment each worker gets, in process.
+#include "artel/launch/launcher.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/launch/attempt.h"
+
+namespace artel::launch {
+namespace {
+
+LaunchConfig valid() {
+  LaunchConfig c;
+  c.command = {"true"};
+  c.nproc = 2;
+  return c;
+}
+
+void expect_invalid(const LaunchConfig& c, const std::string& fragment) {
+  try {
+    c.validate();
+    ADD_FAILURE() << "accepted; expected an error mentioning " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(LaunchConfig, ChecksEveryField) {
+  EXPECT_NO_THROW(valid().validate());
+  auto c = valid();
+  c.command.clear();
+  expect_invalid(c, "no command to launch");
+  c = valid();
+  c.nproc = 0;
+  expect_invalid(c, "-n) must be in [1, 4096], got 0");
+  c = valid();
+  c.max_restarts = -1;
+  expect_invalid(c, "--max-restarts must be >= 0, got -1");
+  c = valid();
+  c.threads = 0;
+  expect_invalid(c, "--threads must be in [1, 65536], got 0");
+  c = valid();
+  c.grace_s = 0;
+  expect_invalid(c, "--timeout-grace");
+}
+
+TEST(LaunchConfig, SplitsTheCoresUnlessToldOtherwise) {
+  auto c = valid();
+  c.nproc = 1;
+  EXPECT_EQ(c.threads_per_worker(), available_cores());
+  c.nproc = 1000;
+  EXPECT_EQ(c.threads_per_worker(), 1);
+  c.threads = 7;
+  EXPECT_EQ(c.threads_per_worker(), 7);
+}
+
+TEST(Launcher, JobIdsDifferBetweenAttempts) {
+  std::string a = make_job_id(0), b = make_job_id(1), c = make_job_id(1);
+  EXPECT_NE(a, b);
+  EXPECT_NE(b, c);  // the random part: a relaunch with the same pid and attempt differs too
+  EXPECT_EQ(b.substr(0, b.find('-')), std::to_string(::getpid()));
+}
+
+TEST(Launcher, WorkerEnvironmentReplacesInheritedLaunchVariables) {
+  ::setenv("ARTEL_RANK", "5", 1);  // as if this process were itself a launched worker
+  ::setenv("ARTEL_LAUNCH_TEST_KEEP", "yes", 1);
+  auto c = valid();
+  c.nproc = 3;
+  c.threads = 2;
+  auto env = worker_environment(c, {4, "job-x"}, 1);
+  auto has = [&](const std::string& kv) { return std::count(env.begin(), env.end(), kv); };
+  EXPECT_EQ(has("ARTEL_RANK=1"), 1);
+  EXPECT_EQ(has("ARTEL_RANK=5"), 0);
+  EXPECT_EQ(has("ARTEL_WORLD_SIZE=3"), 1);
+  EXPECT_EQ(has("ARTEL_LOCAL_RANK=1"), 1);
+  EXPECT_EQ(has("ARTEL_JOB_ID=job-x"), 1);
+  EXPECT_EQ(has("ARTEL_NUM_THREADS=2"), 1);
+  EXPECT_EQ(has("ARTEL_RESTART_COUNT=4"), 1);
+  EXPECT_EQ(has("ARTEL_LAUNCH_TEST_KEEP=yes"), 1);
+  ::unsetenv("ARTEL_RANK");
+}
+
+TEST(Launcher, CurrentExecutableIsThisTest) {
+  std::string exe = current_executable();
+  EXPECT_NE(exe.find("artel_launch_tests"), std::string::npos) << exe;
+}
+
+}  // namespace
+}  // namespace artel::launch
