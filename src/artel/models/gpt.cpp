@@ -1,0 +1,126 @@
+#include "artel/models/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "artel/autograd/ops.h"
+#include "artel/nn/init.h"
+
+namespace artel::models {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Index of a draw from softmax(logits) (entries of -inf never drawn).
+int64_t sample(const std::vector<float>& logits, Rng& rng) {
+  float top = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (size_t i = 0; i < logits.size(); ++i) total += p[i] = std::exp(static_cast<double>(logits[i]) - top);
+  double u = rng.uniform() * total;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (u < p[i]) return static_cast<int64_t>(i);
+    u -= p[i];
+  }
+  for (size_t i = p.size(); i-- > 0;)  // rounding left u just above the last mass
+    if (p[i] > 0) return static_cast<int64_t>(i);
+  return 0;
+}
+
+}  // namespace
+
+Gpt::Transformer::Transformer(const ModelConfig& c, Rng& init, std::shared_ptr<Rng> drop_rng) {
+  wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, init));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, init));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, drop_rng));
+  h = register_module("h", std::make_shared<nn::ModuleList<Block>>());
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    h->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, init, drop_rng));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
+}
+
+Gpt::Gpt(const ModelConfig& config) : Model(config) {
+  ARTEL_CHECK(config.kind == "gpt", "Gpt built from a config of kind '", config.kind, "'");
+  Rng rng(config.seed, kInitStream);
+  transformer_ = register_module("transformer", std::make_shared<Transformer>(config, rng, shared_dropout_rng()));
+  register_alias("lm_head.weight", "transformer.wte.weight");
+  init_weights(rng);
+}
+
+void Gpt::init_weights(Rng& rng) {
+  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config().n_layer));
+  for (auto& [name, p] : named_parameters()) {
+    Tensor& t = p.value();
+    if (ends_with(name, "c_proj.weight")) {
+      nn::init::normal(t, 0.0f, resid_std, rng);
+    } else if (t.dim() >= 2) {
+      nn::init::normal(t, 0.0f, 0.02f, rng);  // Linear and Embedding weights
+    } else if (ends_with(name, ".bias")) {
+      nn::init::zeros(t);
+    } else {
+      nn::init::ones(t);  // LayerNorm weights
+    }
+  }
+}
+
+Variable Gpt::forward(const Tensor& ids) {
+  const ModelConfig& c = config();
+  ARTEL_CHECK((ids.dtype() == DType::i64 || ids.dtype() == DType::i32) && ids.dim() == 2 && ids.size(0) > 0 &&
+                  ids.size(1) > 0,
+              "gpt: input must be int64 or int32 token ids (B, T), got ", dtype_name(ids.dtype()), " ",
+              shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  ARTEL_CHECK(T <= c.block_size, "gpt: sequence length ", T, " exceeds block_size ", c.block_size,
+              " (hint: crop the input or build the model with a larger --block-size)");
+  Tensor pos = Tensor::empty({T}, DType::i64);
+  for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
+
+  Variable x = autograd::add(transformer_->wte->forward(ids), transformer_->wpe->forward(pos));  // (B, T, C)
+  x = transformer_->drop->forward(x);
+  for (const auto& block : *transformer_->h) x = block->forward(x);
+  x = transformer_->ln_f->forward(x);
+  return autograd::linear(x, transformer_->wte->weight(), Variable());  // (B, T, V), tied lm_head
+}
+
+std::vector<int64_t> Gpt::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, float temperature,
+                                   int64_t top_k, Rng& rng) {
+  const ModelConfig& c = config();
+  ARTEL_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
+  ARTEL_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ", max_new_tokens);
+  ARTEL_CHECK(temperature > 0 && std::isfinite(temperature), "generate: temperature must be positive, got ", temperature);
+  ARTEL_CHECK(top_k >= 0, "generate: top_k must be >= 0 (0 = all), got ", top_k);
+  for (int64_t id : prompt)
+    ARTEL_CHECK(id >= 0 && id < c.vocab_size, "generate: prompt token ", id, " outside [0, ", c.vocab_size, ")");
+
+  autograd::NoGradGuard no_grad;
+  struct RestoreMode {  // back to the caller's train/eval mode, even on an error
+    Module& m;
+    bool training;
+    ~RestoreMode() { m.train(training); }
+  } restore{*this, is_training()};
+  eval();
+  std::vector<int64_t> out = prompt;
+  for (int64_t n = 0; n < max_new_tokens; ++n) {
+    int64_t T = std::min<int64_t>(static_cast<int64_t>(out.size()), c.block_size);
+    Tensor ids = Tensor::empty({1, T}, DType::i64);
+    std::copy(out.end() - T, out.end(), ids.data<int64_t>());
+    Tensor logits = forward(ids).value();  // (1, T, V)
+    const float* last = logits.data<float>() + (T - 1) * c.vocab_size;
+    std::vector<float> row(last, last + c.vocab_size);
+    for (float& v : row) v /= temperature;
+    if (top_k > 0 && top_k < c.vocab_size) {
+      std::vector<float> sorted = row;
+      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<float>());
+      float kth = sorted[top_k - 1];
+      for (float& v : row)
+        if (v < kth) v = -std::numeric_limits<float>::infinity();
+    }
+    out.push_back(sample(row, rng));
+  }
+  return out;
+}
+
+}  // namespace artel::models

@@ -1,0 +1,44 @@
+#include "artel/models/gpt_block.h"
+
+#include "artel/autograd/ops.h"
+
+namespace artel::models {
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init,
+                                         std::shared_ptr<Rng> drop)
+    : n_head_(n_head) {
+  c_attn_ = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, true, init));
+  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, init));
+  resid_dropout_ = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout, std::move(drop)));
+}
+
+Variable CausalSelfAttention::forward(const Variable& x) {
+  Variable qkv = c_attn_->forward(x);                           // (B, T, 3C)
+  Variable y = autograd::causal_self_attention(qkv, n_head_);  // (B, T, C)
+  return resid_dropout_->forward(c_proj_->forward(y));
+}
+
+GptMlp::GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
+  c_fc_ = register_module("c_fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd, true, init));
+  gelu_ = register_module("gelu", std::make_shared<nn::GELU>());
+  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd, true, init));
+  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(dropout, std::move(drop)));
+}
+
+Variable GptMlp::forward(const Variable& x) {
+  return dropout_->forward(c_proj_->forward(gelu_->forward(c_fc_->forward(x))));
+}
+
+Block::Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
+  ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(n_embd));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, init, drop));
+  ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(n_embd));
+  mlp_ = register_module("mlp", std::make_shared<GptMlp>(n_embd, dropout, init, drop));
+}
+
+Variable Block::forward(const Variable& x) {
+  Variable h = autograd::add(x, attn_->forward(ln_1_->forward(x)));
+  return autograd::add(h, mlp_->forward(ln_2_->forward(h)));
+}
+
+}  // namespace artel::models

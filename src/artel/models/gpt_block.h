@@ -1,0 +1,57 @@
+// The pieces of a nanoGPT transformer block, with nanoGPT's member names so
+// parameters come out as `h.{i}.ln_1.weight`, `h.{i}.attn.c_attn.weight`, ...
+//
+//   x = x + attn(ln_1(x))        // (B, T, C)
+//   x = x + mlp(ln_2(x))
+//
+// Dropout sits where nanoGPT puts it on the residual branches (attn.resid_dropout,
+// mlp.dropout); the dropout on attention probabilities (nanoGPT's attn_dropout)
+// is omitted, because the fused attention kernel never materialises them.
+#pragma once
+
+#include <memory>
+
+#include "artel/core/rng.h"
+#include "artel/nn/activations.h"
+#include "artel/nn/dropout.h"
+#include "artel/nn/layer_norm.h"
+#include "artel/nn/linear.h"
+
+namespace artel::models {
+
+using autograd::Variable;
+
+class CausalSelfAttention : public nn::Layer {
+ public:
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, C)
+
+ private:
+  int64_t n_head_;
+  std::shared_ptr<nn::Linear> c_attn_, c_proj_;
+  std::shared_ptr<nn::Dropout> resid_dropout_;
+};
+
+class GptMlp : public nn::Layer {
+ public:
+  GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+ private:
+  std::shared_ptr<nn::Linear> c_fc_, c_proj_;
+  std::shared_ptr<nn::GELU> gelu_;
+  std::shared_ptr<nn::Dropout> dropout_;
+};
+
+class Block : public nn::Layer {
+ public:
+  Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<GptMlp> mlp_;
+};
+
+}  // namespace artel::models

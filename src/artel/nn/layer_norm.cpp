@@ -1,0 +1,20 @@
+#include "artel/nn/layer_norm.h"
+
+#include "artel/autograd/ops.h"
+
+namespace artel::nn {
+
+LayerNorm::LayerNorm(int64_t dim, float eps) : dim_(dim), eps_(eps) {
+  ARTEL_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
+  ARTEL_CHECK(eps > 0, "LayerNorm: eps must be positive, got ", eps);
+  weight_ = register_parameter("weight", Tensor::full({dim}, 1.0f));
+  bias_ = register_parameter("bias", Tensor::zeros({dim}));
+}
+
+Variable LayerNorm::forward(const Variable& x) {
+  ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input of shape ",
+              shape_str(x.shape()), " does not end in ", dim_);
+  return autograd::layer_norm(x, weight_, bias_, eps_);
+}
+
+}  // namespace artel::nn

@@ -1,0 +1,108 @@
+#include "artel/optim/optimizer.h"
+
+#include <set>
+
+namespace artel::optim {
+
+std::vector<ParamGroup> one_group(const nn::NamedParameters& params, float lr, float weight_decay) {
+  return {ParamGroup{params, lr, weight_decay}};
+}
+
+std::vector<ParamGroup> decay_groups(const nn::NamedParameters& params, float lr, float weight_decay) {
+  ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0f};
+  for (const auto& np : params) (np.second.value().dim() >= 2 ? decay : no_decay).params.push_back(np);
+  return {decay, no_decay};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> buffer_kinds)
+    : groups_(std::move(groups)), kinds_(std::move(buffer_kinds)) {
+  std::set<std::string> names;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ARTEL_CHECK(groups_[g].lr >= 0, "optimizer: group ", g, " has a negative learning rate ", groups_[g].lr);
+    ARTEL_CHECK(groups_[g].weight_decay >= 0, "optimizer: group ", g, " has a negative weight decay ",
+                groups_[g].weight_decay);
+    for (const auto& [name, p] : groups_[g].params) {
+      ARTEL_CHECK(p.defined() && p.value().dtype() == DType::f32, "optimizer: parameter '", name,
+                  "' is not a float32 tensor");
+      ARTEL_CHECK(names.insert(name).second, "optimizer: parameter '", name, "' appears twice",
+                  " (hint: each parameter belongs to one group)");
+      slots_.push_back(Slot{name, p, g, 0, {}});
+    }
+  }
+}
+
+void Optimizer::step() {
+  autograd::NoGradGuard no_grad;
+  for (Slot& s : slots_) {
+    const Tensor& grad = s.param.grad();
+    if (!grad.defined()) continue;
+    ARTEL_CHECK(grad.numel() == s.param.numel() && grad.dtype() == DType::f32, "optimizer: gradient of '", s.name,
+                "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
+    bool first = s.buffers.empty();
+    if (first)
+      for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros(s.param.shape()));
+    ++s.steps;
+    update(s, groups_[s.group], grad, first);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Slot& s : slots_) s.param.zero_grad();
+}
+
+void Optimizer::set_lr(float lr) {
+  ARTEL_CHECK(lr >= 0, "optimizer: negative learning rate ", lr);
+  for (auto& g : groups_) g.lr = lr;
+}
+
+void Optimizer::set_lr(size_t group, float lr) {
+  ARTEL_CHECK(lr >= 0, "optimizer: negative learning rate ", lr);
+  ARTEL_CHECK(group < groups_.size(), "optimizer: no parameter group ", group, " (it has ", groups_.size(), ")");
+  groups_[group].lr = lr;
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState out;
+  for (const Slot& s : slots_) {
+    if (s.steps == 0) continue;
+    Tensor step = Tensor::empty({}, DType::i64);
+    step.data<int64_t>()[0] = s.steps;
+    out["step." + s.name] = step;
+    for (size_t k = 0; k < kinds_.size() && k < s.buffers.size(); ++k) out[kinds_[k] + "." + s.name] = s.buffers[k];
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  std::set<std::string> used;
+  std::vector<std::pair<int64_t, std::vector<Tensor>>> next(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    auto it = state.find("step." + s.name);
+    if (it == state.end()) continue;
+    used.insert(it->first);
+    ARTEL_CHECK(it->second.dtype() == DType::i64 && it->second.numel() == 1, "optimizer state: '", it->first,
+                "' must be one int64");
+    next[i].first = it->second.data<int64_t>()[0];
+    ARTEL_CHECK(next[i].first > 0, "optimizer state: '", it->first, "' is ", next[i].first, ", must be positive");
+    for (const std::string& kind : kinds_) {
+      std::string key = kind + "." + s.name;
+      auto b = state.find(key);
+      ARTEL_CHECK(b != state.end(), "optimizer state: missing '", key, "' (it has a step count but no ", kind, ")");
+      ARTEL_CHECK(b->second.dtype() == DType::f32 && b->second.shape() == s.param.shape(), "optimizer state: '", key,
+                  "' has ", dtype_name(b->second.dtype()), " ", shape_str(b->second.shape()), ", expected float32 ",
+                  shape_str(s.param.shape()));
+      used.insert(key);
+      next[i].second.push_back(b->second.clone());
+    }
+  }
+  for (const auto& [key, _] : state)
+    ARTEL_CHECK(used.count(key), "optimizer state: unexpected '", key,
+                "' (hint: the state was saved for a different model or optimizer)");
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    slots_[i].steps = next[i].first;
+    slots_[i].buffers = std::move(next[i].second);
+  }
+}
+
+}  // namespace artel::optim

@@ -1,0 +1,80 @@
+// Optimizer: updates named parameters from their gradients, with PyTorch's
+// semantics. Parameters come in groups (per-group lr and weight decay, as
+// torch.optim param_groups); parameters without a gradient are skipped, as in
+// PyTorch. Per-parameter state (momentum buffers, Adam moments, step counts)
+// is exposed as named tensors — "<kind>.<parameter name>" — so a checkpoint
+// stores it next to the weights and a resumed run continues bit-for-bit.
+//
+//   AdamW opt(decay_groups(model.named_parameters(), 1e-3f, 0.1f), {.beta2 = 0.99f});
+//   loss.backward();
+//   opt.set_lr(schedule.at(step));
+//   opt.step();
+//   opt.zero_grad();
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "artel/nn/module.h"
+
+namespace artel::optim {
+
+using autograd::Variable;
+
+struct ParamGroup {
+  nn::NamedParameters params;
+  float lr = 1e-3f;
+  float weight_decay = 0.0f;
+};
+
+// All parameters in one group.
+std::vector<ParamGroup> one_group(const nn::NamedParameters& params, float lr, float weight_decay = 0.0f);
+// nanoGPT's configure_optimizers: parameters with >= 2 dimensions (matmul and
+// embedding weights) decay; biases and LayerNorm parameters do not. Group 0
+// decays, group 1 does not; either may be empty.
+std::vector<ParamGroup> decay_groups(const nn::NamedParameters& params, float lr, float weight_decay);
+
+using OptimizerState = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  // `buffer_kinds` names the f32 state tensors each parameter gets (shape of the
+  // parameter), e.g. {"exp_avg", "exp_avg_sq"}.
+  Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> buffer_kinds);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient.
+  void step();
+  void zero_grad();
+  void set_lr(float lr);                // every group (what an LR schedule does)
+  void set_lr(size_t group, float lr);  // one group
+  // Read-only: the parameter lists are fixed at construction (state follows them).
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+
+  // "step.<name>" (int64, shape {}) and "<kind>.<name>" for every parameter updated so far.
+  OptimizerState state_dict() const;
+  // Replaces the state; checks names, shapes and dtypes first and names what is wrong.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  struct Slot {
+    std::string name;
+    Variable param;
+    size_t group;
+    int64_t steps = 0;            // updates done so far (PyTorch's per-parameter state["step"])
+    std::vector<Tensor> buffers;  // empty until the first update
+  };
+  // Updates one parameter; slot.steps is already incremented and buffers exist
+  // (zero-filled on the first update; `first` says so).
+  virtual void update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) = 0;
+
+ private:
+  std::vector<ParamGroup> groups_;
+  std::vector<std::string> kinds_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace artel::optim

@@ -1,0 +1,34 @@
+// Which gradients travel together: DDP's bucket assignment, a pure function
+// (STYLE 5, after c10d's reducer).
+//
+// Gradients become ready during backward roughly in reverse registration
+// order, so buckets are filled walking the parameters backwards. The first
+// bucket is small, so the first all-reduce starts early and overlaps the rest
+// of backward; later buckets are larger, so there are few of them and each is
+// big enough to run near the backend's bandwidth.
+//
+//   auto plan = plan_buckets({400, 100, 3000}, {.first_bucket_bytes = 1024, .bucket_bytes = 8192});
+//   // plan[0].params == {2} (the last parameter), plan[1].params == {1, 0}
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace artel::parallel {
+
+struct BucketOptions {
+  int64_t first_bucket_bytes = 1 << 20;  // PyTorch: 1 MiB
+  int64_t bucket_bytes = 25 << 20;       // PyTorch: 25 MiB
+};
+
+struct Bucket {
+  std::vector<int> params;        // parameter indices, in the order they are laid out
+  std::vector<int64_t> offsets;   // element offset of each parameter in the bucket
+  int64_t numel = 0;
+};
+
+// param_numels[i]: elements of parameter i (f32). Every parameter lands in
+// exactly one bucket; a parameter larger than the limit gets a bucket alone.
+std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_numels, const BucketOptions& opts);
+
+}  // namespace artel::parallel

@@ -1,0 +1,124 @@
+// DDP over ranks-as-threads: the averaged gradients of N workers on their
+// shares equal one worker's gradients on the whole batch.
+#include "artel/parallel/distributed_data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "artel/autograd/ops.h"
+#include "artel/comm/thread_group.h"
+#include "artel/core/rng.h"
+
+namespace artel::parallel {
+namespace {
+
+using autograd::Variable;
+using NamedParameters = DistributedDataParallel::NamedParameters;
+
+Tensor randn(const Shape& s, uint64_t seed) {
+  Tensor t = Tensor::empty(s);
+  Rng rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.normal();
+  return t;
+}
+
+// A two-layer net: tanh(x·w1ᵀ + b1)·w2ᵀ + b2, loss = mean(out²).
+struct Net {
+  NamedParameters params;
+  explicit Net(uint64_t seed) {
+    params = {{"fc1.weight", Variable(randn({4, 3}, seed), true)},
+              {"fc1.bias", Variable(randn({4}, seed + 1), true)},
+              {"fc2.weight", Variable(randn({2, 4}, seed + 2), true)},
+              {"fc2.bias", Variable(randn({2}, seed + 3), true)}};
+  }
+  Variable loss(const Tensor& x) {
+    Variable h = autograd::tanh(autograd::linear(Variable(x), params[0].second, params[1].second));
+    Variable out = autograd::linear(h, params[2].second, params[3].second);
+    return autograd::mean(autograd::mul(out, out));
+  }
+};
+
+const BucketOptions kSmallBuckets{.first_bucket_bytes = 16, .bucket_bytes = 40};
+
+TEST(DistributedDataParallel, AveragedGradientsEqualOneWorkerOnTheWholeBatch) {
+  Tensor x = randn({8, 3}, 77);
+  Net single(1);
+  single.loss(x).backward();
+
+  for (int world : {2, 4}) {
+    comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
+      Net net(100 + pg.rank());  // different weights: DDP must broadcast rank 0's
+      if (pg.rank() == 0) net = Net(1);
+      DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets});
+      EXPECT_GT(ddp.buckets().size(), 1u);
+      int64_t share = 8 / world;
+      net.loss(x.slice0(pg.rank() * share, (pg.rank() + 1) * share)).backward();
+      ddp.finish();
+      for (size_t i = 0; i < net.params.size(); ++i) {
+        auto want = single.params[i].second.grad().to_vector();
+        auto got = net.params[i].second.grad().to_vector();
+        ASSERT_EQ(want.size(), got.size());
+        for (size_t j = 0; j < want.size(); ++j)
+          EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world;
+      }
+    });
+  }
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulatesLocallyThenAverages) {
+  Tensor x = randn({8, 3}, 5);
+  Net single(1);
+  // One worker, two micro-batches of 4 accumulated: the gradient of the sum of their means.
+  single.loss(x.slice0(0, 4)).backward();
+  single.loss(x.slice0(4, 8)).backward();
+
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    Net net(1);
+    DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets});
+    // Each rank: micro-batches of 2 rows; ranks' rows interleave as a sampler would.
+    int r = pg.rank();
+    {
+      auto guard = ddp.no_sync();
+      net.loss(x.slice0(2 * r, 2 * r + 2)).backward();
+    }
+    net.loss(x.slice0(4 + 2 * r, 4 + 2 * r + 2)).backward();
+    ddp.finish();
+    for (size_t i = 0; i < net.params.size(); ++i) {
+      auto want = single.params[i].second.grad().to_vector();
+      auto got = net.params[i].second.grad().to_vector();
+      for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first;
+    }
+  });
+}
+
+TEST(DistributedDataParallel, ParameterWithoutGradientIsNamed) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    Net net(1);
+    DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets});
+    // fc2.bias takes no part in this loss.
+    Variable h = autograd::linear(Variable(randn({2, 3}, 9)), net.params[0].second, net.params[1].second);
+    Variable out = autograd::linear(h, net.params[2].second, Variable());
+    autograd::mean(out).backward();
+    try {
+      ddp.finish();
+      ADD_FAILURE() << "finish() accepted a parameter without a gradient";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fc2.bias"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(DistributedDataParallel, UnusedParametersCountAsZeroWhenAllowed) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    Net net(1);
+    DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets, .allow_unused_parameters = true});
+    Variable h = autograd::linear(Variable(randn({2, 3}, 9)), net.params[0].second, net.params[1].second);
+    autograd::mean(autograd::linear(h, net.params[2].second, Variable())).backward();
+    ddp.finish();
+    for (float g : net.params[3].second.grad().to_vector()) EXPECT_EQ(g, 0.0f);
+  });
+}
+
+}  // namespace
+}  // namespace artel::parallel
