@@ -16,11 +16,17 @@
 //   work->wait();
 //
 // Tensors are shared handles: the op reads and writes the caller's storage, which
-// must stay alive and untouched until the Work completes.
+// must stay alive and untouched until the Work completes. A group is driven by
+// one thread at a time (its owner); Work handles may be waited on anywhere.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,15 +38,35 @@ using Duration = std::chrono::milliseconds;
 
 enum class ReduceOp { sum, avg, max, min, prod };
 const char* reduce_op_name(ReduceOp op);
+ReduceOp parse_reduce_op(const std::string& name);  // throws Error naming the choices
+
+class Progress;
 
 // A handle to one queued op.
 class Work {
  public:
-  virtual ~Work() = default;
   // Blocks until the op is done; rethrows its error. A zero timeout means the
-  // group's default; a negative one is an error.
-  virtual void wait(Duration timeout = Duration::zero()) = 0;
-  virtual bool completed() const = 0;
+  // group's default; a negative one is an error. If the time runs out first,
+  // throws TimeoutError naming the op, its sequence number, the group and the
+  // ranks that have not reached it (the op itself goes on).
+  void wait(Duration timeout = Duration::zero());
+  bool completed() const;
+  std::string description() const;  // "all_reduce #3 in group 'world'"
+
+  // For the progress engine (progress.h).
+  Work(std::shared_ptr<Progress> progress, std::string op, uint64_t seq);
+  void finish(std::exception_ptr error);
+  const std::string& op() const { return op_; }
+  uint64_t seq() const { return seq_; }
+
+ private:
+  std::shared_ptr<Progress> progress_;
+  std::string op_;
+  uint64_t seq_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -57,6 +83,7 @@ struct BroadcastOptions {
 struct ReduceOptions {
   int root = 0;
   ReduceOp op = ReduceOp::sum;
+  std::string algorithm = "auto";
 };
 struct AllGatherOptions {
   std::string algorithm = "auto";
@@ -65,18 +92,32 @@ struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::sum;
   std::string algorithm = "auto";
 };
+struct AllToAllOptions {
+  std::string algorithm = "auto";
+};
 struct RootOptions {  // gather, scatter
   int root = 0;
 };
 
 struct GroupOptions {
-  std::string backend = "shm";  // "shm" (processes on one host), "mpi", or "thread" (see thread_group.h)
-  int rank = 0;
+  std::string backend = "shm";  // "shm" (processes on one host), "mpi", or "thread" (ranks as threads, thread_group.h)
+  int rank = 0;                 // 0 <= rank < world_size
   int world_size = 1;
-  std::string job_id;                           // names the shm segment; one job per id
-  Duration timeout = std::chrono::minutes(5);   // default for every Work::wait
-  bool debug_checks = false;                    // verify op/size/dtype agree across ranks
+  std::string job_id;                           // names the shm segment; one job per id: [A-Za-z0-9._-], <= 100 chars
+  Duration timeout = std::chrono::minutes(5);   // default for every Work::wait and the rendezvous; > 0
+  bool debug_checks = false;                    // verify op/seq/size/dtype agree across ranks before each collective
+  size_t registered_bytes = 64ull << 20;        // shm/thread: per rank, memory alloc() can hand out
+  size_t staging_bytes = 1ull << 20;            // shm/thread: per rank, each of the two scratch halves; >= 4096
 };
+
+// Reads ARTEL_RANK, ARTEL_WORLD_SIZE, ARTEL_JOB_ID (set by `artel launch`) into
+// `base`; for the program's edge (CLI), never deep inside. Throws Error if a
+// variable is missing or malformed.
+GroupOptions group_options_from_env(GroupOptions base = {});
+// True when ARTEL_RANK and ARTEL_WORLD_SIZE are set (launched as a worker).
+bool launched_as_worker();
+
+class Transport;
 
 // One concrete class for every backend: a backend supplies a small transport
 // (transport.h) and the collectives are algorithms written once over it.
@@ -91,14 +132,15 @@ class ProcessGroup {
   int rank() const;
   int size() const;
   const std::string& name() const;  // e.g. "world" or "world/[0,2]"
+  const GroupOptions& options() const;
 
-  // Point-to-point (tagged). isend/irecv are these; call ->wait() to block.
+  // Point-to-point (tagged, tag >= 0). isend/irecv are these; call ->wait() to block.
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(Tensor t, int src, int tag = 0);
 
   // In place: every rank's `t` becomes the reduction over ranks.
   WorkPtr all_reduce(Tensor t, const AllReduceOptions& opts = {});
-  // Out of place: `out` (same shape and dtype) receives the result; `in` is untouched.
+  // Out of place: `out` (same numel and dtype) receives the result; `in` is untouched.
   WorkPtr all_reduce(const Tensor& in, Tensor out, const AllReduceOptions& opts = {});
   WorkPtr broadcast(Tensor t, const BroadcastOptions& opts = {});
   // The reduction lands in `t` on the root; other ranks' `t` are unspecified after.
@@ -108,24 +150,37 @@ class ProcessGroup {
   // `in` holds size() blocks the size of `out`; rank r gets the reduction of block r.
   WorkPtr reduce_scatter(const Tensor& in, Tensor out, const ReduceScatterOptions& opts = {});
   // `in` and `out` hold size() equal blocks; block j of `in` goes to rank j.
-  WorkPtr all_to_all(const Tensor& in, Tensor out);
+  WorkPtr all_to_all(const Tensor& in, Tensor out, const AllToAllOptions& opts = {});
   // `out` (size() blocks) is only written on the root; others may pass an undefined tensor.
   WorkPtr gather(const Tensor& in, Tensor out, const RootOptions& opts = {});
-  // `in` (size() blocks) is only read on the root.
+  // `in` (size() blocks) is only read on the root; others may pass an undefined tensor.
   WorkPtr scatter(const Tensor& in, Tensor out, const RootOptions& opts = {});
   WorkPtr barrier();
 
   // A subgroup of this group's ranks (ranks given in this group's numbering).
-  // Collective over this group: every member of this group calls it with the
-  // same list; ranks not in the list get nullptr.
+  // Every member of the list calls it with the same list, in the same order
+  // relative to other new_group calls; a rank not in the list gets nullptr
+  // (and need not call). Groups are independent: each has its own progress
+  // thread and sequence numbers.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
   // A tensor in memory the backend can move without copies ("registered"
   // memory, e.g. inside the shm segment); plain memory when it has none.
+  // Throws Error when the registered memory is used up (GroupOptions::registered_bytes).
   Tensor alloc(const Shape& shape, DType dtype = DType::f32);
+
+ private:
+  std::unique_ptr<Impl> impl_;
 };
 
 // Creates the group for one worker of a job; collective over the world.
 std::shared_ptr<ProcessGroup> init_process_group(const GroupOptions& opts);
+
+// Backends register a factory under their name (shm and thread are built in;
+// mpi registers itself when linked). Returns true, for static registration:
+//   static const bool kRegistered = register_backend("mpi", make_mpi_transport);
+using TransportFactory = std::function<std::unique_ptr<Transport>(const GroupOptions&)>;
+bool register_backend(const std::string& name, TransportFactory factory);
+std::vector<std::string> backend_names();
 
 }  // namespace artel::comm

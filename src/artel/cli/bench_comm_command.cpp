@@ -1,0 +1,171 @@
+// `artel bench comm`: the collective benchmark (comm/bench_collective.h) with
+// nccl-tests' columns. With --backend shm and not launched as a worker, it
+// forks its -n workers itself; under `artel launch` (ARTEL_* set) or mpirun
+// (--backend mpi) each process is one rank. Exits 1 on an error and 3 if any
+// result was wrong.
+//
+//   artel bench comm --op all_reduce --backend shm -n 2 --max-bytes 256M
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "artel/cli/bench_registry.h"
+#include "artel/comm/bench_collective.h"
+
+namespace artel::cli {
+namespace {
+
+size_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (const std::exception&) {
+    throw Error("cannot read '" + s + "' as a size", "use e.g. 8, 64K, 16M, 1G");
+  }
+  std::string unit = s.substr(pos);
+  for (auto suffix : {"iB", "B"})
+    if (unit.size() > 1 && unit.ends_with(suffix)) unit.resize(unit.size() - std::strlen(suffix));
+  if (unit == "K" || unit == "k") return v << 10;
+  if (unit == "M" || unit == "m") return v << 20;
+  if (unit == "G" || unit == "g") return v << 30;
+  if (unit.empty() || unit == "B") return v;
+  throw Error("cannot read '" + s + "' as a size", "use e.g. 8, 64K, 16M, 1G");
+}
+
+DType parse_dtype(const std::string& s) {
+  for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16})
+    if (s == dtype_name(d)) return d;
+  throw Error("unknown dtype '" + s + "'", "use float32, float64, int32, int64 or bfloat16");
+}
+
+struct Args {
+  comm::BenchOptions bench;
+  std::string backend = "shm";
+  int ranks = 0;
+  bool json = false;
+  int timeout_s = 120;
+};
+
+void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n) {
+  if (a.json) {
+    for (const auto& r : rows)
+      std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
+                  "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld,\"registered\":%s}\n",
+                  a.bench.op.c_str(), a.backend.c_str(), n, a.bench.algorithm.c_str(), r.bytes, r.count, r.type.c_str(),
+                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false");
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("# artel bench comm: %s, backend %s, %d ranks, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(), n,
+              a.bench.algorithm.c_str());
+  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+              "#wrong", "reg");
+  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+  for (const auto& r : rows)
+    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s\n", r.bytes, r.count, r.type.c_str(), r.redop.c_str(), r.root,
+                r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no");
+  std::fflush(stdout);
+}
+
+// One rank: join the group, run, rank 0 prints. Returns the exit code.
+int run_rank(const comm::GroupOptions& g, const Args& a) {
+  auto pg = comm::init_process_group(g);
+  auto rows = comm::bench_collective(*pg, a.bench);
+  if (pg->rank() == 0) print(rows, a, pg->size());
+  for (const auto& r : rows)
+    if (r.wrong) return 3;
+  return 0;
+}
+
+comm::GroupOptions group_options(const Args& a) {
+  comm::GroupOptions g;
+  g.backend = a.backend;
+  g.timeout = std::chrono::seconds(a.timeout_s);
+  g.registered_bytes = 2 * a.bench.max_bytes + (1 << 20);  // in and out of the largest size
+  return g;
+}
+
+// Forks the workers of a one-machine job; returns the worst exit code.
+int fork_workers(const Args& a) {
+  comm::GroupOptions g = group_options(a);
+  g.world_size = a.ranks;
+  g.job_id = "bench-" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.ranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) throw Error("fork failed");
+    if (pid == 0) {
+      int code = 1;
+      try {
+        g.rank = r;
+        code = run_rank(g, a);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "artel bench comm: rank %d: error: %s\n", r, e.what());
+      }
+      std::fflush(stdout);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int worst = 0;
+  for (size_t left = pids.size(); left > 0; --left) {
+    int status = 0;
+    pid_t done = wait(&status);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (code != 0 && worst == 0)  // one failed: stop the others rather than let them time out
+      for (pid_t p : pids)
+        if (p != done) kill(p, SIGTERM);
+    worst = std::max(worst, code);
+  }
+  return worst;
+}
+
+int run_bench_comm(int argc, char** argv) {
+  Args a;
+  std::string min_bytes = "8", max_bytes = "256M", dtype = "float32", redop = "sum";
+  bool unregistered = false;
+  CLI::App app{"Benchmark a collective like nccl-tests: size, count, type, redop, root, time, algbw, busbw, #wrong", "artel bench comm"};
+  app.add_option("--op", a.bench.op, "all_reduce|broadcast|reduce|all_gather|reduce_scatter|all_to_all|sendrecv")->capture_default_str();
+  app.add_option("--backend", a.backend, "shm (forks -n workers unless launched as one) or mpi (under mpirun)")->capture_default_str();
+  app.add_option("-n,--nproc", a.ranks, "ranks to fork (shm, when not launched by `artel launch`)");
+  app.add_option("--min-bytes", min_bytes, "smallest size (e.g. 8, 4K)")->capture_default_str();
+  app.add_option("--max-bytes", max_bytes, "largest size (e.g. 256M)")->capture_default_str();
+  app.add_option("--iters", a.bench.iters, "timed iterations per size (0: by size)")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", a.bench.warmup, "warm-up iterations per size (0: iters/10)")->check(CLI::NonNegativeNumber);
+  app.add_option("--algo", a.bench.algorithm, "algorithm (docs/COLLECTIVES.md)")->capture_default_str();
+  app.add_option("--dtype", dtype, "float32|float64|int32|int64|bfloat16")->capture_default_str();
+  app.add_option("--redop", redop, "sum|avg|max|min|prod")->capture_default_str();
+  app.add_flag("--unregistered", unregistered, "use plain memory instead of ProcessGroup::alloc");
+  app.add_option("--timeout", a.timeout_s, "seconds before a stuck collective is an error")->check(CLI::PositiveNumber);
+  app.add_flag("--json", a.json, "one JSON object per row");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  a.bench.min_bytes = parse_bytes(min_bytes);
+  a.bench.max_bytes = parse_bytes(max_bytes);
+  a.bench.dtype = parse_dtype(dtype);
+  a.bench.redop = comm::parse_reduce_op(redop);
+  a.bench.registered = !unregistered;
+  comm::check_bench_op(a.bench.op);
+  if (comm::launched_as_worker()) return run_rank(comm::group_options_from_env(group_options(a)), a);
+  if (a.backend == "mpi") {  // under mpirun: the mpi backend takes rank and size from MPI itself
+    comm::GroupOptions g = group_options(a);
+    g.job_id = "mpi";
+    return run_rank(g, a);
+  }
+  if (a.ranks < 1) throw Error("-n must be >= 1 to fork the workers of a " + a.backend + " job", "e.g. artel bench comm -n 2");
+  return fork_workers(a);
+}
+
+const bool kRegistered = register_bench("comm", "collectives over a backend, nccl-tests columns", run_bench_comm);
+
+}  // namespace
+}  // namespace artel::cli

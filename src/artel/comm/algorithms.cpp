@@ -1,0 +1,91 @@
+#include "artel/comm/algorithms.h"
+
+namespace artel::comm {
+
+const char* op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::reduce: return "reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::all_to_all: return "all_to_all";
+    case OpKind::gather: return "gather";
+    case OpKind::scatter: return "scatter";
+    case OpKind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+const std::vector<Algorithm>& algorithms() {
+  static const std::vector<Algorithm> table = {
+      {OpKind::all_reduce, "one_shot", true, all_reduce_one_shot},
+      {OpKind::all_reduce, "two_shot", true, all_reduce_two_shot},
+      {OpKind::all_reduce, "ring", false, all_reduce_ring},
+      {OpKind::all_reduce, "all_pairs", false, all_reduce_all_pairs},
+      {OpKind::reduce, "shared", true, reduce_shared},
+      {OpKind::reduce, "binomial_tree", false, reduce_binomial_tree},
+      {OpKind::broadcast, "shared", true, broadcast_shared},
+      {OpKind::broadcast, "binomial_tree", false, broadcast_binomial_tree},
+      {OpKind::all_gather, "shared", true, all_gather_shared},
+      {OpKind::all_gather, "ring", false, all_gather_ring},
+      {OpKind::reduce_scatter, "shared", true, reduce_scatter_shared},
+      {OpKind::reduce_scatter, "ring", false, reduce_scatter_ring},
+      {OpKind::all_to_all, "pairwise", false, all_to_all_pairwise},
+      {OpKind::gather, "linear", false, gather_linear},
+      {OpKind::scatter, "linear", false, scatter_linear},
+      {OpKind::barrier, "shared", true, barrier_shared},
+      {OpKind::barrier, "dissemination", false, barrier_dissemination},
+  };
+  return table;
+}
+
+namespace {
+
+const Algorithm* find(OpKind kind, const std::string& name) {
+  for (const auto& a : algorithms())
+    if (a.kind == kind && name == a.name) return &a;
+  return nullptr;
+}
+
+// Size-based choice (see docs/COLLECTIVES.md for the measurements behind it).
+const char* auto_name(const Collective& c, bool shared, int world) {
+  size_t bytes = c.block_bytes();
+  switch (c.kind) {
+    case OpKind::all_reduce:
+      if (shared) return bytes <= (64u << 10) ? "one_shot" : "two_shot";
+      return bytes <= (16u << 10) || c.count < static_cast<size_t>(world) ? "all_pairs" : "ring";
+    case OpKind::reduce: return shared ? "shared" : "binomial_tree";
+    case OpKind::broadcast: return shared ? "shared" : "binomial_tree";
+    case OpKind::all_gather: return shared ? "shared" : "ring";
+    case OpKind::reduce_scatter: return shared ? "shared" : "ring";
+    case OpKind::all_to_all: return "pairwise";
+    case OpKind::gather: return "linear";
+    case OpKind::scatter: return "linear";
+    case OpKind::barrier: return shared ? "shared" : "dissemination";
+  }
+  return "";
+}
+
+}  // namespace
+
+const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
+  bool shared = t.shared() != nullptr;
+  if (c.algorithm.empty() || c.algorithm == "auto") return *find(c.kind, auto_name(c, shared, t.size()));
+  const Algorithm* a = find(c.kind, c.algorithm);
+  if (!a) {
+    std::string names;
+    for (const auto& x : algorithms())
+      if (x.kind == c.kind) names += std::string(names.empty() ? "" : ", ") + x.name;
+    throw Error(std::string("unknown ") + op_kind_name(c.kind) + " algorithm '" + c.algorithm + "'",
+                "choose one of: auto, " + names + " (docs/COLLECTIVES.md)");
+  }
+  if (a->needs_shared && !shared)
+    throw Error(std::string(op_kind_name(c.kind)) + " algorithm '" + a->name + "' needs shared memory, which this backend lacks",
+                "use algorithm 'auto' or a point-to-point one");
+  return *a;
+}
+
+void run_collective(Transport& t, const Collective& c, const OpContext& ctx) { choose_algorithm(c, t).run(t, c, ctx); }
+
+}  // namespace artel::comm

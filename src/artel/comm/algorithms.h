@@ -1,0 +1,81 @@
+// The collective algorithms, written once over Transport (transport.h), and
+// the table that picks one per op by message size. Each algorithm lives in a
+// file named for it, with its cost in the header comment; docs/COLLECTIVES.md
+// has the whole table. N = ranks, S = bytes of the (per-rank) message.
+//
+//   Collective c{.kind = OpKind::all_reduce, .in = p, .out = p, .count = n, .dtype = DType::f32};
+//   run_collective(transport, c, ctx);   // "auto" picks one_shot / two_shot / ring ...
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "artel/comm/process_group.h"
+#include "artel/comm/transport.h"
+
+namespace artel::comm {
+
+enum class OpKind : uint8_t { all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all, gather, scatter, barrier };
+const char* op_kind_name(OpKind kind);
+
+// One collective call as the algorithms see it. `count` is elements per block:
+// the whole tensor for all_reduce, broadcast and reduce; `in` for all_gather and
+// gather; `out` for reduce_scatter and scatter; in/N for all_to_all.
+struct Collective {
+  OpKind kind = OpKind::all_reduce;
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  size_t count = 0;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  std::string algorithm = "auto";
+  // Whether in/out are registered memory is the transport's call (handle_of).
+
+  size_t elem_bytes() const { return dtype_size(dtype); }
+  size_t block_bytes() const { return count * elem_bytes(); }
+};
+
+using AlgorithmFn = void (*)(Transport&, const Collective&, const OpContext&);
+struct Algorithm {
+  OpKind kind;
+  const char* name;
+  bool needs_shared;  // needs Transport::shared()
+  AlgorithmFn run;
+};
+const std::vector<Algorithm>& algorithms();
+// The algorithm `c.algorithm` names, or the size-based choice for "auto";
+// throws Error for an unknown name or one the transport cannot run.
+const Algorithm& choose_algorithm(const Collective& c, Transport& t);
+void run_collective(Transport& t, const Collective& c, const OpContext& ctx);
+
+// The algorithms (one file each).
+void all_reduce_one_shot(Transport&, const Collective&, const OpContext&);
+void all_reduce_two_shot(Transport&, const Collective&, const OpContext&);
+void all_reduce_ring(Transport&, const Collective&, const OpContext&);
+void all_reduce_all_pairs(Transport&, const Collective&, const OpContext&);
+void reduce_shared(Transport&, const Collective&, const OpContext&);
+void reduce_binomial_tree(Transport&, const Collective&, const OpContext&);
+void broadcast_shared(Transport&, const Collective&, const OpContext&);
+void broadcast_binomial_tree(Transport&, const Collective&, const OpContext&);
+void all_gather_shared(Transport&, const Collective&, const OpContext&);
+void all_gather_ring(Transport&, const Collective&, const OpContext&);
+void reduce_scatter_shared(Transport&, const Collective&, const OpContext&);
+void reduce_scatter_ring(Transport&, const Collective&, const OpContext&);
+void all_to_all_pairwise(Transport&, const Collective&, const OpContext&);
+void gather_linear(Transport&, const Collective&, const OpContext&);
+void scatter_linear(Transport&, const Collective&, const OpContext&);
+void barrier_shared(Transport&, const Collective&, const OpContext&);
+void barrier_dissemination(Transport&, const Collective&, const OpContext&);
+
+// memcpy that accepts null pointers when there is nothing to copy.
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
+// Balanced split of n items into `parts`: part p is [part_begin(n, parts, p), part_begin(n, parts, p + 1)).
+inline size_t part_begin(size_t n, int parts, int p) { return n * static_cast<size_t>(p) / static_cast<size_t>(parts); }
+
+}  // namespace artel::comm

@@ -1,0 +1,197 @@
+#include "artel/comm/progress.h"
+
+#include <algorithm>
+
+namespace artel::comm {
+namespace {
+constexpr auto kLightPoll = std::chrono::microseconds(500);
+constexpr auto kStayLight = std::chrono::milliseconds(5);
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+}  // namespace
+
+std::string OpContext::describe() const {
+  std::string s = op;
+  if (seq) s += " #" + std::to_string(seq);
+  return s + " in group '" + group + "'";
+}
+
+TimeoutError OpContext::timeout_error(const std::vector<int>& missing, const std::string& detail) const {
+  std::string who = missing.empty() ? "the backend cannot tell which ranks are missing"
+                                    : "waiting for rank(s) " + rank_list(missing) + " which did not arrive";
+  return TimeoutError(describe() + " timed out: " + who + (detail.empty() ? "" : " (" + detail + ")"),
+                      "check that every rank issues the same collectives in the same order, or raise the timeout");
+}
+
+Error OpContext::abort_error() const { return Error(describe() + " aborted: the group is being destroyed"); }
+
+Progress::Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout)
+    : transport_(std::move(transport)), group_(std::move(group)), timeout_(timeout) {}
+
+Progress::~Progress() { shutdown(); }
+
+void Progress::start() { thread_ = std::thread([this] { thread_loop(); }); }
+
+void Progress::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  aborted_ = true;
+  transport_->abort();
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard exec(exec_);  // a helping caller finishes first
+  std::lock_guard lock(mu_);
+  for (auto& item : queue_) item.work->finish(std::make_exception_ptr(Error(item.work->description() + " cancelled: the group was destroyed")));
+  queue_.clear();
+}
+
+WorkPtr Progress::submit(const std::string& op, uint64_t seq, OpFn fn) {
+  auto work = std::make_shared<Work>(shared_from_this(), op, seq);
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) throw Error(work->description() + ": the group was destroyed");
+    queue_.push_back({work, std::move(fn)});
+    wake = deep_sleep_;
+  }
+  if (wake) cv_.notify_one();
+  return work;
+}
+
+void Progress::thread_loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (queue_.empty()) {
+      if (Clock::now() - last_activity_ < kStayLight) {
+        cv_.wait_for(lock, kLightPoll);
+      } else {
+        deep_sleep_ = true;
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        deep_sleep_ = false;
+      }
+      continue;
+    }
+    lock.unlock();
+    {
+      // A caller helping in Work::wait holds exec_: leave the queue to it and
+      // look again at the next poll, rather than queue up behind it.
+      std::unique_lock exec(exec_, std::try_to_lock);
+      if (exec.owns_lock()) run_queue(nullptr, Clock::time_point::max());
+    }
+    lock.lock();
+    if (!queue_.empty()) cv_.wait_for(lock, kLightPoll);
+  }
+}
+
+bool Progress::help(const Work& work, Clock::time_point deadline) {
+  std::unique_lock exec(exec_, std::try_to_lock);
+  if (!exec.owns_lock()) return false;
+  run_queue(&work, deadline);
+  return true;
+}
+
+void Progress::run_queue(const Work* until, Clock::time_point deadline) {
+  for (;;) {
+    Item item;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty() || (until && until->completed())) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      running_op_ = item.work->op();
+      running_seq_ = item.work->seq();
+    }
+    run_one(item, deadline);
+    std::lock_guard lock(mu_);
+    last_activity_ = Clock::now();
+    running_op_.clear();
+    if (item.work.get() == until) return;
+  }
+}
+
+void Progress::run_one(Item& item, Clock::time_point deadline) {
+  OpContext ctx{item.work->op(), item.work->seq(), group_, std::min(deadline, Clock::now() + timeout_), &aborted_};
+  std::string broken;
+  {
+    std::lock_guard lock(mu_);
+    broken = broken_;
+  }
+  if (!broken.empty()) {
+    item.work->finish(std::make_exception_ptr(
+        Error(ctx.describe() + " not run: the group is unusable after an earlier error: " + broken,
+              "create a new group (all ranks) after a failed collective")));
+    return;
+  }
+  try {
+    item.fn(ctx);
+    item.work->finish(nullptr);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mu_);
+      if (broken_.empty()) broken_ = e.what();
+    }
+    item.work->finish(std::current_exception());
+  }
+}
+
+TimeoutError Progress::wait_timeout(const Work& work, Duration waited) const {
+  std::string running;
+  uint64_t seq = 0;
+  {
+    std::lock_guard lock(const_cast<std::mutex&>(mu_));
+    running = running_op_;
+    seq = running_seq_;
+  }
+  // Name the ranks that have not reached the op the group is stuck on.
+  uint64_t stuck = seq ? seq : work.seq();
+  std::vector<int> missing = stuck ? transport_->missing(stuck) : std::vector<int>{};
+  std::string msg = work.description() + " not done after " + std::to_string(waited.count()) + " ms";
+  if (!running.empty() && seq != work.seq()) msg += "; the group is still running " + running + " #" + std::to_string(seq);
+  msg += missing.empty() ? "" : "; rank(s) " + rank_list(missing) + " have not reached #" + std::to_string(stuck);
+  return TimeoutError(msg, "check that every rank issues the same collectives in the same order, or wait longer");
+}
+
+Work::Work(std::shared_ptr<Progress> progress, std::string op, uint64_t seq)
+    : progress_(std::move(progress)), op_(std::move(op)), seq_(seq) {}
+
+std::string Work::description() const { return OpContext{op_, seq_, progress_->group()}.describe(); }
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Work::completed() const { return done_.load(std::memory_order_acquire); }
+
+void Work::wait(Duration timeout) {
+  ARTEL_CHECK(timeout.count() >= 0, description(), ": wait timeout must be >= 0 ms (0 = the group's default), got ",
+              timeout.count());
+  if (timeout.count() == 0) timeout = progress_->default_timeout();
+  auto start = Clock::now();
+  auto deadline = start + timeout;
+  while (!completed()) {
+    if (progress_->help(*this, deadline)) continue;
+    // Someone else runs the ops: spin a little, then sleep until done.
+    for (int i = 0; i < 2000 && !completed(); ++i) __builtin_ia32_pause();
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(10)),
+                        [&] { return completed(); }) &&
+        Clock::now() >= deadline)
+      throw progress_->wait_timeout(*this, std::chrono::duration_cast<Duration>(Clock::now() - start));
+  }
+  std::lock_guard lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace artel::comm

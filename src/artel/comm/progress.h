@@ -1,0 +1,76 @@
+// Progress: a group's op queue and the thread that runs it.
+//
+// Ops run one at a time in issue order. The progress thread runs them in the
+// background; a caller blocked in Work::wait runs them itself when the thread
+// is not busy ("helping"), so a wait right after an issue costs no thread
+// hand-off. Issue never blocks: it only queues. The thread polls lightly
+// (every 500 µs) while ops keep coming, and sleeps until woken once idle for a few
+// milliseconds, so an issue usually costs no wake-up system call either.
+//
+//   auto work = progress->submit("all_reduce", seq, [&](const OpContext& ctx) { ... });
+//   work->wait();
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "artel/comm/process_group.h"
+#include "artel/comm/transport.h"
+
+namespace artel::comm {
+
+class Progress : public std::enable_shared_from_this<Progress> {
+ public:
+  using OpFn = std::function<void(const OpContext&)>;
+
+  Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout);
+  ~Progress();
+  void start();  // after construction (needs shared_from_this)
+  // Stops the thread; queued ops fail with "group destroyed". Aborts the transport.
+  void shutdown();
+
+  WorkPtr submit(const std::string& op, uint64_t seq, OpFn fn);
+
+  // For Work::wait: runs queued ops on the calling thread, up to and including
+  // `work`, if no one else is running them. Returns false if someone is.
+  bool help(const Work& work, Clock::time_point deadline);
+  // The TimeoutError for a wait on `work` that ran out of time.
+  TimeoutError wait_timeout(const Work& work, Duration waited) const;
+  Duration default_timeout() const { return timeout_; }
+  const std::string& group() const { return group_; }
+
+ private:
+  struct Item {
+    WorkPtr work;
+    OpFn fn;
+  };
+  void thread_loop();
+  // Pops and runs ops until the queue is empty or `until` has run; needs exec_.
+  void run_queue(const Work* until, Clock::time_point deadline);
+  void run_one(Item& item, Clock::time_point deadline);
+
+  std::shared_ptr<Transport> transport_;
+  std::string group_;
+  Duration timeout_;
+  std::atomic<bool> aborted_{false};
+  std::mutex exec_;  // held by whoever runs ops
+  std::mutex mu_;    // guards the fields below
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  bool deep_sleep_ = false;
+  Clock::time_point last_activity_{};
+  std::string broken_;            // first error of an op; later ops fail fast
+  std::string running_op_;        // for wait_timeout messages
+  uint64_t running_seq_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace artel::comm

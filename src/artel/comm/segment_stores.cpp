@@ -1,0 +1,137 @@
+// The two SegmentStores: POSIX shared memory (/dev/shm) and an in-process
+// table for ranks that are threads.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "artel/comm/segment_store.h"
+
+namespace artel::comm {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::shared_ptr<Segment> map_fd(int fd, size_t bytes, const std::string& name) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) throw Error("cannot map shared-memory segment " + name + ": " + errno_text(err));
+  auto seg = std::make_shared<Segment>();
+  seg->base = static_cast<std::byte*>(p);
+  seg->bytes = bytes;
+  seg->release = [p, bytes] { munmap(p, bytes); };
+  return seg;
+}
+
+class PosixStore : public SegmentStore {
+ public:
+  std::shared_ptr<Segment> create(const std::string& name, size_t bytes) override {
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 && errno == EEXIST)
+      throw Error("shared-memory segment " + name + " already exists: another job uses this job id",
+                  "give each job its own id; if no job is running, remove /dev/shm" + name);
+    if (fd < 0) throw Error("cannot create shared-memory segment " + name + ": " + errno_text(errno));
+    // Back every page now: a full /dev/shm is an error here, not a SIGBUS later.
+    int err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : errno;
+    if (err != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      throw Error("cannot create shared-memory segment " + name + " of " + std::to_string(bytes >> 20) + " MiB: " + errno_text(err),
+                  "free space in /dev/shm (df -h /dev/shm) or lower GroupOptions::registered_bytes / staging_bytes");
+    }
+    return map_fd(fd, bytes, name);
+  }
+
+  std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
+    for (;;) {
+      int fd = shm_open(name.c_str(), O_RDWR, 0600);
+      if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_size > 0) return map_fd(fd, static_cast<size_t>(st.st_size), name);
+        close(fd);  // being created: not sized yet
+      } else if (errno != ENOENT) {
+        throw Error("cannot open shared-memory segment " + name + ": " + errno_text(errno));
+      }
+      if (Clock::now() >= deadline)
+        throw TimeoutError("shared-memory segment " + name + " did not appear: " + who + " never created it",
+                           "start every worker of the job with the same job id; check the other workers' output");
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  }
+
+  void remove(const std::string& name) override { shm_unlink(name.c_str()); }
+};
+
+// Segments of ranks that are threads of this process, by name.
+class ThreadStore : public SegmentStore {
+ public:
+  std::shared_ptr<Segment> create(const std::string& name, size_t bytes) override {
+    std::lock_guard lock(mu_);
+    if (table_.count(name)) throw Error("in-process group " + name + " already exists", "give each job its own id");
+    void* p = std::aligned_alloc(4096, bytes);
+    if (!p) throw Error("out of memory creating in-process group " + name);
+    std::memset(p, 0, bytes);
+    auto seg = std::make_shared<Segment>();
+    seg->base = static_cast<std::byte*>(p);
+    seg->bytes = bytes;
+    seg->release = [p] { std::free(p); };
+    table_[name] = seg;
+    cv_.notify_all();
+    return seg;
+  }
+
+  std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [&] { return table_.count(name) > 0; }))
+      throw TimeoutError("in-process group " + name + " did not appear: " + who + " never created it",
+                         "every rank of the job must call init_process_group");
+    return table_[name];
+  }
+
+  void remove(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    table_.erase(name);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<Segment>> table_;
+};
+
+}  // namespace
+
+std::shared_ptr<SegmentStore> posix_segment_store() {
+  static auto store = std::make_shared<PosixStore>();
+  return store;
+}
+
+std::shared_ptr<SegmentStore> thread_segment_store() {
+  static auto store = std::make_shared<ThreadStore>();
+  return store;
+}
+
+int remove_job_segments(const std::string& job_id) {
+  const std::string prefix = "artel-" + job_id;
+  int removed = 0;
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return 0;
+  while (dirent* e = readdir(dir)) {
+    std::string n = e->d_name;
+    if (n == prefix || n.rfind(prefix + ".", 0) == 0) removed += shm_unlink(("/" + n).c_str()) == 0;
+  }
+  closedir(dir);
+  return removed;
+}
+
+}  // namespace artel::comm

@@ -1,0 +1,131 @@
+// Transport: the small interface a communication backend implements. The
+// collective algorithms (algorithms.h) are written once over it, so a backend
+// is only this file's two classes — the rest of comm/ is shared (STYLE 3,
+// after gloo's transport/pair.h).
+//
+// A backend supplies:
+//   - Transport: tagged, blocking point-to-point messages between the group's
+//     ranks, plus bookkeeping for error messages (which ranks are missing).
+//   - optionally SharedMemory: per-rank scratch buffers every rank can read,
+//     registered memory and a barrier. Transports that have it (shm, thread)
+//     get the direct-read algorithms; others (mpi) use the point-to-point ones.
+//
+// Threading: a group runs one op at a time (the progress thread, or a caller
+// helping it), in the same order on every rank, so a transport is never
+// called concurrently and may rely on that order. Every wait must give up at
+// ctx.deadline with a TimeoutError (use OpContext::timeout_error), and soon
+// after abort() with an Error — never hang.
+//
+//   class MyTransport : public comm::Transport { ...send/recv/send_recv... };
+//   register_backend("my", [](const GroupOptions& o) { return std::make_unique<MyTransport>(o); });
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artel/core/error.h"
+#include "artel/comm/process_group.h"
+#include "artel/core/tensor.h"
+
+namespace artel::comm {
+
+using Clock = std::chrono::steady_clock;
+
+// What a transport needs to know about the op it serves: when to give up and
+// how to name the op in an error.
+struct OpContext {
+  std::string op = "op";       // "all_reduce", "recv", ...
+  uint64_t seq = 0;            // collective sequence number in the group (0: point-to-point)
+  std::string group = "world";
+  Clock::time_point deadline = Clock::time_point::max();
+  const std::atomic<bool>* aborted = nullptr;  // set when the group is being destroyed
+
+  // "all_reduce #12 in group 'world'"
+  std::string describe() const;
+  bool expired() const { return Clock::now() >= deadline; }
+  bool abort_requested() const { return aborted && aborted->load(std::memory_order_relaxed); }
+  // The error to throw when `deadline` passes while waiting for `missing` ranks.
+  TimeoutError timeout_error(const std::vector<int>& missing, const std::string& detail = "") const;
+  Error abort_error() const;
+};
+
+// Message tags: user tags (>= 0) for send/recv; collectives use their own
+// space so they can never match a user's message.
+using Tag = uint64_t;
+inline Tag user_tag(int tag) { return static_cast<Tag>(static_cast<uint32_t>(tag)); }
+inline Tag collective_tag(uint64_t seq, uint32_t step) { return (1ull << 63) | (seq << 20) | (step & 0xfffffu); }
+
+class SharedMemory;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Blocking point-to-point. Messages from one rank to another with the same
+  // tag arrive in order. A send may block until the matching recv starts, so
+  // exchanges use send_recv. recv throws Error if the message's size differs
+  // from `nbytes` (so mismatched sizes are always caught).
+  virtual void send(int dst, Tag tag, const void* data, size_t nbytes, const OpContext& ctx) = 0;
+  virtual void recv(int src, Tag tag, void* data, size_t nbytes, const OpContext& ctx) = 0;
+  // Sends to `dst` and receives from `src` at the same time (a ring step).
+  virtual void send_recv(int dst, Tag send_tag, const void* send_data, size_t send_bytes, int src, Tag recv_tag,
+                         void* recv_data, size_t recv_bytes, const OpContext& ctx) = 0;
+
+  // This rank starts collective `seq` (1, 2, ...); lets missing() name the ranks
+  // that have not. A transport that cannot tell returns an empty list.
+  virtual void enter(uint64_t seq) = 0;
+  virtual std::vector<int> missing(uint64_t seq) const = 0;
+
+  // Makes every current and future wait throw soon; called when the group is
+  // destroyed so the progress thread can stop.
+  virtual void abort() = 0;
+
+  // The transport of a subgroup of `ranks` (this transport's numbering, sorted);
+  // called by the members only, in the same order on each. `id` is unique per
+  // subgroup within the job.
+  virtual std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id) = 0;
+
+  // Memory the transport moves without copies; plain memory when it has none.
+  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
+
+  // The shared-memory facet, or nullptr.
+  virtual SharedMemory* shared() { return nullptr; }
+};
+
+// Direct access to the peers' memory (processes sharing a segment, or threads).
+//
+// Note [Scratch halves]: each rank's scratch is two halves used alternately:
+// between sync() e-1 and sync() e a rank writes only its half write_half(),
+// and after sync() e its peers may read that half until they enter sync() e+1.
+// So one sync per exchange suffices and no algorithm overwrites what a peer
+// may still read, across algorithms too. Registered (user) memory has no
+// halves: an algorithm that lets peers read it must sync once more at the end.
+class SharedMemory {
+ public:
+  static constexpr size_t kHeaderBytes = 256;  // start of each half: posted words
+
+  virtual ~SharedMemory() = default;
+  virtual size_t half_bytes() const = 0;  // data bytes per half (after the header)
+  // This rank's half to write in the current interval; peers' halves to read
+  // after the next sync() are read_half(r).
+  virtual std::byte* write_half() = 0;
+  virtual const std::byte* read_half(int rank) const = 0;
+  // Posted words (kHeaderBytes / 8 of them), double-buffered like the halves.
+  virtual uint64_t* write_words() = 0;
+  virtual const uint64_t* read_words(int rank) const = 0;
+  // Barrier over the group; flips the halves.
+  virtual void sync(const OpContext& ctx) = 0;
+  // Registered memory: a handle peers can resolve, or kNotRegistered.
+  static constexpr uint64_t kNotRegistered = ~0ull;
+  virtual uint64_t handle_of(const void* p, size_t nbytes) const = 0;
+  virtual std::byte* resolve(int rank, uint64_t handle) const = 0;
+};
+
+}  // namespace artel::comm

@@ -1,0 +1,117 @@
+// The collective suite: one body that checks every collective, dtype, reduce
+// op, algorithm and awkward size on a group. It throws artel::Error on the
+// first wrong element, so it runs the same inside a test thread (backend
+// "thread") or a forked worker process (backend "shm").
+//
+//   comm::spawn_threads(4, [](comm::ProcessGroup& pg) { run_collective_suite(pg); });
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "artel/comm/process_group.h"
+
+namespace artel::comm::testing {
+
+// Element i of a tensor as a double, and back.
+inline double get(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return t.data<float>()[i];
+    case DType::f64: return t.data<double>()[i];
+    case DType::i32: return t.data<int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::bf16: return static_cast<float>(t.data<bf16>()[i]);
+  }
+  return 0;
+}
+inline void set(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::f32: t.data<float>()[i] = static_cast<float>(v); return;
+    case DType::f64: t.data<double>()[i] = v; return;
+    case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
+    case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(v); return;
+    case DType::bf16: t.data<bf16>()[i] = bf16(static_cast<float>(v)); return;
+  }
+}
+
+// Values every dtype holds exactly, and whose sums/products over 8 ranks too.
+inline double value(int rank, int64_t i, ReduceOp op) {
+  if (op == ReduceOp::prod) return 1 + ((i + rank) % 3 == 0);     // 1 or 2
+  return static_cast<double>((i * 7 + rank * 3) % 11) - 3;          // -3..7
+}
+
+// The reduction the library must produce, rounded the way the dtype rounds.
+inline double expected(int world, int64_t i, ReduceOp op, DType dtype) {
+  double acc = value(0, i, op);
+  for (int r = 1; r < world; ++r) {
+    double v = value(r, i, op);
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg: acc += v; break;
+      case ReduceOp::prod: acc *= v; break;
+      case ReduceOp::max: acc = std::max(acc, v); break;
+      case ReduceOp::min: acc = std::min(acc, v); break;
+    }
+  }
+  if (op != ReduceOp::avg) return acc;
+  switch (dtype) {
+    case DType::f32: return static_cast<float>(acc) / static_cast<float>(world);
+    case DType::f64: return acc / world;
+    case DType::i32:
+    case DType::i64: return static_cast<double>(static_cast<int64_t>(acc) / world);
+    case DType::bf16: return static_cast<float>(bf16(static_cast<float>(acc) / static_cast<float>(world)));
+  }
+  return 0;
+}
+
+inline void check_equal(const Tensor& t, int64_t i, double want, const std::string& what) {
+  double got = get(t, i);
+  if (got != want)
+    throw Error(what + ": element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " + std::to_string(want));
+}
+
+inline const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> d = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16};
+  return d;
+}
+inline const std::vector<ReduceOp>& all_ops() {
+  static const std::vector<ReduceOp> o = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::prod};
+  return o;
+}
+
+struct SuiteOptions {
+  std::vector<int64_t> sizes = {0, 1, 2, 7, 13, 61, 1031, 4099};  // primes and sizes not divisible by N
+  int sizes_per_case = 3;   // each (op, dtype, algorithm) case runs this many sizes, rotating through `sizes`
+  bool registered = true;   // also run on ProcessGroup::alloc tensors
+  std::vector<DType> dtypes = all_dtypes();
+  std::vector<ReduceOp> ops = all_ops();
+
+  // Calls fn(count, variant) for case number `k`: sizes_per_case sizes and a
+  // variant (0 in place, 1 out of place, 2 registered) that rotate with k, so
+  // every size meets every case kind over the suite without the full product.
+  template <class Fn>
+  void for_sizes(int k, Fn fn) const {
+    const int m = static_cast<int>(sizes.size()), per = std::min(sizes_per_case, m);
+    for (int s = 0; s < per; ++s) fn(sizes[(k + s * (m / per)) % m], (k + s) % (registered ? 3 : 2));
+  }
+};
+
+std::string tag(const char* op, const std::string& algo, DType d, ReduceOp o, int64_t n, bool in_place, bool reg);
+
+void check_all_reduce(ProcessGroup& pg, const SuiteOptions& so);
+void check_broadcast_reduce(ProcessGroup& pg, const SuiteOptions& so);
+void check_gather_family(ProcessGroup& pg, const SuiteOptions& so);
+void check_point_to_point(ProcessGroup& pg);
+
+inline void run_collective_suite(ProcessGroup& pg, const SuiteOptions& so = {}) {
+  check_all_reduce(pg, so);
+  check_broadcast_reduce(pg, so);
+  check_gather_family(pg, so);
+  check_point_to_point(pg);
+  pg.barrier()->wait();
+}
+
+}  // namespace artel::comm::testing
+
+#include "collective_suite_impl.h"

@@ -1,0 +1,245 @@
+// ProcessGroup behaviour over the thread backend: asynchrony, subgroups,
+// timeouts that name the missing ranks, debug-mode divergence, bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "artel/comm/algorithms.h"
+#include "artel/comm/thread_group.h"
+
+namespace artel::comm {
+namespace {
+
+using ::testing::HasSubstr;
+
+GroupOptions quick() {
+  GroupOptions o;
+  o.timeout = std::chrono::seconds(30);
+  o.registered_bytes = 1 << 20;
+  return o;
+}
+
+// A countdown the test threads use to hold a rank back without sleeping.
+class Latch {
+ public:
+  explicit Latch(int n) : n_(n) {}
+  void arrive() {
+    std::lock_guard lock(mu_);
+    if (--n_ <= 0) cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return n_ <= 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_;
+};
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ProcessGroup, RankSizeAndOpsInIssueOrder) {
+  spawn_threads(3, [](ProcessGroup& pg) {
+    EXPECT_EQ(pg.size(), 3);
+    EXPECT_EQ(pg.name(), "world");
+    std::vector<Tensor> ts;
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < 20; ++k) {  // queued without waiting; each sees the previous result
+      ts.push_back(Tensor::full({5}, 1.f));
+      works.push_back(pg.all_reduce(ts.back()));
+    }
+    for (auto& w : works) w->wait();
+    for (auto& t : ts) EXPECT_EQ(t.to_vector()[4], 3.f);
+    Tensor chain = Tensor::full({4}, 1.f);
+    auto w1 = pg.all_reduce(chain), w2 = pg.all_reduce(chain);  // same tensor twice: 3 then 9
+    w2->wait();
+    EXPECT_TRUE(w1->completed());
+    EXPECT_EQ(chain.to_vector()[0], 9.f);
+  }, quick());
+}
+
+TEST(ProcessGroup, SubgroupsWorkAtTheSameTime) {
+  spawn_threads(4, [](ProcessGroup& pg) {
+    const int r = pg.rank();
+    auto even = pg.new_group({0, 2});
+    auto odd = pg.new_group({1, 3});
+    auto row = pg.new_group({r < 2 ? 0 : 2, r < 2 ? 1 : 3});
+    auto& mine = r % 2 == 0 ? even : odd;
+    ASSERT_TRUE(mine);
+    EXPECT_EQ((r % 2 == 0 ? odd : even), nullptr);
+    EXPECT_EQ(mine->size(), 2);
+    EXPECT_EQ(mine->rank(), r / 2);
+    EXPECT_THAT(mine->name(), HasSubstr(r % 2 == 0 ? "world/[0,2]" : "world/[1,3]"));
+    Tensor a = Tensor::full({1000}, static_cast<float>(r)), b = Tensor::full({7}, 1.f), c = Tensor::full({3}, 1.f);
+    auto wa = mine->all_reduce(a), wb = row->all_reduce(b), wc = pg.all_reduce(c);
+    wa->wait(), wb->wait(), wc->wait();
+    EXPECT_EQ(a.to_vector()[999], r % 2 == 0 ? 2.f : 4.f);
+    EXPECT_EQ(b.to_vector()[6], 2.f);
+    EXPECT_EQ(c.to_vector()[2], 4.f);
+    auto again = pg.new_group({0, 2});  // same list again: a new, separate group
+    if (r % 2 == 0) {
+      Tensor d = again->alloc({6});
+      d.fill(1.f);
+      again->all_reduce(d)->wait();
+      EXPECT_EQ(d.to_vector()[5], 2.f);
+    }
+  }, quick());
+}
+
+TEST(ProcessGroup, TimeoutNamesOpSeqGroupAndMissingRank) {
+  Latch both_failed(2);
+  spawn_threads(3, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::full({16}, 1.f);
+    pg.barrier()->wait();
+    if (pg.rank() == 2) {  // does not call the all_reduce; stays alive until the others gave up
+      both_failed.wait();
+      return;
+    }
+    std::string err = error_of([&] { pg.all_reduce(t)->wait(std::chrono::milliseconds(300)); });
+    both_failed.arrive();
+    EXPECT_THAT(err, HasSubstr("all_reduce #2"));
+    EXPECT_THAT(err, HasSubstr("'world'"));
+    EXPECT_THAT(err, HasSubstr("rank(s) [2]"));
+  }, quick());
+}
+
+TEST(ProcessGroup, WaitTimeoutWhileAnotherThreadRunsTheOpNamesMissingRank) {
+  Latch done(2);
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      done.wait();
+      return;
+    }
+    Tensor t = Tensor::full({4}, 1.f);
+    auto w = pg.all_reduce(t);
+    std::thread helper([&] { EXPECT_THROW(w->wait(std::chrono::milliseconds(400)), TimeoutError); });
+    std::string err = error_of([&] { w->wait(std::chrono::milliseconds(200)); });
+    helper.join();
+    done.arrive(), done.arrive();
+    EXPECT_THAT(err, HasSubstr("all_reduce #1"));
+    EXPECT_THAT(err, HasSubstr("[1]"));
+  }, quick());
+}
+
+TEST(ProcessGroup, RankThatLeftIsReportedNotWaitedFor) {
+  std::string err;
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) return;  // destroys its group at once
+    Tensor t = Tensor::full({4}, 1.f);
+    err = error_of([&] { pg.all_reduce(t)->wait(); });
+  }, quick());
+  EXPECT_THAT(err, HasSubstr("rank 1 left the group"));
+}
+
+TEST(ProcessGroup, DebugChecksNameTheDivergentRank) {
+  GroupOptions o = quick();
+  o.debug_checks = true;
+  std::vector<std::string> errs(3);
+  spawn_threads(3, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::full({pg.rank() == 1 ? 10 : 12}, 1.f);
+    errs[pg.rank()] = error_of([&] { pg.all_reduce(t, {ReduceOp::sum, "ring"})->wait(); });
+  }, o);
+  for (const auto& e : errs) {
+    EXPECT_THAT(e, HasSubstr("rank 1 issued all_reduce #1 of 10 float32"));
+    EXPECT_THAT(e, HasSubstr("others issued all_reduce #1 of 12"));
+  }
+  spawn_threads(3, [&](ProcessGroup& pg) {  // a different op at the same sequence number
+    Tensor t = Tensor::full({4}, 1.f);
+    errs[pg.rank()] = error_of([&] { (pg.rank() == 2 ? pg.broadcast(t) : pg.all_reduce(t))->wait(); });
+  }, o);
+  EXPECT_THAT(errs[0], HasSubstr("rank 2 issued broadcast #1"));
+}
+
+TEST(ProcessGroup, SizeAndDtypeMismatchCaughtWithoutDebugMode) {
+  std::vector<std::string> errs(2);
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({8}, pg.rank() == 0 ? DType::f32 : DType::i32);
+    errs[pg.rank()] = error_of([&] { pg.all_reduce(t)->wait(); });
+  }, quick());
+  EXPECT_THAT(errs[0], HasSubstr("ranks disagree"));
+  EXPECT_THAT(errs[1], HasSubstr("int32"));
+  spawn_threads(2, [&](ProcessGroup& pg) {  // point-to-point algorithms: the message size gives it away
+    Tensor t = Tensor::zeros({pg.rank() == 0 ? 8 : 9});
+    errs[pg.rank()] = error_of([&] { pg.all_reduce(t, {ReduceOp::sum, "all_pairs"})->wait(); });
+  }, quick());
+  EXPECT_THAT(errs[0], HasSubstr("rank 1 sent 36 bytes where this rank expects 32"));
+}
+
+TEST(ProcessGroup, BadInputIsAClearError) {
+  spawn_threads(2, [](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({8});
+    EXPECT_THAT(error_of([&] { pg.send(t, 2); }), HasSubstr("destination rank 2 is outside the group (size 2)"));
+    EXPECT_THAT(error_of([&] { pg.recv(t, -1); }), HasSubstr("outside the group"));
+    EXPECT_THAT(error_of([&] { pg.send(t, 1, -3); }), HasSubstr("tag must be >= 0"));
+    EXPECT_THAT(error_of([&] { pg.broadcast(t, {.root = 5}); }), HasSubstr("root 5 is outside"));
+    EXPECT_THAT(error_of([&] { pg.all_reduce(t, Tensor::zeros({7})); }), HasSubstr("`out` has 7 elements"));
+    EXPECT_THAT(error_of([&] { pg.all_reduce(t, Tensor::zeros({8}, DType::f64)); }), HasSubstr("must match"));
+    EXPECT_THAT(error_of([&] { pg.all_gather(t, Tensor::zeros({8})); }), HasSubstr("needs 2 times"));
+    EXPECT_THAT(error_of([&] { pg.all_reduce(t, {ReduceOp::sum, "bogus"}); }), HasSubstr("unknown all_reduce algorithm 'bogus'"));
+    EXPECT_THAT(error_of([&] { pg.all_reduce(Tensor()); }), HasSubstr("undefined"));
+    EXPECT_THAT(error_of([&] { pg.new_group({0, 0}); }), HasSubstr("listed twice"));
+    EXPECT_THAT(error_of([&] { pg.new_group({0, 9}); }), HasSubstr("outside the group"));
+    auto w = pg.barrier();
+    EXPECT_THAT(error_of([&] { w->wait(std::chrono::milliseconds(-1)); }), HasSubstr("must be >= 0"));
+    w->wait();
+    EXPECT_THAT(error_of([&] { pg.alloc({1 << 20}); }), HasSubstr("registered memory exhausted"));
+  }, quick());
+  GroupOptions o = quick();
+  o.backend = "carrier-pigeon";
+  o.job_id = "x";
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("unknown communication backend 'carrier-pigeon'"));
+  o.backend = "thread";
+  o.timeout = Duration(0);
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("timeout must be > 0"));
+  o.timeout = Duration(1000);
+  o.rank = 3, o.world_size = 2;
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank 3 is outside the world of 2"));
+  o.rank = 0, o.job_id = "bad/id";
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("invalid job id"));
+  EXPECT_THAT(error_of([] { parse_reduce_op("mean"); }), HasSubstr("unknown reduce op 'mean'"));
+}
+
+TEST(ProcessGroup, RendezvousTimesOutNamingMissingRank) {
+  GroupOptions o = quick();
+  o.backend = "thread", o.job_id = "lonely", o.world_size = 2, o.timeout = Duration(200);
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank(s) [1]"));
+  o.rank = 1, o.job_id = "lonely2";
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank 0 (which creates it) never created it"));
+}
+
+TEST(ProcessGroup, ErrorBreaksTheGroupForLaterOps) {
+  std::vector<std::string> errs(2);
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({pg.rank() == 0 ? 4 : 5});
+    auto bad = pg.all_reduce(t);
+    auto next = pg.barrier();
+    EXPECT_THROW(bad->wait(), Error);
+    errs[pg.rank()] = error_of([&] { next->wait(); });
+  }, quick());
+  EXPECT_THAT(errs[0], HasSubstr("unusable after an earlier error"));
+}
+
+TEST(ProcessGroup, AlgorithmsOnEveryOpAreListed) {
+  for (OpKind k : {OpKind::all_reduce, OpKind::broadcast, OpKind::reduce, OpKind::all_gather, OpKind::reduce_scatter,
+                   OpKind::all_to_all, OpKind::gather, OpKind::scatter, OpKind::barrier}) {
+    int count = 0, p2p = 0;
+    for (const auto& a : algorithms()) count += a.kind == k, p2p += a.kind == k && !a.needs_shared;
+    EXPECT_GE(count, 1) << op_kind_name(k);
+    EXPECT_GE(p2p, 1) << op_kind_name(k) << " must run without shared memory (mpi)";
+  }
+}
+
+}  // namespace
+}  // namespace artel::comm
