@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,19 @@ struct SuiteOptions {
   bool registered = true;   // also run on ProcessGroup::alloc tensors
   std::vector<DType> dtypes = all_dtypes();
   std::vector<ReduceOp> ops = all_ops();
+  // false for backends without shared memory (mpi): the direct-read algorithms
+  // are left out and "shared" runs as "auto" (there: the library's own).
+  bool shared_memory = true;
+
+  // The algorithms of `names` this backend can run.
+  std::vector<std::string> algorithms(std::initializer_list<const char*> names) const {
+    std::vector<std::string> out;
+    for (std::string a : names) {
+      if (!shared_memory && (a == "one_shot" || a == "two_shot")) continue;
+      out.push_back(!shared_memory && a == "shared" ? "auto" : a);
+    }
+    return out;
+  }
 
   // Calls fn(count, variant) for case number `k`: sizes_per_case sizes and a
   // variant (0 in place, 1 out of place, 2 registered) that rotate with k, so

@@ -16,7 +16,7 @@ inline Tensor make(ProcessGroup& pg, bool reg, const Shape& shape, DType d) {
 inline void check_all_reduce(ProcessGroup& pg, const SuiteOptions& so) {
   const int r = pg.rank(), n = pg.size();
   int k = 0;
-  for (const char* algo : {"auto", "one_shot", "two_shot", "ring", "all_pairs"})
+  for (const std::string& algo : so.algorithms({"auto", "one_shot", "two_shot", "ring", "all_pairs"}))
     for (DType d : so.dtypes)
       for (ReduceOp op : so.ops)
         so.for_sizes(k++, [&](int64_t count, int variant) {
@@ -36,7 +36,7 @@ inline void check_all_reduce(ProcessGroup& pg, const SuiteOptions& so) {
 inline void check_broadcast_reduce(ProcessGroup& pg, const SuiteOptions& so) {
   const int r = pg.rank(), n = pg.size();
   int k = 0;
-  for (const char* algo : {"shared", "binomial_tree"})
+  for (const std::string& algo : so.algorithms({"shared", "binomial_tree"}))
     for (DType d : so.dtypes) {
       so.for_sizes(k++, [&](int64_t count, int variant) {
         const int root = k % 2 ? n - 1 : 0;
@@ -65,7 +65,7 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
   const int r = pg.rank(), n = pg.size();
   int k = 0;
   for (DType d : so.dtypes) {
-    for (const char* algo : {"shared", "ring"}) {
+    for (const std::string& algo : so.algorithms({"shared", "ring"})) {
       so.for_sizes(k++, [&](int64_t count, int variant) {  // all_gather
         bool reg = variant == 2;
         Tensor in = make(pg, reg, {count}, d), out = make(pg, reg, {count * n}, d);

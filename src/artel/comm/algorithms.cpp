@@ -36,6 +36,15 @@ const std::vector<Algorithm>& algorithms() {
       {OpKind::scatter, "linear", false, scatter_linear},
       {OpKind::barrier, "shared", true, barrier_shared},
       {OpKind::barrier, "dissemination", false, barrier_dissemination},
+      {OpKind::all_reduce, "native", false, run_native},
+      {OpKind::reduce, "native", false, run_native},
+      {OpKind::broadcast, "native", false, run_native},
+      {OpKind::all_gather, "native", false, run_native},
+      {OpKind::reduce_scatter, "native", false, run_native},
+      {OpKind::all_to_all, "native", false, run_native},
+      {OpKind::gather, "native", false, run_native},
+      {OpKind::scatter, "native", false, run_native},
+      {OpKind::barrier, "native", false, run_native},
   };
   return table;
 }
@@ -71,7 +80,8 @@ const char* auto_name(const Collective& c, bool shared, int world) {
 
 const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   bool shared = t.shared() != nullptr;
-  if (c.algorithm.empty() || c.algorithm == "auto") return *find(c.kind, auto_name(c, shared, t.size()));
+  bool native = t.native() && t.native()->supports(c);
+  if (c.algorithm.empty() || c.algorithm == "auto") return *find(c.kind, native ? "native" : auto_name(c, shared, t.size()));
   const Algorithm* a = find(c.kind, c.algorithm);
   if (!a) {
     std::string names;
@@ -83,9 +93,15 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   if (a->needs_shared && !shared)
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm '" + a->name + "' needs shared memory, which this backend lacks",
                 "use algorithm 'auto' or a point-to-point one");
+  if (c.algorithm == "native" && !native)
+    throw Error(std::string(op_kind_name(c.kind)) + " algorithm 'native' is not available: " +
+                    (t.native() ? "the backend's library cannot run this dtype/op/size" : "this backend has no library of its own"),
+                "use algorithm 'auto'");
   return *a;
 }
 
 void run_collective(Transport& t, const Collective& c, const OpContext& ctx) { choose_algorithm(c, t).run(t, c, ctx); }
+
+void run_native(Transport& t, const Collective& c, const OpContext& ctx) { t.native()->run(c, ctx); }
 
 }  // namespace artel::comm

@@ -69,6 +69,8 @@ void gather_linear(Transport&, const Collective&, const OpContext&);
 void scatter_linear(Transport&, const Collective&, const OpContext&);
 void barrier_shared(Transport&, const Collective&, const OpContext&);
 void barrier_dissemination(Transport&, const Collective&, const OpContext&);
+// "native": the backend library's own (Transport::native(), e.g. MPI_Allreduce).
+void run_native(Transport&, const Collective&, const OpContext&);
 
 // memcpy that accepts null pointers when there is nothing to copy.
 inline void copy_bytes(void* dst, const void* src, size_t n) {

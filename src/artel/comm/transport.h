@@ -61,6 +61,7 @@ inline Tag user_tag(int tag) { return static_cast<Tag>(static_cast<uint32_t>(tag
 inline Tag collective_tag(uint64_t seq, uint32_t step) { return (1ull << 63) | (seq << 20) | (step & 0xfffffu); }
 
 class SharedMemory;
+class NativeCollectives;
 
 class Transport {
  public:
@@ -97,6 +98,19 @@ class Transport {
 
   // The shared-memory facet, or nullptr.
   virtual SharedMemory* shared() { return nullptr; }
+  // The backend library's own collectives (MPI's), or nullptr.
+  virtual NativeCollectives* native() { return nullptr; }
+};
+
+struct Collective;  // algorithms.h
+
+// Collectives a backend's library runs itself (MPI_Allreduce, ...): algorithm
+// "native", which "auto" picks wherever supports() says yes.
+class NativeCollectives {
+ public:
+  virtual ~NativeCollectives() = default;
+  virtual bool supports(const Collective& c) const = 0;
+  virtual void run(const Collective& c, const OpContext& ctx) = 0;
 };
 
 // Direct access to the peers' memory (processes sharing a segment, or threads).

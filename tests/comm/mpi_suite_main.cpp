@@ -1,0 +1,153 @@
+// The collective suite (collective_suite.h) on the "mpi" backend, as a program
+// run under mpirun (tests.cmake: mpi_suite_np2, mpi_suite_np4): every op,
+// dtype and reduce op, MPI's own collectives ("auto") and artel's point-to-point
+// algorithms over MPI, then what only a real MPI job shows — subgroups used at
+// once, ops in flight together, size mismatches and timeouts as errors.
+// Exits non-zero on the first failure (after MPI_Abort, so no rank is left
+// waiting) and rank 0 prints a closing line.
+//
+//   mpirun --allow-run-as-root --oversubscribe -np 4 build/tests/artel_mpi_suite
+#define OMPI_SKIP_MPICXX 1  // MPI's C API only
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "artel/comm/process_group.h"
+#include "collective_suite.h"
+
+namespace artel::comm {
+namespace {
+
+using testing::check_equal;
+
+GroupOptions mpi_options(Duration timeout = std::chrono::seconds(120)) {
+  GroupOptions o;
+  o.backend = "mpi";
+  o.timeout = timeout;
+  return o;
+}
+
+// Runs `fn`, which must throw an Error whose message contains `needle`.
+void expect_error(const std::string& what, const std::string& needle, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(needle) != std::string::npos) return;
+    throw Error(what + ": the error does not mention '" + needle + "': " + e.what());
+  }
+  throw Error(what + ": no error was thrown");
+}
+
+// The even and the odd ranks each form a subgroup and run collectives at the
+// same time as the world group does.
+void check_subgroups(ProcessGroup& world) {
+  const int r = world.rank(), n = world.size();
+  std::vector<int> evens, odds;
+  for (int i = 0; i < n; ++i) (i % 2 ? odds : evens).push_back(i);
+  if (n < 2) return;
+  auto even = world.new_group(evens), odd = world.new_group(odds);
+  auto& mine = r % 2 ? odd : even;
+  if (!mine || (r % 2 ? even : odd)) throw Error("new_group: a rank got the wrong subgroups");
+  const int m = mine->size();
+  Tensor sub = Tensor::full({1001}, static_cast<float>(r)), all = Tensor::full({77}, 1.f);
+  auto w1 = mine->all_reduce(sub);
+  auto w2 = world.all_reduce(all);
+  w1->wait();
+  w2->wait();
+  float want = 0;
+  for (int i = r % 2; i < n; i += 2) want += static_cast<float>(i);
+  for (int64_t i = 0; i < 1001; i += 100) check_equal(sub, i, want, "subgroup all_reduce");
+  for (int64_t i = 0; i < 77; ++i) check_equal(all, i, n, "world all_reduce beside a subgroup");
+  testing::SuiteOptions so;
+  so.shared_memory = false;
+  so.sizes = {0, 1, 13, 1031};
+  so.dtypes = {DType::f32, DType::bf16};
+  so.ops = {ReduceOp::sum, ReduceOp::avg};
+  testing::check_all_reduce(*mine, so);
+  testing::check_gather_family(*mine, so);
+  if (m >= 2) testing::check_point_to_point(*mine);
+}
+
+// Several ops issued before any wait complete in order, with the right values.
+void check_in_flight(ProcessGroup& pg) {
+  const int n = pg.size();
+  std::vector<Tensor> ts;
+  std::vector<WorkPtr> ws;
+  for (int k = 0; k < 8; ++k) {
+    ts.push_back(Tensor::full({(k + 1) * 1000}, static_cast<float>(k)));
+    ws.push_back(pg.all_reduce(ts.back(), {ReduceOp::sum, k % 2 ? "ring" : "auto"}));
+  }
+  ws.push_back(pg.barrier());
+  for (auto& w : ws) w->wait();
+  for (int k = 0; k < 8; ++k) check_equal(ts[k], ts[k].numel() - 1, static_cast<double>(k) * n, "all_reduce issued in a batch");
+}
+
+// A message of the wrong size is an error naming the peer, and so is a
+// collective of the wrong size with debug checks (MPI's own collectives cannot
+// tell otherwise), and a receive that never comes is a TimeoutError naming
+// the rank; on a fresh group each time (a failed group stays failed).
+void check_errors(int rank, int size) {
+  if (size < 2) return;
+  {
+    auto pg = init_process_group(mpi_options());
+    if (rank == 0) pg->send(Tensor::zeros({10}), 1, 5)->wait();
+    if (rank == 1) expect_error("recv of a smaller message", "has 40 bytes, 44 expected", [&] { pg->recv(Tensor::zeros({11}), 0, 5)->wait(); });
+    pg = nullptr;
+  }
+  {
+    auto pg = init_process_group(mpi_options());
+    if (rank == 0) pg->send(Tensor::zeros({10}), 1, 5)->wait();
+    if (rank == 1) expect_error("recv of a larger message", "larger than the 36 bytes", [&] { pg->recv(Tensor::zeros({9}), 0, 5)->wait(); });
+  }
+  {
+    GroupOptions o = mpi_options();
+    o.debug_checks = true;
+    auto pg = init_process_group(o);
+    Tensor t = Tensor::zeros({rank == 1 ? 7 : 8});
+    expect_error("debug checks on a native all_reduce", "rank 1 issued all_reduce #1 of 7", [&] { pg->all_reduce(t)->wait(); });
+  }
+  {
+    auto pg = init_process_group(mpi_options(std::chrono::milliseconds(300)));
+    if (rank == 1)
+      expect_error("recv that no one sends", "waiting for rank(s) [0]",
+                   [&] { pg->recv(Tensor::zeros({3}), 0, 9)->wait(std::chrono::seconds(30)); });
+  }
+  init_process_group(mpi_options())->barrier()->wait();  // everyone is past the timeout before the next checks
+}
+
+int run() {
+  auto pg = init_process_group(mpi_options());
+  const int r = pg->rank(), n = pg->size();
+  int mpi_rank = -1, mpi_size = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+  if (r != mpi_rank || n != mpi_size) throw Error("rank/size differ from MPI_COMM_WORLD's");
+  testing::SuiteOptions so;
+  so.shared_memory = false;
+  testing::run_collective_suite(*pg, so);
+  check_subgroups(*pg);
+  check_in_flight(*pg);
+  check_errors(r, n);
+  pg->barrier()->wait();
+  if (r == 0) std::printf("mpi collective suite: passed on %d ranks\n", n);
+  return 0;
+}
+
+}  // namespace
+}  // namespace artel::comm
+
+int main() {
+  try {
+    return artel::comm::run();
+  } catch (const std::exception& e) {
+    int rank = -1, initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "mpi collective suite: FAILED on rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);  // no rank is left waiting for this one
+    return 1;
+  }
+}

@@ -1,0 +1,14 @@
+# The collective suite on the mpi backend, under mpirun (included by
+# tests/CMakeLists.txt). Built when MPI is (the top CMakeLists.txt makes
+# artel_comm_mpi then); `ctest -L mpi` runs just these.
+if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
+  add_executable(artel_mpi_suite ${CMAKE_CURRENT_LIST_DIR}/mpi_suite_main.cpp)
+  target_link_libraries(artel_mpi_suite PRIVATE artel_comm ${ARTEL_MPI_LINK} MPI::MPI_C)
+  target_include_directories(artel_mpi_suite PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  foreach(np 2 4)
+    add_test(NAME mpi_suite_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${np}
+                     $<TARGET_FILE:artel_mpi_suite>)
+    set_tests_properties(mpi_suite_np${np} PROPERTIES TIMEOUT 600 LABELS mpi)
+  endforeach()
+endif()
