@@ -66,7 +66,9 @@ TEST(DataLoader, ShutsDownCleanlyWithAFullQueueOrUnused) {
   DistributedSampler s = make_sampler(ds, {.rank_batch = 2});
   for (int i = 0; i < 20; ++i) {
     DataLoader loader(ds, {.rank_batch = 2}, {.prefetch = 2});
-    if (i % 2) EXPECT_EQ(ids(loader.next().x), ids(ds.train_batch(s, 0).x));
+    if (i % 2) {
+      EXPECT_EQ(ids(loader.next().x), ids(ds.train_batch(s, 0).x));
+    }
   }
 }
 

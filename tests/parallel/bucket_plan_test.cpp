@@ -29,7 +29,9 @@ TEST(BucketPlan, EveryParameterExactlyOnceAndOversizedAlone) {
       total += sizes[static_cast<size_t>(b.params[j])];
     }
     EXPECT_EQ(total, b.numel);
-    if (b.numel * 4 > 64) EXPECT_EQ(b.params.size(), 1u);
+    if (b.numel * 4 > 64) {
+      EXPECT_EQ(b.params.size(), 1u);
+    }
   }
   for (int s : seen) EXPECT_EQ(s, 1);
 }

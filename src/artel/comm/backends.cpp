@@ -10,6 +10,7 @@ SegmentConfig segment_config(const GroupOptions& opts) {
   SegmentConfig cfg;
   cfg.rank = opts.rank;
   cfg.world = opts.world_size;
+  cfg.host_ranks = opts.world_size;
   cfg.half_bytes = opts.staging_bytes;
   cfg.arena_bytes = opts.registered_bytes;
   cfg.timeout = opts.timeout;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/backends.h"
@@ -36,6 +37,14 @@ struct ProcessGroup::Impl {
   std::map<std::string, int> subgroups;  // new_group calls per rank list
 
   // "all_reduce on group 'world' (rank 1)": where an argument error happened.
+  // Checks take a Where, formatted only when they fail, so a small op's
+  // issue builds no strings.
+  struct Where {
+    const Impl* g;
+    const char* op;
+    friend std::ostream& operator<<(std::ostream& os, const Where& w) { return os << w.g->where(w.op); }
+  };
+  Where at(const char* op) const { return {this, op}; }
   std::string where(const char* op) const {
     return std::string(op) + " on group '" + name + "' (rank " + std::to_string(transport->rank()) + ")";
   }
@@ -48,12 +57,12 @@ struct ProcessGroup::Impl {
 
 namespace {
 
-void check_defined(const std::string& where, const char* name, const Tensor& t) {
+void check_defined(const ProcessGroup::Impl::Where& where, const char* name, const Tensor& t) {
   ARTEL_CHECK(t.defined(), where, ": tensor `", name, "` is undefined");
 }
 
 // `b` must have `factor` times the elements of `a` (or 1/factor, if `inverse`) and the same dtype.
-void check_pair(const std::string& where, const Tensor& small, const char* sname, const Tensor& big, const char* bname,
+void check_pair(const ProcessGroup::Impl::Where& where, const Tensor& small, const char* sname, const Tensor& big, const char* bname,
                 int64_t factor) {
   check_defined(where, sname, small);
   check_defined(where, bname, big);
@@ -87,8 +96,8 @@ const GroupOptions& ProcessGroup::options() const { return impl_->opts; }
 
 WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
   impl_->check_rank("send", "destination rank", dst);
-  ARTEL_CHECK(tag >= 0, impl_->where("send"), ": tag must be >= 0, got ", tag);
-  check_defined(impl_->where("send"), "t", t);
+  ARTEL_CHECK(tag >= 0, impl_->at("send"), ": tag must be >= 0, got ", tag);
+  check_defined(impl_->at("send"), "t", t);
   auto tr = impl_->transport;
   std::string op = "send to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
   return impl_->progress->submit(op, 0, [tr, t, dst, tag](const OpContext& ctx) { tr->send(dst, user_tag(tag), t.raw(), t.nbytes(), ctx); });
@@ -96,8 +105,8 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
 
 WorkPtr ProcessGroup::recv(Tensor t, int src, int tag) {
   impl_->check_rank("recv", "source rank", src);
-  ARTEL_CHECK(tag >= 0, impl_->where("recv"), ": tag must be >= 0, got ", tag);
-  check_defined(impl_->where("recv"), "t", t);
+  ARTEL_CHECK(tag >= 0, impl_->at("recv"), ": tag must be >= 0, got ", tag);
+  check_defined(impl_->at("recv"), "t", t);
   auto tr = impl_->transport;
   std::string op = "recv from rank " + std::to_string(src) + " tag " + std::to_string(tag);
   return impl_->progress->submit(op, 0, [tr, t, src, tag](const OpContext& ctx) { tr->recv(src, user_tag(tag), t.raw(), t.nbytes(), ctx); });
@@ -106,7 +115,7 @@ WorkPtr ProcessGroup::recv(Tensor t, int src, int tag) {
 WorkPtr ProcessGroup::all_reduce(Tensor t, const AllReduceOptions& opts) { return all_reduce(t, t, opts); }
 
 WorkPtr ProcessGroup::all_reduce(const Tensor& in, Tensor out, const AllReduceOptions& opts) {
-  check_pair(impl_->where("all_reduce"), in, "in", out, "out", 1);
+  check_pair(impl_->at("all_reduce"), in, "in", out, "out", 1);
   Collective c{OpKind::all_reduce, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
                static_cast<size_t>(in.numel()), in.dtype(), opts.op, 0, opts.algorithm};
   return impl_->collective(c, {in, out});
@@ -114,7 +123,7 @@ WorkPtr ProcessGroup::all_reduce(const Tensor& in, Tensor out, const AllReduceOp
 
 WorkPtr ProcessGroup::broadcast(Tensor t, const BroadcastOptions& opts) {
   impl_->check_rank("broadcast", "root", opts.root);
-  check_defined(impl_->where("broadcast"), "t", t);
+  check_defined(impl_->at("broadcast"), "t", t);
   Collective c{OpKind::broadcast, static_cast<const std::byte*>(t.raw()), static_cast<std::byte*>(t.raw()),
                static_cast<size_t>(t.numel()), t.dtype(), ReduceOp::sum, opts.root, opts.algorithm};
   return impl_->collective(c, {t});
@@ -122,28 +131,28 @@ WorkPtr ProcessGroup::broadcast(Tensor t, const BroadcastOptions& opts) {
 
 WorkPtr ProcessGroup::reduce(Tensor t, const ReduceOptions& opts) {
   impl_->check_rank("reduce", "root", opts.root);
-  check_defined(impl_->where("reduce"), "t", t);
+  check_defined(impl_->at("reduce"), "t", t);
   Collective c{OpKind::reduce, static_cast<const std::byte*>(t.raw()), static_cast<std::byte*>(t.raw()),
                static_cast<size_t>(t.numel()), t.dtype(), opts.op, opts.root, opts.algorithm};
   return impl_->collective(c, {t});
 }
 
 WorkPtr ProcessGroup::all_gather(const Tensor& in, Tensor out, const AllGatherOptions& opts) {
-  check_pair(impl_->where("all_gather"), in, "in", out, "out", size());
+  check_pair(impl_->at("all_gather"), in, "in", out, "out", size());
   Collective c{OpKind::all_gather, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
                static_cast<size_t>(in.numel()), in.dtype(), ReduceOp::sum, 0, opts.algorithm};
   return impl_->collective(c, {in, out});
 }
 
 WorkPtr ProcessGroup::reduce_scatter(const Tensor& in, Tensor out, const ReduceScatterOptions& opts) {
-  check_pair(impl_->where("reduce_scatter"), out, "out", in, "in", size());
+  check_pair(impl_->at("reduce_scatter"), out, "out", in, "in", size());
   Collective c{OpKind::reduce_scatter, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
                static_cast<size_t>(out.numel()), in.dtype(), opts.op, 0, opts.algorithm};
   return impl_->collective(c, {in, out});
 }
 
 WorkPtr ProcessGroup::all_to_all(const Tensor& in, Tensor out, const AllToAllOptions& opts) {
-  std::string where = impl_->where("all_to_all");
+  const auto where = impl_->at("all_to_all");
   check_pair(where, in, "in", out, "out", 1);
   ARTEL_CHECK(in.numel() % size() == 0, where, ": `in` has ", in.numel(), " elements, not a multiple of the group size ", size());
   Collective c{OpKind::all_to_all, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
@@ -153,7 +162,7 @@ WorkPtr ProcessGroup::all_to_all(const Tensor& in, Tensor out, const AllToAllOpt
 
 WorkPtr ProcessGroup::gather(const Tensor& in, Tensor out, const RootOptions& opts) {
   impl_->check_rank("gather", "root", opts.root);
-  std::string where = impl_->where("gather");
+  const auto where = impl_->at("gather");
   if (rank() == opts.root) check_pair(where, in, "in", out, "out", size());
   else check_defined(where, "in", in);
   Collective c{OpKind::gather, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
@@ -163,7 +172,7 @@ WorkPtr ProcessGroup::gather(const Tensor& in, Tensor out, const RootOptions& op
 
 WorkPtr ProcessGroup::scatter(const Tensor& in, Tensor out, const RootOptions& opts) {
   impl_->check_rank("scatter", "root", opts.root);
-  std::string where = impl_->where("scatter");
+  const auto where = impl_->at("scatter");
   if (rank() == opts.root) check_pair(where, out, "out", in, "in", size());
   else check_defined(where, "out", out);
   Collective c{OpKind::scatter, static_cast<const std::byte*>(in.raw()), static_cast<std::byte*>(out.raw()),
@@ -199,7 +208,7 @@ std::map<std::string, TransportFactory>& registry() {
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
-  std::string where = impl_->where("new_group");
+  const auto where = impl_->at("new_group");
   ARTEL_CHECK(!ranks.empty(), where, ": the rank list is empty");
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
@@ -209,7 +218,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   }
   if (!std::binary_search(sorted.begin(), sorted.end(), rank())) return nullptr;
   std::string list;
-  for (int r : sorted) list += (list.empty() ? "" : ",") + std::to_string(r);
+  for (int r : sorted) {
+    if (!list.empty()) list += ',';
+    list += std::to_string(r);
+  }
   // The id must agree among the members only: the list and how often it was used.
   uint64_t hash = 1469598103934665603ull;
   for (char ch : list) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;

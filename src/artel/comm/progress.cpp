@@ -119,7 +119,7 @@ void Progress::run_queue(const Work* until, Clock::time_point deadline) {
 void Progress::run_one(Item& item, Clock::time_point deadline) {
   OpContext ctx{item.work->op(), item.work->seq(), group_, std::min(deadline, Clock::now() + timeout_), &aborted_};
   std::string broken;
-  {
+  if (is_broken_.load(std::memory_order_acquire)) {
     std::lock_guard lock(mu_);
     broken = broken_;
   }
@@ -136,6 +136,7 @@ void Progress::run_one(Item& item, Clock::time_point deadline) {
     {
       std::lock_guard lock(mu_);
       if (broken_.empty()) broken_ = e.what();
+      is_broken_.store(true, std::memory_order_release);
     }
     item.work->finish(std::current_exception());
   }

@@ -68,6 +68,7 @@ class Progress : public std::enable_shared_from_this<Progress> {
   bool deep_sleep_ = false;
   Clock::time_point last_activity_{};
   std::string broken_;            // first error of an op; later ops fail fast
+  std::atomic<bool> is_broken_{false};  // broken_ is set (read without mu_ on every op)
   std::string running_op_;        // for wait_timeout messages
   uint64_t running_seq_ = 0;
   std::thread thread_;

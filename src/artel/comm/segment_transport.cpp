@@ -60,7 +60,7 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
 
 SegmentTransport::SegmentTransport(const SegmentConfig& cfg, std::shared_ptr<Segment> seg, const SegmentLayout& layout)
     : cfg_(cfg), seg_(std::move(seg)), layout_(layout), base_(seg_->base), rank_(cfg.rank), world_(cfg.world),
-      inbound_(cfg.world) {
+      policy_(WaitPolicy::for_ranks(cfg.host_ranks > 0 ? cfg.host_ranks : cfg.world)), inbound_(cfg.world) {
   arena_ = std::make_shared<Arena>(seg_, layout_.arena(base_, rank_), layout_.arena_bytes);
 }
 

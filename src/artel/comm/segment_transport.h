@@ -29,6 +29,7 @@ struct SegmentConfig {
   std::shared_ptr<SegmentStore> store;
   std::string name;  // the segment's name in the store
   int rank = 0, world = 1;
+  int host_ranks = 0;  // ranks of the whole job on this host (0: world); subgroups keep their parent's
   size_t half_bytes = 1 << 20, channel_bytes = 128 << 10, arena_bytes = 64 << 20;
   Duration timeout = std::chrono::minutes(5);  // for the rendezvous
 };
@@ -66,7 +67,7 @@ class SegmentTransport final : public Transport, public SharedMemory {
   SegmentTransport(const SegmentConfig& cfg, std::shared_ptr<Segment> seg, const SegmentLayout& layout);
   void rendezvous(bool creator, Clock::time_point deadline);
   std::byte* half(int r, int h) const { return layout_.half(base_, r, h); }
-  WaitTarget target() const { return {base_, &layout_, rank_}; }
+  WaitTarget target() const { return {base_, &layout_, rank_, &policy_}; }
 
   // Point-to-point over the byte rings (segment_channels.cpp).
   struct Message {
@@ -93,6 +94,7 @@ class SegmentTransport final : public Transport, public SharedMemory {
   std::byte* base_;
   int rank_, world_;
   uint64_t epoch_ = 0;
+  mutable WaitPolicy policy_;  // adapted by every wait (waiter.h)
   std::shared_ptr<Arena> arena_;
   std::vector<Inbound> inbound_;
   std::atomic<bool> aborted_{false};

@@ -9,11 +9,21 @@
 #include <cerrno>
 #include <ctime>
 
+#include "artel/core/threads.h"
+
 namespace artel::comm {
 namespace {
 
-constexpr auto kSpin = std::chrono::microseconds(1);
-constexpr auto kYield = std::chrono::microseconds(100);
+// A core each: spin long enough to catch a peer that is a little behind
+// (measured: 2 ranks, 4 KiB all_reduce, see docs/COLLECTIVES.md), then yield
+// a while before sleeping. Oversubscribed: the peer we wait for may be
+// queued behind us on our own core, so give it the core almost at once.
+constexpr auto kOwnCoreSpin = std::chrono::microseconds(50);
+constexpr auto kOwnCoreYield = std::chrono::microseconds(300);
+constexpr auto kSharedCoreSpin = std::chrono::nanoseconds(0);
+constexpr auto kSharedCoreYield = std::chrono::microseconds(100);
+constexpr auto kMinSpin = std::chrono::microseconds(1);
+constexpr auto kContested = std::chrono::microseconds(5);  // a sched_yield this long ran someone else
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts) {
@@ -36,6 +46,12 @@ void check_alive(const WaitTarget& w, const std::vector<int>& missing, const OpC
 
 }  // namespace
 
+WaitPolicy WaitPolicy::for_ranks(int ranks) {
+  static const int cores = available_cores();
+  if (ranks <= cores) return {kOwnCoreSpin, kOwnCoreYield, kOwnCoreSpin};
+  return {kSharedCoreSpin, kSharedCoreYield, kSharedCoreSpin};
+}
+
 void notify(SegmentHeader* h) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h->sleepers.load(std::memory_order_relaxed) == 0) return;
@@ -47,14 +63,22 @@ void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const O
                 const std::function<std::vector<int>()>& missing) {
   if (ready()) return;
   auto start = Clock::now();
-  for (int i = 1;; ++i) {  // spin
+  WaitPolicy& p = *w.policy;
+  for (int i = 1; p.spin.count() > 0; ++i) {  // spin
     __builtin_ia32_pause();
     if (ready()) return;
-    if ((i & 31) == 0 && Clock::now() - start > kSpin) break;
+    if ((i & 31) == 0 && Clock::now() - start > p.spin) break;
   }
-  while (Clock::now() - start < kYield) {  // let a rank sharing our core run
+  for (auto now = Clock::now(); now - start < p.yield;) {  // let a rank sharing our core run
     sched_yield();
-    if (ready()) return;
+    const auto after = Clock::now();
+    const bool contested = after - now > kContested;
+    now = after;
+    if (contested) p.spin = std::min<Clock::duration>(kMinSpin, p.max_spin);
+    if (ready()) {
+      if (!contested) p.spin = std::min<Clock::duration>(p.max_spin, 2 * p.spin);
+      return;
+    }
   }
   SegmentHeader* h = SegmentLayout::header(w.base);
   for (;;) {

@@ -1,0 +1,182 @@
+// `artel bench train`: ms/step of W1, W2 and the CNN at 1 and 2 threads, and —
+// when Debian's python3 has torch and ../shared/peers/torch_train/train.py is
+// there — the PyTorch harness on the same workloads in the same run, with the
+// ratio artel / PyTorch (below 1 = artel faster). A benchmark, not a test.
+//
+//   artel bench train                                 # everything (about 2 minutes)
+//   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "artel/cli/bench_registry.h"
+#include "artel/core/error.h"
+#include "artel/train/bundled_data.h"
+#include "artel/train/train_bench.h"
+
+namespace artel::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> workloads = {"w1", "w2", "cnn"};
+  std::vector<int> threads = {1, 2};
+  int64_t steps = 0;  // 0 = each workload's default
+  int64_t warmup = 20;
+  std::string torch = "auto";  // auto | on | off
+  std::string python = "/usr/bin/python3";
+  std::string harness;         // "" = <checkout>/../shared/peers/torch_train/train.py
+  int timeout_s = 900;
+  bool json = false;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs argv under coreutils `timeout` and returns its stdout lines; stderr
+// passes through. Throws when it cannot start or exits non-zero.
+std::vector<std::string> run_captured(const std::vector<std::string>& argv, int timeout_s) {
+  std::string cmd = "timeout --kill-after=10 " + std::to_string(timeout_s);
+  for (const auto& a : argv) cmd += " " + shell_quote(a);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw Error("cannot start " + argv.at(0));
+  std::vector<std::string> lines;
+  std::string line;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) {
+    line += buf;
+    if (line.back() != '\n') continue;
+    line.pop_back();
+    lines.push_back(std::move(line));
+    line.clear();
+  }
+  int status = pclose(p);
+  if (status != 0)
+    throw Error("`" + cmd + "` failed (status " + std::to_string(status) + ")", "run it by hand to see why");
+  return lines;
+}
+
+// Where the peer harness is, or "" with the reason it is skipped in `why`.
+std::string find_torch_harness(const BenchArgs& a, std::string& why) {
+  if (a.torch == "off") return why = "--torch off", "";
+  std::string harness = a.harness;
+  if (harness.empty()) {
+    try {
+      harness = (std::filesystem::path(train::project_root()) / ".." / "shared" / "peers" / "torch_train" / "train.py")
+                    .lexically_normal()
+                    .string();
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  std::error_code ec;
+  if (!harness.empty() && !std::filesystem::exists(harness, ec)) why = harness + " not found";
+  else if (!harness.empty() && std::system((shell_quote(a.python) + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
+    why = a.python + " has no torch (apt-get install python3-torch)";
+  if (why.empty()) return harness;
+  if (a.torch == "on") throw Error("cannot run the PyTorch harness: " + why, "pass --torch off to skip it");
+  return "";
+}
+
+std::optional<double> torch_median_ms(const BenchArgs& a, const std::string& harness, const train::BenchCase& c) {
+  std::vector<std::string> argv = train::torch_harness_command(a.python, harness, c);
+  if (argv.empty()) return std::nullopt;
+  for (const std::string& line : run_captured(argv, a.timeout_s))
+    if (auto ms = train::parse_peer_median_ms(line)) return ms;
+  throw Error("the PyTorch harness printed no summary line", "run " + harness + " by hand to see why");
+}
+
+void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<double> torch_ms) {
+  const char* unit = r.bench.workload == "w2" ? "tok/s" : "samples/s";
+  if (a.json) {
+    nlohmann::json j = {{"workload", r.bench.workload}, {"threads", r.bench.threads}, {"steps", r.bench.steps},
+                        {"timed_steps", r.timed_steps},  {"artel_median_ms", r.median_ms}, {"artel_mean_ms", r.mean_ms},
+                        {"final_loss", r.final_loss}};
+    if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  char ratio[64] = "-", peer[32] = "-";
+  if (torch_ms) {
+    std::snprintf(peer, sizeof peer, "%.2f", *torch_ms);
+    std::snprintf(ratio, sizeof ratio, "%.2f", r.median_ms / *torch_ms);
+  }
+  std::printf("%-8s %7d %6lld %10.2f %10s %12s %12.0f %s\n", r.bench.workload.c_str(), r.bench.threads,
+              static_cast<long long>(r.bench.steps), r.median_ms, peer, ratio, r.items_per_s, unit);
+  std::fflush(stdout);
+}
+
+void print_scaling(const std::map<std::pair<std::string, int>, double>& ms, const BenchArgs& a) {
+  if (a.json) return;
+  for (const auto& w : a.workloads) {
+    auto one = ms.find({w, 1});
+    if (one == ms.end()) continue;
+    for (int t : a.threads)
+      if (t > 1 && ms.count({w, t}))
+        std::printf("%s: %d threads %.2fx the speed of 1 thread\n", w.c_str(), t, one->second / ms.at({w, t}));
+  }
+}
+
+int run_bench_train(int argc, char** argv) {
+  BenchArgs a;
+  CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
+  app.add_option("--workloads", a.workloads, "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn")->delimiter(',');
+  app.add_option("--threads", a.threads, "thread counts to measure")->delimiter(',');
+  app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120)");
+  app.add_option("--warmup", a.warmup, "steps left out of the median");
+  app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
+  app.add_option("--python", a.python, "python with torch");
+  app.add_option("--torch-harness", a.harness, "path of torch_train/train.py");
+  app.add_option("--timeout", a.timeout_s, "seconds one PyTorch run may take");
+  app.add_flag("--json", a.json, "one JSON object per measurement");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    throw Error(e.what(), "see `artel bench train --help`");
+  }
+  ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
+              a.torch, "'");
+  for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
+  for (int t : a.threads) ARTEL_CHECK(t >= 1, "--threads takes counts >= 1, got ", t);
+
+  std::string why;
+  std::string harness = find_torch_harness(a, why);
+  if (!a.json) {
+    std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
+                static_cast<long long>(a.warmup));
+    std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
+    std::printf("%-8s %7s %6s %10s %10s %12s %12s\n", "workload", "threads", "steps", "artel_ms", "torch_ms",
+                "artel/torch", "artel_rate");
+  }
+  std::map<std::pair<std::string, int>, double> artel_ms;
+  for (const auto& w : a.workloads) {
+    for (int t : a.threads) {
+      train::BenchCase c{.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = ""};
+      train::BenchResult r = train::bench_artel(c);
+      artel_ms[{w, t}] = r.median_ms;
+      std::optional<double> peer = harness.empty() ? std::nullopt : torch_median_ms(a, harness, c);
+      print_row(a, r, peer);
+    }
+  }
+  print_scaling(artel_ms, a);
+  return 0;
+}
+
+const bool kRegistered =
+    register_bench("train", "ms/step of W1, W2 and the CNN at 1 and 2 threads, next to PyTorch", run_bench_train);
+
+}  // namespace
+
+}  // namespace artel::cli

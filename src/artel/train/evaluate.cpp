@@ -1,0 +1,51 @@
+#include "artel/train/evaluate.h"
+
+#include <algorithm>
+
+#include "artel/autograd/ops.h"
+#include "artel/core/error.h"
+
+namespace artel::train {
+
+int64_t count_correct(const Tensor& logits, const Tensor& targets) {
+  const int64_t n = targets.numel(), c = logits.numel() / std::max<int64_t>(1, n);
+  ARTEL_CHECK(logits.numel() == n * c, "count_correct: logits ", shape_str(logits.shape()), " do not match ", n,
+              " targets");
+  const float* l = logits.data<float>();
+  const int64_t* t = targets.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = l + i * c;
+    correct += (std::max_element(row, row + c) - row) == t[i];
+  }
+  return correct;
+}
+
+EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
+  ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
+  const bool was_training = model.is_training();
+  model.eval();
+  autograd::NoGradGuard no_grad;
+  int64_t batches = ds.num_val_batches(opts.batch_size);
+  if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
+  double loss_sum = 0;
+  int64_t targets = 0, correct = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    data::Batch b = ds.val_batch(opts.batch_size, i);
+    Tensor y = b.y.view({-1});
+    autograd::Variable logits = model.forward(b.x);
+    autograd::Variable loss = autograd::cross_entropy(logits, y);
+    loss_sum += static_cast<double>(loss.item()) * static_cast<double>(y.numel());
+    targets += y.numel();
+    if (opts.accuracy) correct += count_correct(logits.value(), y);
+  }
+  model.train(was_training);
+  ARTEL_CHECK(targets > 0, "the validation split of ", ds.describe(), " is empty");
+  EvalResult r;
+  r.val_loss = loss_sum / static_cast<double>(targets);
+  r.targets = targets;
+  if (opts.accuracy) r.val_accuracy = static_cast<double>(correct) / static_cast<double>(targets);
+  return r;
+}
+
+}  // namespace artel::train

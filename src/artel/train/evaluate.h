@@ -1,0 +1,39 @@
+// Evaluation on the validation split: mean cross-entropy over every target
+// (weighted by rows, so a short last batch counts for what it holds) and, for
+// classifiers, accuracy. Runs in eval mode with no graph and restores the
+// model's training mode afterwards.
+//
+// Which rows: the dataset's validation batches in order (data/dataset.h) —
+// MNIST all 2000 images, text the non-overlapping blocks of the split — the
+// first `max_batches` of them, or all when max_batches is 0.
+//
+//   EvalResult r = evaluate(model, dataset, {.batch_size = 12});
+//   r.val_loss;   // nats per target
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "artel/data/dataset.h"
+#include "artel/models/model.h"
+
+namespace artel::train {
+
+struct EvalOptions {
+  int64_t batch_size = 1;    // rows per forward, >= 1
+  int64_t max_batches = 0;   // 0 = the whole split
+  bool accuracy = false;     // also report the fraction of argmax == target
+};
+
+struct EvalResult {
+  double val_loss = 0;
+  std::optional<double> val_accuracy;
+  int64_t targets = 0;       // how many targets the mean is over
+};
+
+EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOptions& opts);
+
+// Targets whose largest logit is the target: logits (N, C), targets (N) int64.
+int64_t count_correct(const Tensor& logits, const Tensor& targets);
+
+}  // namespace artel::train

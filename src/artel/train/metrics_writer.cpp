@@ -1,0 +1,45 @@
+#include "artel/train/metrics_writer.h"
+
+#include <cmath>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+
+namespace {
+// JSON has no NaN or infinity; a non-finite value is written as null so the
+// line stays parseable (the trainer stops on a non-finite loss anyway).
+nlohmann::ordered_json number(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
+  if (!out_) throw Error("cannot create " + path, "check that --out names a writable directory");
+}
+
+nlohmann::ordered_json MetricsWriter::to_json(const StepMetrics& m) {
+  nlohmann::ordered_json j = {{"step", m.step}, {"loss", number(m.loss)}, {"lr", number(m.lr)}};
+  j[m.items_name] = number(m.items_per_s);
+  j["step_ms"] = number(m.step_ms);
+  if (m.t_comp_ms) j["t_comp_ms"] = number(*m.t_comp_ms);
+  if (m.t_sync_ms) j["t_sync_ms"] = number(*m.t_sync_ms);
+  return j;
+}
+
+nlohmann::ordered_json MetricsWriter::to_json(const EvalMetrics& m) {
+  nlohmann::ordered_json j = {{"step", m.step}, {"val_loss", number(m.val_loss)}};
+  if (m.val_accuracy) j["val_accuracy"] = number(*m.val_accuracy);
+  return j;
+}
+
+void MetricsWriter::step(const StepMetrics& m) { write(to_json(m)); }
+void MetricsWriter::eval(const EvalMetrics& m) { write(to_json(m)); }
+
+void MetricsWriter::write(const nlohmann::ordered_json& j) {
+  out_ << j.dump() << '\n';
+  out_.flush();
+  if (!out_) throw Error("cannot write " + path_, "is the disk full?");
+}
+
+}  // namespace artel::train

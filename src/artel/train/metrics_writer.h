@@ -1,0 +1,58 @@
+// MetricsWriter: DIR/metrics.jsonl, one JSON object per line, flushed per line
+// so a crashed or killed run keeps every step it finished and `tail -f` works.
+//
+//   {"step":1,"loss":4.17,"lr":0.001,"tokens_per_s":11950.2,"step_ms":64.3}
+//   {"step":250,"val_loss":2.41}                       (gpt)
+//   {"step":62,"val_loss":0.21,"val_accuracy":0.94}    (mlp, cnn)
+//
+// Step lines may carry extra timings (t_comp_ms, t_sync_ms once data
+// parallelism splits a step into compute and exposed communication).
+//
+//   MetricsWriter m(out_dir + "/metrics.jsonl");
+//   m.step({.step = 1, .loss = 4.17, .lr = 1e-3, .items_per_s = 11950, .items_name = "tokens_per_s", .step_ms = 64.3});
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace artel::train {
+
+struct StepMetrics {
+  int64_t step = 0;           // 1-based: the k-th optimizer step
+  double loss = 0;            // the loss of step k's forward pass
+  double lr = 0;              // the learning rate step k applied
+  double items_per_s = 0;     // samples or tokens per second of this step
+  std::string items_name = "samples_per_s";  // "samples_per_s" | "tokens_per_s"
+  double step_ms = 0;         // wall time of the whole step
+  std::optional<double> t_comp_ms{};  // forward + backward + optimizer (data parallelism)
+  std::optional<double> t_sync_ms{};  // exposed gradient synchronisation (data parallelism)
+};
+
+struct EvalMetrics {
+  int64_t step = 0;                     // evaluated after this many steps
+  double val_loss = 0;                  // mean cross-entropy over the validation rows used
+  std::optional<double> val_accuracy{}; // classifiers
+};
+
+class MetricsWriter {
+ public:
+  // Creates (truncates) the file; throws artel::Error when it cannot.
+  explicit MetricsWriter(const std::string& path);
+  void step(const StepMetrics& m);
+  void eval(const EvalMetrics& m);
+  const std::string& path() const { return path_; }
+
+  static nlohmann::ordered_json to_json(const StepMetrics& m);
+  static nlohmann::ordered_json to_json(const EvalMetrics& m);
+
+ private:
+  void write(const nlohmann::ordered_json& j);
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace artel::train

@@ -1,0 +1,48 @@
+#include "artel/train/recipe.h"
+
+#include "artel/optim/adamw.h"
+#include "artel/optim/sgd.h"
+
+namespace artel::train {
+
+models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size) {
+  models::ModelConfig m;
+  m.kind = cfg.model;
+  m.vocab_size = vocab_size;
+  m.n_layer = cfg.n_layer;
+  m.n_head = cfg.n_head;
+  m.n_embd = cfg.n_embd;
+  m.block_size = cfg.block_size;
+  m.dropout = static_cast<float>(cfg.dropout);
+  m.seed = static_cast<uint64_t>(cfg.seed);
+  return m;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& cfg, const nn::NamedParameters& params) {
+  auto lr = static_cast<float>(cfg.lr);
+  auto wd = static_cast<float>(cfg.weight_decay);
+  if (cfg.optimizer == "sgd") {
+    optim::SgdOptions o;
+    o.momentum = static_cast<float>(cfg.momentum);
+    o.nesterov = cfg.nesterov;
+    return std::make_unique<optim::Sgd>(optim::one_group(params, lr, wd), o);
+  }
+  optim::AdamWOptions o;
+  o.beta1 = static_cast<float>(cfg.beta1);
+  o.beta2 = static_cast<float>(cfg.beta2);
+  o.eps = static_cast<float>(cfg.eps);
+  return std::make_unique<optim::AdamW>(optim::decay_groups(params, lr, wd), o);
+}
+
+optim::LrSchedule make_schedule(const TrainConfig& cfg, int64_t total_steps) {
+  optim::LrSchedule s;
+  s.kind = optim::parse_lr_schedule_kind(cfg.lr_schedule);
+  s.lr = static_cast<float>(cfg.lr);
+  s.warmup_steps = cfg.warmup_steps;
+  s.decay_steps = total_steps;
+  s.min_lr = static_cast<float>(cfg.min_lr);
+  s.validate();
+  return s;
+}
+
+}  // namespace artel::train

@@ -1,0 +1,28 @@
+// From a TrainConfig to the objects a run trains with: the model's config,
+// the optimizer (AdamW with decay on >= 2-D parameters only, or SGD) and the
+// learning-rate schedule. Kept apart from the loop so a data-parallel or
+// sharded trainer builds exactly the same recipe.
+//
+//   auto opt = make_optimizer(cfg, model.named_parameters());
+//   optim::LrSchedule lr = make_schedule(cfg, total_steps);
+//   opt->set_lr(lr.at(k - 1));   // step k (1-based) has done k-1 updates
+#pragma once
+
+#include <memory>
+
+#include "artel/models/model.h"
+#include "artel/optim/lr_schedule.h"
+#include "artel/optim/optimizer.h"
+#include "artel/train/train_config.h"
+
+namespace artel::train {
+
+// `vocab_size` comes from the data (ignored by mlp, cnn).
+models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size);
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& cfg, const nn::NamedParameters& params);
+
+// Cosine decays over the whole run (`total_steps`) to cfg.min_lr (< 0: lr/10).
+optim::LrSchedule make_schedule(const TrainConfig& cfg, int64_t total_steps);
+
+}  // namespace artel::train

@@ -1,0 +1,91 @@
+#include "artel/train/train_bench.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "artel/core/error.h"
+#include "artel/train/bundled_data.h"
+#include "artel/train/trainer.h"
+
+namespace artel::train {
+
+namespace {
+constexpr int64_t kW1StepsPerEpoch = 62;  // 8000 images / batch 128, last partial batch dropped
+}
+
+int64_t default_bench_steps(const std::string& workload) {
+  if (workload == "w2") return 120;
+  if (workload == "w1" || workload == "cnn") return 2 * kW1StepsPerEpoch;
+  throw Error("unknown workload '" + workload + "'", "use w1, w2 or cnn");
+}
+
+TrainConfig bench_config(const BenchCase& c) {
+  int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
+  ARTEL_CHECK(c.threads >= 1, "threads must be >= 1, got ", c.threads);
+  ARTEL_CHECK(c.warmup >= 0 && c.warmup < steps, "warmup (", c.warmup, ") must be in [0, steps = ", steps, ")");
+  TrainConfig cfg = default_config(c.workload == "w2" ? "gpt" : c.workload == "w1" ? "mlp" : "cnn");
+  cfg.steps = steps;
+  cfg.threads = c.threads;
+  cfg.generate = 0;
+  cfg.data = c.data.empty() ? default_data_for(cfg.model) : c.data;
+  cfg.validate();
+  return cfg;
+}
+
+double median_after_warmup(const std::vector<double>& ms, int64_t warmup) {
+  ARTEL_CHECK(warmup >= 0 && static_cast<size_t>(warmup) < ms.size(), "no steps left after a warmup of ", warmup,
+              " out of ", ms.size());
+  std::vector<double> t(ms.begin() + warmup, ms.end());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+BenchResult bench_artel(const BenchCase& c) {
+  TrainConfig cfg = bench_config(c);
+  std::ostringstream quiet;
+  RunOptions run;
+  run.out = &quiet;
+  run.write_files = false;
+  run.evaluate = false;
+  run.sample = false;
+  Trainer trainer(cfg, run);
+  RunSummary s = trainer.run();
+  BenchResult r;
+  r.bench = c;
+  r.bench.steps = cfg.steps;
+  r.median_ms = median_after_warmup(s.step_ms, c.warmup);
+  r.timed_steps = static_cast<int64_t>(s.step_ms.size()) - c.warmup;
+  r.mean_ms = std::accumulate(s.step_ms.begin() + c.warmup, s.step_ms.end(), 0.0) / static_cast<double>(r.timed_steps);
+  r.items_per_s = static_cast<double>(trainer.items_per_step()) / (r.median_ms / 1e3);
+  r.final_loss = s.losses.back();
+  return r;
+}
+
+std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
+                                               const BenchCase& c) {
+  if (c.workload == "cnn") return {};
+  int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
+  std::vector<std::string> argv = {python, train_py, "--threads", std::to_string(c.threads), "--warmup",
+                                   std::to_string(c.warmup)};
+  if (c.workload == "w1") {
+    int64_t epochs = (steps + kW1StepsPerEpoch - 1) / kW1StepsPerEpoch;
+    argv.insert(argv.end(), {"--workload", "mnist-mlp", "--epochs", std::to_string(epochs)});
+  } else {
+    argv.insert(argv.end(), {"--workload", "shakespeare-char-gpt", "--iters", std::to_string(steps), "--eval-at",
+                             std::to_string(steps)});
+  }
+  return argv;
+}
+
+std::optional<double> parse_peer_median_ms(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("event", "") != "summary" || !j.contains("median_ms") ||
+      !j["median_ms"].is_number())
+    return std::nullopt;
+  return j["median_ms"].get<double>();
+}
+
+}  // namespace artel::train

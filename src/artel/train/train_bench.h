@@ -1,0 +1,57 @@
+// Training benchmarks: ms per step of the baselines' workloads (W1 mnist-mlp,
+// W2 shakespeare-char-gpt, and the CNN), measured the way the PyTorch harness
+// ../shared/peers/torch_train/train.py measures them — wall time of a whole
+// step (batch, forward, backward, update), the median over the steps after a
+// warmup — so the two can be compared as a ratio in the same run.
+//
+//   BenchResult r = bench_artel({.workload = "w2", .threads = 1, .steps = 120});
+//   r.median_ms;
+//   auto cmd = torch_harness_command("train.py", "w2", 1, 120);   // argv of the peer
+//   std::optional<double> ms = parse_peer_median_ms(line);        // from its "summary" line
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artel/train/train_config.h"
+
+namespace artel::train {
+
+struct BenchCase {
+  std::string workload = "w2";  // w1 | w2 | cnn
+  int threads = 1;              // >= 1
+  int64_t steps = 0;            // steps to run; 0 = the workload's default_bench_steps
+  int64_t warmup = 20;          // first steps left out of the median, < steps
+  std::string data;             // "" = the bundled data
+};
+
+struct BenchResult {
+  BenchCase bench;
+  double median_ms = 0;   // median step time after warmup
+  double mean_ms = 0;
+  int64_t timed_steps = 0;
+  double items_per_s = 0; // samples (w1, cnn) or tokens (w2) per second at the median
+  double final_loss = 0;  // the last step's loss, a sanity check that it trained
+};
+
+// The recipe of a workload (baselines.md), to run `steps` steps on `threads`
+// threads with no files, evaluations or sampling. Throws on an unknown workload.
+TrainConfig bench_config(const BenchCase& c);
+int64_t default_bench_steps(const std::string& workload);
+
+BenchResult bench_artel(const BenchCase& c);
+
+// The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
+double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
+
+// argv for the PyTorch harness running the same workload (there is no CNN
+// peer: returns {} for "cnn"). W1 runs ceil(steps / 62) epochs of 62 steps.
+std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
+                                               const BenchCase& c);
+
+// median_ms of the harness's {"event": "summary", ...} line; nullopt for any other line.
+std::optional<double> parse_peer_median_ms(const std::string& line);
+
+}  // namespace artel::train

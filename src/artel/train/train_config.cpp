@@ -1,0 +1,255 @@
+#include "artel/train/train_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+
+namespace {
+
+using Member = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, double TrainConfig::*,
+                            bool TrainConfig::*>;
+
+struct Field {
+  const char* key;
+  Member member;
+  const char* help;
+};
+
+// The one list of settable fields: flags, JSON keys and to_json() all read it.
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      {"model", &TrainConfig::model, "gpt | mlp | cnn"},
+      {"data", &TrainConfig::data, "text file (gpt) or MNIST directory (mlp, cnn); default: the bundled one"},
+      {"init", &TrainConfig::init, "start from the weights in this safetensors file"},
+      {"out", &TrainConfig::out, "output directory (metrics.jsonl, init/final.safetensors)"},
+      {"steps", &TrainConfig::steps, "optimizer steps"},
+      {"epochs", &TrainConfig::epochs, "train this many epochs instead of --steps"},
+      {"batch_size", &TrainConfig::batch_size, "rows per step"},
+      {"data_order", &TrainConfig::data_order, "shuffle | sequential"},
+      {"seed", &TrainConfig::seed, "seed of weights, batch order and dropout"},
+      {"threads", &TrainConfig::threads, "threads (0 = all available cores)"},
+      {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
+      {"lr", &TrainConfig::lr, "peak learning rate"},
+      {"momentum", &TrainConfig::momentum, "SGD momentum"},
+      {"nesterov", &TrainConfig::nesterov, "SGD Nesterov momentum (true | false)"},
+      {"beta1", &TrainConfig::beta1, "AdamW beta1"},
+      {"beta2", &TrainConfig::beta2, "AdamW beta2"},
+      {"eps", &TrainConfig::eps, "AdamW epsilon"},
+      {"weight_decay", &TrainConfig::weight_decay, "weight decay (AdamW: parameters with >= 2 dims only)"},
+      {"grad_clip", &TrainConfig::grad_clip, "clip the global gradient norm to this (0 = off)"},
+      {"lr_schedule", &TrainConfig::lr_schedule, "constant | cosine"},
+      {"warmup_steps", &TrainConfig::warmup_steps, "linear LR warmup steps"},
+      {"min_lr", &TrainConfig::min_lr, "final LR of the cosine schedule (negative: lr/10)"},
+      {"eval_every", &TrainConfig::eval_every, "evaluate every N steps and at the end (0 = only at the end)"},
+      {"eval_batches", &TrainConfig::eval_batches, "validation batches per evaluation (0 = whole split)"},
+      {"log_every", &TrainConfig::log_every, "plain progress line every N steps when not on a terminal (0 = auto)"},
+      {"generate", &TrainConfig::generate, "gpt: characters to sample and print after training"},
+      {"temperature", &TrainConfig::temperature, "sampling temperature"},
+      {"n_layer", &TrainConfig::n_layer, "GPT blocks"},
+      {"n_head", &TrainConfig::n_head, "GPT attention heads"},
+      {"n_embd", &TrainConfig::n_embd, "GPT embedding width"},
+      {"block_size", &TrainConfig::block_size, "GPT context length"},
+      {"dropout", &TrainConfig::dropout, "GPT dropout probability"},
+  };
+  return f;
+}
+
+std::string normalise_key(std::string k) {
+  for (char& c : k)
+    if (c == '-') c = '_';
+  return k;
+}
+
+const Field& find_field(const std::string& key, const std::string& where) {
+  std::string k = normalise_key(key);
+  for (const Field& f : fields())
+    if (k == f.key) return f;
+  throw Error("unknown config key '" + key + "' in " + where, "see `artel train --help` for the keys");
+}
+
+void set_from_json(TrainConfig& cfg, const Field& f, const nlohmann::json& v) {
+  std::string where = "config key '" + std::string(f.key) + "'";
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_reference_t<decltype(cfg.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          ARTEL_CHECK(v.is_string(), where, " must be a string, got ", v.dump());
+          cfg.*member = v.get<std::string>();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          ARTEL_CHECK(v.is_boolean(), where, " must be true or false, got ", v.dump());
+          cfg.*member = v.get<bool>();
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          ARTEL_CHECK(v.is_number_integer(), where, " must be an integer, got ", v.dump());
+          cfg.*member = v.get<int64_t>();
+        } else {
+          ARTEL_CHECK(v.is_number(), where, " must be a number, got ", v.dump());
+          cfg.*member = v.get<double>();
+        }
+      },
+      f.member);
+}
+
+void set_from_text(TrainConfig& cfg, const Field& f, const std::string& text) {
+  std::string flag = "--" + std::string(f.key);
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_reference_t<decltype(cfg.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          cfg.*member = text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          ARTEL_CHECK(text == "true" || text == "false", flag, " takes true or false, got '", text, "'");
+          cfg.*member = text == "true";
+        } else {
+          std::istringstream is(text);
+          T value{};
+          is >> value;
+          ARTEL_CHECK(!is.fail() && is.eof(), flag, " takes ",
+                      std::is_same_v<T, int64_t> ? "an integer" : "a number", ", got '", text, "'");
+          cfg.*member = value;
+        }
+      },
+      f.member);
+}
+
+void check_one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> options) {
+  std::string list;
+  for (const char* o : options) {
+    if (v == o) return;
+    list += (list.empty() ? "" : " | ") + std::string(o);
+  }
+  throw Error("unknown " + key + " '" + v + "'", "use one of " + list);
+}
+
+// `value` must lie in the range; the message names the key so a user can find it.
+void check_range(const char* key, bool ok, const std::string& range, double value) {
+  if (ok) return;
+  std::ostringstream os;
+  os << key << " must be " << range << ", got " << value;
+  std::string flag = std::string("--") + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  throw Error(os.str(), "fix " + flag + " or the config file");
+}
+
+}  // namespace
+
+void TrainConfig::validate() const {
+  check_one_of("model", model, {"gpt", "mlp", "cnn"});
+  check_one_of("data_order", data_order, {"shuffle", "sequential"});
+  check_one_of("optimizer", optimizer, {"adamw", "sgd"});
+  check_one_of("lr_schedule", lr_schedule, {"constant", "cosine"});
+  ARTEL_CHECK(!out.empty(), "out must name a directory");
+  check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));
+  check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));
+  check_range("batch_size", batch_size >= 1, ">= 1", static_cast<double>(batch_size));
+  check_range("seed", seed >= 0, ">= 0", static_cast<double>(seed));
+  check_range("threads", threads >= 0 && threads <= 1024, "in [0, 1024]", static_cast<double>(threads));
+  check_range("lr", std::isfinite(lr) && lr > 0, "> 0", lr);
+  check_range("momentum", momentum >= 0 && momentum < 1, "in [0, 1)", momentum);
+  check_range("beta1", beta1 >= 0 && beta1 < 1, "in [0, 1)", beta1);
+  check_range("beta2", beta2 >= 0 && beta2 < 1, "in [0, 1)", beta2);
+  check_range("eps", eps > 0, "> 0", eps);
+  check_range("weight_decay", weight_decay >= 0, ">= 0", weight_decay);
+  check_range("grad_clip", grad_clip >= 0, ">= 0", grad_clip);
+  check_range("warmup_steps", warmup_steps >= 0, ">= 0", static_cast<double>(warmup_steps));
+  check_range("min_lr", min_lr <= lr, "<= lr (negative: lr/10)", min_lr);
+  check_range("eval_every", eval_every >= 0, ">= 0", static_cast<double>(eval_every));
+  check_range("eval_batches", eval_batches >= 0, ">= 0", static_cast<double>(eval_batches));
+  check_range("log_every", log_every >= 0, ">= 0", static_cast<double>(log_every));
+  check_range("generate", generate >= 0, ">= 0", static_cast<double>(generate));
+  check_range("temperature", temperature > 0, "> 0", temperature);
+  check_range("n_layer", n_layer >= 1, ">= 1", static_cast<double>(n_layer));
+  check_range("n_head", n_head >= 1, ">= 1", static_cast<double>(n_head));
+  check_range("n_embd", n_embd >= 1, ">= 1", static_cast<double>(n_embd));
+  check_range("block_size", block_size >= 1, ">= 1", static_cast<double>(block_size));
+  check_range("dropout", dropout >= 0 && dropout < 1, "in [0, 1)", dropout);
+  ARTEL_CHECK(n_embd % n_head == 0, "n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Field& f : fields()) std::visit([&](auto member) { j[f.key] = this->*member; }, f.member);
+  return j;
+}
+
+TrainConfig default_config(const std::string& model) {
+  TrainConfig c;  // the struct's own defaults are W2's (gpt)
+  c.model = model;
+  c.out = "runs/" + model;
+  if (model == "gpt") return c;
+  check_one_of("model", model, {"gpt", "mlp", "cnn"});
+  // W1: batch 128, SGD lr 0.05 momentum 0.9, no weight decay, 10 epochs of 62 steps.
+  c.steps = 620;
+  c.batch_size = 128;
+  c.optimizer = "sgd";
+  c.lr = 0.05;
+  c.momentum = 0.9;
+  c.weight_decay = 0.0;
+  c.eval_every = 62;
+  c.generate = 0;
+  // The CNN takes W1's recipe at a lower rate: at 0.05 its 10-epoch accuracy
+  // swings between 0.965 and 0.98 with the seed; at 0.02 it reached 0.9745–0.985
+  // over seeds 1, 2, 3 and 1337.
+  if (model == "cnn") c.lr = 0.02;
+  return c;
+}
+
+TrainConfig resolve_config(const ConfigSources& src) {
+  ARTEL_CHECK(src.json.is_object(), "a config must be a JSON object, got ", src.json.type_name());
+  std::string model = "gpt";
+  if (src.json.contains("model")) {
+    ARTEL_CHECK(src.json["model"].is_string(), "config key 'model' must be a string");
+    model = src.json["model"].get<std::string>();
+  }
+  for (const auto& [k, v] : src.overrides)
+    if (normalise_key(k) == "model") model = v;
+  TrainConfig cfg = default_config(model);
+  bool steps_set = false, epochs_set = false;
+  for (const auto& [k, v] : src.json.items()) {
+    const Field& f = find_field(k, "the config file");
+    set_from_json(cfg, f, v);
+    steps_set |= std::string(f.key) == "steps";
+    epochs_set |= std::string(f.key) == "epochs";
+  }
+  for (const auto& [k, v] : src.overrides) {
+    const Field& f = find_field(k, "the command line");
+    set_from_text(cfg, f, v);
+    steps_set |= std::string(f.key) == "steps";
+    epochs_set |= std::string(f.key) == "epochs";
+  }
+  ARTEL_CHECK(!(steps_set && epochs_set && cfg.epochs > 0), "both steps (", cfg.steps, ") and epochs (", cfg.epochs,
+              ") are set; give one of them");
+  cfg.validate();
+  return cfg;
+}
+
+nlohmann::json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open config file " + path, "check the path passed to --config");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error("config file " + path + " is not valid JSON: " + e.what());
+  }
+  ARTEL_CHECK(j.is_object(), "config file ", path, " must hold one JSON object, got ", j.type_name());
+  return j;
+}
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = [] {
+    std::vector<ConfigKey> k;
+    const char* types[] = {"TEXT", "INT", "FLOAT", "BOOL"};  // in the order of Member's alternatives
+    for (const Field& f : fields()) k.push_back({f.key, f.help, types[f.member.index()]});
+    return k;
+  }();
+  return keys;
+}
+
+}  // namespace artel::train

@@ -1,0 +1,99 @@
+// TrainConfig: everything one training run needs, as one typed struct (STYLE
+// 14). Each field has a type, a default, a range check (validate()) and a
+// comment; the per-model defaults are the recipes of ../shared/baselines.md
+// (W2 for gpt, W1 for mlp). The same keys come from a JSON file or from the
+// command line (flags use hyphens, JSON keys underscores or hyphens; a later
+// source overrides an earlier one):
+//
+//   ConfigSources src;
+//   src.json = nlohmann::json::parse(file);      // {"model": "mlp", "lr": 0.1}
+//   src.overrides = {{"steps", "100"}};          // from --steps 100
+//   TrainConfig cfg = resolve_config(src);       // defaults(model) <- json <- overrides, validated
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace artel::train {
+
+struct TrainConfig {
+  // ---- what to train
+  std::string model = "gpt";        // gpt | mlp | cnn
+  std::string data;                 // text file (gpt) or MNIST directory (mlp, cnn); "" = the bundled one
+  std::string init;                 // safetensors file to start from; "" = fresh init from `seed`
+  std::string out = "runs/gpt";     // directory for metrics.jsonl, init/final.safetensors
+
+  // ---- how long, in what order
+  int64_t steps = 2000;             // optimizer steps, >= 1 (gpt: W2's 2000, about a minute on 2 quiet cores)
+  int64_t epochs = 0;               // > 0: steps = epochs · steps per epoch (excludes an explicit `steps`)
+  int64_t batch_size = 12;          // rows per step, >= 1
+  std::string data_order = "shuffle";  // shuffle | sequential (data/sampler.h, Note [Batch order])
+  int64_t seed = 1337;              // >= 0: weights, batch order and dropout all derive from it
+  int64_t threads = 0;              // >= 0; 0 = every core this process may use
+
+  // ---- optimizer (PyTorch semantics)
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 1e-3;                 // peak learning rate, > 0
+  double momentum = 0.0;            // sgd, in [0, 1)
+  bool nesterov = false;            // sgd
+  double beta1 = 0.9;               // adamw, in [0, 1)
+  double beta2 = 0.99;              // adamw, in [0, 1)
+  double eps = 1e-8;                // adamw, > 0
+  double weight_decay = 0.1;        // >= 0; adamw applies it to parameters with >= 2 dims only
+  double grad_clip = 0.0;           // global gradient-norm clip, >= 0; 0 = off
+  std::string lr_schedule = "constant";  // constant | cosine (linear warmup, then cosine to min_lr)
+  int64_t warmup_steps = 0;         // >= 0, linear warmup from 0 (both schedules)
+  double min_lr = -1.0;             // cosine floor, <= lr; negative = lr/10 (nanoGPT's convention)
+
+  // ---- evaluation and output
+  int64_t eval_every = 500;         // >= 0; evaluate every N steps and after the last; 0 = only after the last
+  int64_t eval_batches = 0;         // >= 0; validation batches per evaluation; 0 = the whole split
+  int64_t log_every = 0;            // >= 0; plain progress line every N steps (no terminal); 0 = about 20 lines per run
+  int64_t generate = 300;           // gpt: characters sampled after training and printed, >= 0
+  double temperature = 0.8;         // sampling temperature, > 0 (nanoGPT sample.py uses 0.8)
+
+  // ---- GPT shape (ignored by mlp, cnn)
+  int64_t n_layer = 4;              // >= 1
+  int64_t n_head = 4;               // >= 1, divides n_embd
+  int64_t n_embd = 128;             // >= 1
+  int64_t block_size = 64;          // context length T, >= 1
+  double dropout = 0.0;             // in [0, 1)
+
+  // Throws artel::Error naming the first field out of range.
+  void validate() const;
+  // Every field by its key (for metrics / logs: the run records its own config).
+  nlohmann::json to_json() const;
+};
+
+// The recipe defaults of one model ("gpt": W2, "mlp": W1, "cnn": W1 with lr
+// 0.02). Throws on an unknown model.
+TrainConfig default_config(const std::string& model);
+
+// Where the values of a run come from, lowest priority first.
+struct ConfigSources {
+  nlohmann::json json = nlohmann::json::object();   // a --config file's contents (an object)
+  std::map<std::string, std::string> overrides;     // key -> text, from flags
+};
+
+// defaults(model) <- json <- overrides, then validate(). The model is taken
+// from the overrides, else the json, else "gpt". Unknown keys, values of the
+// wrong type, unparsable text and `steps` together with `epochs` are errors.
+TrainConfig resolve_config(const ConfigSources& src);
+
+// Reads and parses a JSON config file (must hold one object).
+nlohmann::json read_config_file(const std::string& path);
+
+// One settable field, for building command lines and docs from the struct.
+struct ConfigKey {
+  std::string key;   // snake_case; the flag is "--" + key with '_' -> '-'
+  std::string help;  // one line
+  std::string type;  // INT | FLOAT | TEXT | BOOL
+};
+const std::vector<ConfigKey>& config_keys();
+
+}  // namespace artel::train

@@ -1,0 +1,232 @@
+#include "artel/train/trainer.h"
+
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "artel/autograd/ops.h"
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/models/gpt.h"
+#include "artel/nn/safetensors.h"
+#include "artel/optim/clip.h"
+#include "artel/train/metrics_writer.h"
+#include "artel/train/progress.h"
+#include "artel/train/recipe.h"
+
+namespace artel::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A float as the shortest decimal that reads back as it (1e-3f -> 0.001, not
+// 0.0010000000474974513), so metrics show the learning rate a user typed.
+double decimal(float v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::strtod(std::string(buf, end).c_str(), nullptr);
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// The sampler's stream for text generation: apart from init (0) and dropout (1).
+constexpr uint64_t kSampleStream = 2;
+
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n), s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-') s.push_back(',');
+    s.push_back(digits[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
+    : cfg_(std::move(cfg)), run_(run), hooks_(std::move(hooks)) {
+  cfg_.validate();
+  if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
+  if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
+  data_ = data::open_dataset(cfg_.data, {.block_size = cfg_.block_size});
+  check_model_fits_data();
+  model_ = models::make_model(make_model_config(cfg_, data_->num_classes()));
+  if (!cfg_.init.empty()) nn::load_weights(*model_, cfg_.init);
+  params_ = model_->parameters();
+  optimizer_ = make_optimizer(cfg_, model_->named_parameters());
+
+  sampler_cfg_.order = data::parse_order(cfg_.data_order);
+  sampler_cfg_.seed = static_cast<uint64_t>(cfg_.seed);
+  sampler_cfg_.rank_batch = cfg_.batch_size;
+  sampler_cfg_.world_size = hooks_.world_size;
+  sampler_cfg_.rank = hooks_.rank;
+  data::DistributedSampler sampler = data::make_sampler(*data_, sampler_cfg_);  // checks the batch fits the data
+  total_steps_ = cfg_.epochs > 0 ? cfg_.epochs * sampler.steps_per_epoch() : cfg_.steps;
+  schedule_ = make_schedule(cfg_, total_steps_);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_model_fits_data() const {
+  bool text = data_->kind() == data::DatasetKind::char_text;
+  if (cfg_.model == "gpt" && !text)
+    throw Error("model gpt trains on a text file, but --data " + cfg_.data + " is MNIST",
+                "pass a text file, or --model mlp / cnn");
+  if (cfg_.model != "gpt" && text)
+    throw Error("model " + cfg_.model + " trains on MNIST, but --data " + cfg_.data + " is a text file",
+                "pass the MNIST directory, or --model gpt");
+}
+
+std::ostream& Trainer::out() const { return run_.out ? *run_.out : std::cout; }
+
+int64_t Trainer::items_per_step() const {
+  return cfg_.model == "gpt" ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size;
+}
+
+void Trainer::announce() const {
+  std::string per_step = cfg_.model == "gpt" ? std::to_string(cfg_.batch_size) + "x" + std::to_string(cfg_.block_size) +
+                                                  " tokens"
+                                            : std::to_string(cfg_.batch_size) + " images";
+  out() << "artel train: " << cfg_.model << ", " << with_thousands(model_->num_parameters()) << " parameters"
+        << (cfg_.init.empty() ? "" : " from " + cfg_.init) << "\n"
+        << "  data   " << data_->describe() << " (" << cfg_.data_order << ")\n"
+        << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << hooks_.world_size
+        << " worker(s); " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
+        << num_threads() << " thread(s)\n";
+  if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
+  out() << std::flush;
+}
+
+void Trainer::write_config_file() const {
+  TrainConfig resolved = cfg_;
+  resolved.steps = total_steps_;
+  resolved.epochs = 0;
+  std::ofstream f(cfg_.out + "/config.json");
+  f << resolved.to_json().dump(2) << "\n";
+  if (!f) throw Error("cannot write " + cfg_.out + "/config.json", "check that --out is writable");
+}
+
+void Trainer::save(const std::string& name, int64_t step) const {
+  nn::save_weights(*model_, cfg_.out + "/" + name,
+                   {{"format", "pt"}, {"model", cfg_.model}, {"step", std::to_string(step)}});
+}
+
+bool Trainer::due_for_eval(int64_t k) const {
+  return k == total_steps_ || (cfg_.eval_every > 0 && k % cfg_.eval_every == 0);
+}
+
+StepResult Trainer::step(int64_t k, const data::Batch& batch) {
+  Clock::time_point t0 = Clock::now();
+  StepResult r;
+  r.lr = schedule_.at(k - 1);
+  optimizer_->set_lr(r.lr);
+  optimizer_->zero_grad();
+  autograd::Variable logits = model_->forward(batch.x);                        // (B, V) or (B, T, V)
+  autograd::Variable loss = autograd::cross_entropy(logits, batch.y.view({-1}));  // mean over B or B·T targets
+  const double local_loss = loss.item();
+  loss.backward();
+  if (hooks_.sync_gradients) r.sync_ms = 1e3 * hooks_.sync_gradients();
+  r.loss = hooks_.mean_over_workers ? hooks_.mean_over_workers(local_loss) : local_loss;
+  if (!std::isfinite(r.loss))
+    throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
+                    "; stopped before updating the weights",
+                "the run diverged: lower --lr, set --grad-clip, or check --init and --data");
+  if (cfg_.grad_clip > 0) optim::clip_grad_norm(params_, static_cast<float>(cfg_.grad_clip));
+  optimizer_->step();
+  r.comp_ms = ms_since(t0) - r.sync_ms;
+  return r;
+}
+
+EvalResult Trainer::evaluate() {
+  EvalOptions opts;
+  opts.batch_size = cfg_.batch_size;
+  opts.max_batches = cfg_.eval_batches;
+  opts.accuracy = cfg_.model != "gpt";
+  return train::evaluate(*model_, *data_, opts);
+}
+
+std::string Trainer::sample(int64_t chars) {
+  auto* gpt = dynamic_cast<models::Gpt*>(model_.get());
+  auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
+  ARTEL_CHECK(gpt && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
+  const data::CharVocab& vocab = text->vocab();
+  std::vector<int64_t> prompt = {vocab.contains('\n') ? vocab.id('\n') : 0};
+  Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
+  std::vector<int64_t> ids = gpt->generate(prompt, chars, static_cast<float>(cfg_.temperature), 0, rng);
+  return vocab.decode(std::span<const int64_t>(ids).subspan(prompt.size()));
+}
+
+std::unique_ptr<MetricsWriter> Trainer::start_files() const {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.out, ec);
+  if (ec) throw Error("cannot create --out " + cfg_.out + ": " + ec.message(), "pass a writable directory");
+  write_config_file();
+  save("init.safetensors", 0);
+  return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl");
+}
+
+void Trainer::train_steps(Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
+  data::DataLoader loader(*data_, sampler_cfg_);
+  const double items = static_cast<double>(items_per_step() * hooks_.world_size);
+  for (int64_t k = 1; k <= total_steps_; ++k) {
+    Clock::time_point t0 = Clock::now();
+    data::Batch batch = loader.next();
+    StepResult r = step(k, batch);
+    const double ms = ms_since(t0);
+    summary.losses.push_back(r.loss);
+    summary.step_ms.push_back(ms);
+    summary.steps = k;
+    if (metrics) {
+      StepMetrics m{.step = k, .loss = r.loss, .lr = decimal(r.lr), .items_per_s = items / (ms / 1e3),
+                    .items_name = cfg_.model == "gpt" ? "tokens_per_s" : "samples_per_s", .step_ms = ms};
+      if (hooks_.sync_gradients) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
+      metrics->step(m);
+    }
+    progress.step(k, r.loss, items / (ms / 1e3));
+    if (!run_.evaluate || !due_for_eval(k)) continue;
+    EvalResult e = evaluate();
+    if (metrics) metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy});
+    progress.eval(k, e.val_loss, e.val_accuracy);
+    if (k == total_steps_) summary.final_eval = e;
+  }
+}
+
+RunSummary Trainer::run() {
+  const bool report = hooks_.reporter;
+  const bool files = report && run_.write_files;
+  std::unique_ptr<MetricsWriter> metrics = files ? start_files() : nullptr;
+  if (report) announce();
+  std::ostringstream quiet;
+  Progress progress({.total_steps = total_steps_,
+                     .unit = cfg_.model == "gpt" ? "tok/s" : "samples/s",
+                     .terminal = run_.terminal,
+                     .log_every = cfg_.log_every},
+                    report ? out() : quiet);
+  RunSummary summary;
+  try {
+    train_steps(progress, metrics.get(), summary);
+  } catch (...) {
+    progress.finish();  // the error goes below the bar, not onto it
+    throw;
+  }
+  progress.finish();
+  if (files) {
+    save("final.safetensors", total_steps_);
+    out() << "wrote " << cfg_.out << "/final.safetensors\n";
+  }
+  if (report && run_.sample && cfg_.model == "gpt" && cfg_.generate > 0) {
+    summary.sample = sample(cfg_.generate);
+    out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"
+          << summary.sample << "\n---\n";
+  }
+  out() << std::flush;
+  return summary;
+}
+
+}  // namespace artel::train

@@ -1,0 +1,125 @@
+// Trainer: the training loop of one worker. It opens the data, builds the
+// model (from the config's seed, or from --init weights), the optimizer and
+// the LR schedule, and runs steps 1 … N:
+//
+//   batch k  ->  forward -> loss  ->  backward  ->  [sync gradients]  ->  clip  ->  update
+//
+// The loss of step k is the loss of step k's forward pass. Each step writes a
+// line to DIR/metrics.jsonl and moves the progress display; an evaluation runs
+// every eval_every steps and after the last; DIR/init.safetensors holds the
+// weights before step 1 and DIR/final.safetensors those after step N. A loss
+// that is NaN or infinite stops the run with an error naming the step, before
+// the bad gradients reach the weights.
+//
+// Note [Data-parallel seams]
+// Data parallelism plugs in through WorkerHooks, not by editing the loop:
+// `sync_gradients` runs after backward and before clipping (DDP waits for its
+// bucket all-reduces there and returns the exposed wait), `mean_over_workers`
+// turns the local loss into the reported one (an all-reduce), and only the
+// `reporter` writes files and prints. Batches are a pure function of the step
+// (data/dataset.h), so a worker only needs its rank in the sampler config.
+//
+//   Trainer t(cfg, {.out = &std::cout, .terminal = isatty(1)});
+//   RunSummary s = t.run();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artel/data/data_loader.h"
+#include "artel/data/dataset.h"
+#include "artel/models/model.h"
+#include "artel/optim/lr_schedule.h"
+#include "artel/optim/optimizer.h"
+#include "artel/train/evaluate.h"
+#include "artel/train/train_config.h"
+
+namespace artel::train {
+
+class MetricsWriter;
+class Progress;
+
+struct RunOptions {
+  std::ostream* out = nullptr;  // progress and messages; null = std::cout
+  bool terminal = false;        // draw a progress bar in place (out is a terminal)
+  bool write_files = true;      // metrics.jsonl, config.json, init/final.safetensors under cfg.out
+  bool evaluate = true;         // evaluations (every eval_every steps and at the end)
+  bool sample = true;           // gpt: print cfg.generate sampled characters at the end
+  bool set_threads = true;      // apply cfg.threads to the process (artel::set_num_threads)
+};
+
+// See Note [Data-parallel seams]. The defaults are a worker alone.
+struct WorkerHooks {
+  int64_t rank = 0, world_size = 1;
+  bool reporter = true;                                   // prints and writes files
+  std::function<double()> sync_gradients;                 // -> exposed seconds; empty = nothing to sync
+  std::function<double(double)> mean_over_workers;        // empty = identity
+};
+
+struct StepResult {
+  double loss = 0;      // reported loss of this step's forward pass (mean over workers)
+  float lr = 0;         // the learning rate this step applied
+  double comp_ms = 0;   // forward + backward + clip + update
+  double sync_ms = 0;   // exposed gradient synchronisation
+};
+
+struct RunSummary {
+  int64_t steps = 0;                      // steps done
+  std::vector<double> losses;             // per step
+  std::vector<double> step_ms;            // per step: fetch + compute + sync
+  std::optional<EvalResult> final_eval;   // after the last step
+  std::string sample;                     // gpt: the generated text ("" if none)
+};
+
+class Trainer {
+ public:
+  // Opens the data and builds model and optimizer; throws artel::Error on bad
+  // data, a model that does not fit the data, or unusable --init weights.
+  explicit Trainer(TrainConfig cfg, RunOptions run = {}, WorkerHooks hooks = {});
+  ~Trainer();
+
+  RunSummary run();
+
+  // One step with the batch of step k (1-based): the pieces of run(), public
+  // so tools (benchmarks, data parallelism tests) can drive them.
+  StepResult step(int64_t k, const data::Batch& batch);
+  EvalResult evaluate();
+  // cfg.generate characters sampled from the gpt (decoded); throws for other models.
+  std::string sample(int64_t chars);
+
+  const TrainConfig& config() const { return cfg_; }
+  int64_t total_steps() const { return total_steps_; }
+  models::Model& model() { return *model_; }
+  const data::Dataset& dataset() const { return *data_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  // Rows (mlp, cnn) or tokens (gpt) one step consumes on this worker.
+  int64_t items_per_step() const;
+
+ private:
+  void check_model_fits_data() const;
+  std::unique_ptr<MetricsWriter> start_files() const;  // out dir, config.json, init.safetensors, metrics.jsonl
+  void train_steps(Progress& progress, MetricsWriter* metrics, RunSummary& summary);
+  void announce() const;
+  void write_config_file() const;
+  void save(const std::string& name, int64_t step) const;
+  bool due_for_eval(int64_t k) const;
+  std::ostream& out() const;
+
+  TrainConfig cfg_;
+  RunOptions run_;
+  WorkerHooks hooks_;
+  std::unique_ptr<data::Dataset> data_;
+  std::unique_ptr<models::Model> model_;
+  std::vector<autograd::Variable> params_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  optim::LrSchedule schedule_;
+  data::SamplerConfig sampler_cfg_;
+  int64_t total_steps_ = 0;
+};
+
+}  // namespace artel::train

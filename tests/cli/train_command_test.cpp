@@ -1,0 +1,195 @@
+// `artel train` end to end, through the real program: tiny runs (seconds)
+// that check the files a run writes, --init, --config, and that bad input is
+// one line on stderr and a non-zero exit before any work.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "artel/nn/safetensors.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TrainCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("artel_train_cmd_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `artel train ARGS` (never longer than two minutes) from the temp dir.
+  Result train(const std::string& args) {
+    std::string cmd = "cd " + dir_.string() + " && timeout 120 " + ARTEL_BINARY + " train " + args + " >" +
+                      (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
+    int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+  }
+
+  // A GPT small enough to train 3 steps in well under a second.
+  std::string tiny_gpt(const std::string& out) const {
+    return "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --batch-size 4 --eval-batches 2 --threads 1 "
+           "--generate 0 --out " + (dir_ / out).string();
+  }
+
+  static std::vector<nlohmann::json> metrics(const fs::path& run) {
+    std::ifstream in(run / "metrics.jsonl");
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  }
+
+  // Bad input: a non-zero exit with exactly one line on stderr holding `needle`, and no run started.
+  void expect_one_line_error(const std::string& args, const std::string& needle) {
+    Result r = train(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad" / "metrics.jsonl")) << args;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TrainCommand, TinyGptWritesMetricsAndWeights) {
+  Result r = train(tiny_gpt("run") + " --steps 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<nlohmann::json> lines = metrics(dir_ / "run");
+  ASSERT_EQ(lines.size(), 4u);  // 3 steps, then the final evaluation
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(lines[k]["step"], k + 1);
+    EXPECT_TRUE(lines[k]["loss"].is_number());
+    EXPECT_EQ(lines[k]["lr"], 0.001);
+    EXPECT_GT(lines[k]["tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(lines[k]["step_ms"].get<double>(), 0);
+  }
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(65.0), 0.2);  // ~uniform over the vocabulary at init
+  EXPECT_EQ(lines[3]["step"], 3);
+  EXPECT_TRUE(lines[3]["val_loss"].is_number());
+  EXPECT_FALSE(lines[3].contains("val_accuracy"));
+  for (const char* f : {"init.safetensors", "final.safetensors", "config.json"})
+    EXPECT_TRUE(fs::exists(dir_ / "run" / f)) << f;
+  auto init = artel::nn::read_safetensors((dir_ / "run" / "init.safetensors").string());
+  auto final = artel::nn::read_safetensors((dir_ / "run" / "final.safetensors").string());
+  ASSERT_TRUE(init.tensors.count("transformer.wte.weight"));
+  EXPECT_EQ(init.tensors.at("transformer.wte.weight").shape(), (artel::Shape{65, 16}));
+  EXPECT_NE(init.tensors.at("transformer.wte.weight").to_vector(), final.tensors.at("transformer.wte.weight").to_vector());
+  EXPECT_NE(r.out.find("step 3/3"), std::string::npos);
+}
+
+TEST_F(TrainCommand, InitReproducesARunAndLoadsItsFinalWeights) {
+  ASSERT_EQ(train(tiny_gpt("a") + " --steps 3 --data-order sequential --seed 1").code, 0);
+  // A different seed would draw other weights: the same losses prove --init was used.
+  Result b = train(tiny_gpt("b") + " --steps 3 --data-order sequential --seed 2 --init " + (dir_ / "a" / "init.safetensors").string());
+  ASSERT_EQ(b.code, 0) << b.err;
+  auto la = metrics(dir_ / "a"), lb = metrics(dir_ / "b");
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(la[i].value("loss", 0.0), lb[i].value("loss", 0.0)) << i;
+  auto fa = artel::nn::read_safetensors((dir_ / "a" / "final.safetensors").string());
+  auto fb = artel::nn::read_safetensors((dir_ / "b" / "final.safetensors").string());
+  for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.to_vector(), fb.tensors.at(name).to_vector()) << name;
+
+  ASSERT_EQ(train(tiny_gpt("c") + " --steps 1 --init " + (dir_ / "a" / "final.safetensors").string()).code, 0);
+  auto ic = artel::nn::read_safetensors((dir_ / "c" / "init.safetensors").string());
+  for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.to_vector(), ic.tensors.at(name).to_vector()) << name;
+}
+
+TEST_F(TrainCommand, ConfigFileWithFlagOverrides) {
+  std::ofstream(dir_ / "cfg.json") << R"({"model": "gpt", "n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8,
+    "batch_size": 4, "steps": 5, "eval_every": 0, "eval_batches": 1, "generate": 0, "threads": 1, "lr": 0.002})";
+  Result r = train("--config cfg.json --steps 2 --out run");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto lines = metrics(dir_ / "run");
+  ASSERT_EQ(lines.size(), 3u);  // 2 steps (the flag won over the file) and the final evaluation
+  EXPECT_EQ(lines[0]["lr"], 0.002);
+  auto cfg = nlohmann::json::parse(slurp(dir_ / "run" / "config.json"));
+  EXPECT_EQ(cfg["steps"], 2);
+  EXPECT_EQ(cfg["n_embd"], 16);
+}
+
+TEST_F(TrainCommand, MlpReportsValidationAccuracy) {
+  Result r = train("--model mlp --steps 2 --batch-size 32 --threads 1 --out run");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto lines = metrics(dir_ / "run");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[0].contains("samples_per_s"));
+  EXPECT_GE(lines[2]["val_accuracy"].get<double>(), 0.0);
+  EXPECT_LE(lines[2]["val_accuracy"].get<double>(), 1.0);
+  EXPECT_NE(r.out.find("val_accuracy"), std::string::npos);
+}
+
+TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
+  std::string out = " --out " + (dir_ / "bad").string();
+  expect_one_line_error("--model rnn" + out, "unknown model 'rnn'");
+  expect_one_line_error("--batch-size 0" + out, "batch_size must be >= 1, got 0");
+  expect_one_line_error("--n-embd -4" + out, "n_embd must be >= 1");
+  expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
+  expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
+  expect_one_line_error("--data " + (dir_ / "missing.txt").string() + out, "missing.txt does not exist");
+  std::ofstream(dir_ / "unknown.json") << R"({"learning_rate": 1})";
+  expect_one_line_error("--config unknown.json" + out, "unknown config key 'learning_rate'");
+  expect_one_line_error("--config nowhere.json" + out, "nowhere.json");
+  expect_one_line_error("--model gpt --data " + std::string(ARTEL_SOURCE_DIR) + "/data/mnist-t10k" + out,
+                        "trains on a text file");
+}
+
+TEST_F(TrainCommand, BadInitWeightsAreNamed) {
+  std::string out = " --out " + (dir_ / "bad").string();
+  std::ofstream(dir_ / "corrupt.safetensors") << "this is not a safetensors file at all";
+  expect_one_line_error(tiny_gpt("bad") + " --init " + (dir_ / "corrupt.safetensors").string(), "corrupt.safetensors");
+  expect_one_line_error(tiny_gpt("bad") + " --init " + (dir_ / "absent.safetensors").string(), "absent.safetensors");
+  // Weights of a wider model: every mismatch is named.
+  ASSERT_EQ(train(tiny_gpt("wide") + " --n-embd 32 --steps 1").code, 0);
+  expect_one_line_error(tiny_gpt("bad") + " --init " + (dir_ / "wide" / "final.safetensors").string(),
+                        "transformer.wte.weight");
+  // Weights of another model: the missing names are named.
+  ASSERT_EQ(train("--model mlp --steps 1 --batch-size 8 --eval-batches 1 --out " + (dir_ / "mlp").string()).code, 0);
+  expect_one_line_error(tiny_gpt("bad") + " --init " + (dir_ / "mlp" / "final.safetensors").string(), "transformer.");
+}
+
+TEST_F(TrainCommand, NonFiniteLossStopsNamingTheStep) {
+  Result r = train("--model mlp --lr 1e30 --steps 20 --batch-size 32 --threads 1 --out run");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("at step "), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("NaN") != std::string::npos || r.err.find("infinite") != std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // Every step before the bad one is recorded; the bad one is named in the message.
+  auto lines = metrics(dir_ / "run");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(r.err.find("at step " + std::to_string(lines.back()["step"].get<int>() + 1) + ";"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(TrainCommand, HelpListsTheKeys) {
+  Result r = train("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--model", "--batch-size", "--data-order", "--init", "--grad-clip", "--n-layer", "--config"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace

@@ -1,0 +1,52 @@
+#include "artel/train/train_bench.h"
+
+#include <gtest/gtest.h>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+namespace {
+
+TEST(TrainBench, MedianAfterWarmupIsTheHarnessStatistic) {
+  // sorted(t[warmup:])[len // 2], as torch_train/train.py computes it
+  EXPECT_DOUBLE_EQ(median_after_warmup({100, 100, 3, 1, 2}, 2), 2);
+  EXPECT_DOUBLE_EQ(median_after_warmup({9, 4, 1, 3, 2}, 1), 3);  // even count: the upper middle
+  EXPECT_THROW(median_after_warmup({1, 2}, 2), Error);
+}
+
+TEST(TrainBench, ParsesOnlyThePeerSummaryLine) {
+  EXPECT_EQ(parse_peer_median_ms(R"({"event": "summary", "median_ms": 63.5, "mean_ms": 64})"), 63.5);
+  EXPECT_FALSE(parse_peer_median_ms(R"({"event": "config", "median_ms": 1})"));
+  EXPECT_FALSE(parse_peer_median_ms(R"({"event": "summary"})"));
+  EXPECT_FALSE(parse_peer_median_ms("not json"));
+  EXPECT_FALSE(parse_peer_median_ms(""));
+}
+
+TEST(TrainBench, PeerCommandRunsTheSameWorkload) {
+  auto w2 = torch_harness_command("/usr/bin/python3", "train.py", {.workload = "w2", .threads = 2, .steps = 200, .warmup = 20, .data = ""});
+  std::vector<std::string> want = {"/usr/bin/python3", "train.py", "--threads", "2", "--warmup", "20", "--workload",
+                                   "shakespeare-char-gpt", "--iters", "200", "--eval-at", "200"};
+  EXPECT_EQ(w2, want);
+  auto w1 = torch_harness_command("py", "t.py", {.workload = "w1", .threads = 1, .steps = 63, .warmup = 20, .data = ""});
+  EXPECT_EQ(std::vector<std::string>(w1.end() - 4, w1.end()),
+            (std::vector<std::string>{"--workload", "mnist-mlp", "--epochs", "2"}));  // 63 steps need 2 epochs of 62
+  EXPECT_TRUE(torch_harness_command("py", "t.py", BenchCase{.workload = "cnn", .threads = 1, .steps = 0, .warmup = 20, .data = ""}).empty());  // no CNN peer
+}
+
+TEST(TrainBench, ConfigsAreTheBaselineRecipes) {
+  TrainConfig w2 = bench_config({.workload = "w2", .threads = 1, .steps = 50, .data = "x.txt"});
+  EXPECT_EQ(w2.model, "gpt");
+  EXPECT_EQ(w2.batch_size, 12);
+  EXPECT_EQ(w2.steps, 50);
+  EXPECT_EQ(w2.threads, 1);
+  EXPECT_EQ(w2.generate, 0);
+  TrainConfig w1 = bench_config({.workload = "w1", .threads = 2, .data = "mnist"});
+  EXPECT_EQ(w1.model, "mlp");
+  EXPECT_EQ(w1.steps, 124);
+  EXPECT_EQ(w1.optimizer, "sgd");
+  EXPECT_THROW(bench_config({.workload = "w3", .data = "x"}), Error);
+  EXPECT_THROW(bench_config({.workload = "w1", .steps = 10, .warmup = 10, .data = "x"}), Error);
+}
+
+}  // namespace
+}  // namespace artel::train

@@ -1,0 +1,132 @@
+#include "artel/train/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+namespace {
+
+std::string error_of(const ConfigSources& src) {
+  try {
+    resolve_config(src);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainConfig, GptDefaultsAreTheW2Recipe) {
+  TrainConfig c = resolve_config({});
+  EXPECT_EQ(c.model, "gpt");
+  EXPECT_EQ(c.optimizer, "adamw");
+  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(c.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(c.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 0.1);
+  EXPECT_EQ(c.lr_schedule, "constant");
+  EXPECT_DOUBLE_EQ(c.grad_clip, 0.0);
+  EXPECT_DOUBLE_EQ(c.dropout, 0.0);
+  EXPECT_EQ(c.batch_size, 12);
+  EXPECT_EQ(c.block_size, 64);
+  EXPECT_EQ(c.n_layer, 4);
+  EXPECT_EQ(c.n_head, 4);
+  EXPECT_EQ(c.n_embd, 128);
+}
+
+TEST(TrainConfig, MlpDefaultsAreTheW1Recipe) {
+  TrainConfig c = resolve_config({.overrides = {{"model", "mlp"}}});
+  EXPECT_EQ(c.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(c.lr, 0.05);
+  EXPECT_DOUBLE_EQ(c.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 0.0);
+  EXPECT_EQ(c.batch_size, 128);
+  EXPECT_EQ(c.steps, 620);
+  EXPECT_EQ(c.out, "runs/mlp");
+}
+
+TEST(TrainConfig, FlagsOverrideJsonWhichOverridesDefaults) {
+  ConfigSources src;
+  src.json = nlohmann::json::parse(R"({"model": "mlp", "lr": 0.1, "batch_size": 64, "data-order": "sequential"})");
+  src.overrides = {{"lr", "0.2"}, {"steps", "7"}, {"nesterov", "true"}};
+  TrainConfig c = resolve_config(src);
+  EXPECT_EQ(c.model, "mlp");
+  EXPECT_DOUBLE_EQ(c.lr, 0.2);
+  EXPECT_EQ(c.batch_size, 64);
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_EQ(c.data_order, "sequential");
+  EXPECT_TRUE(c.nesterov);
+  EXPECT_DOUBLE_EQ(c.momentum, 0.9);  // mlp default kept
+}
+
+TEST(TrainConfig, ModelFromFlagsPicksTheDefaultsEvenWhenJsonSaysOtherwise) {
+  ConfigSources src;
+  src.json = nlohmann::json::parse(R"({"model": "gpt"})");
+  src.overrides = {{"model", "cnn"}};
+  TrainConfig c = resolve_config(src);
+  EXPECT_EQ(c.model, "cnn");
+  EXPECT_EQ(c.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(c.lr, 0.02);
+}
+
+TEST(TrainConfig, UnknownKeysAreNamed) {
+  ConfigSources json_src;
+  json_src.json = nlohmann::json::parse(R"({"learning_rate": 0.1})");
+  EXPECT_NE(error_of(json_src).find("unknown config key 'learning_rate' in the config file"), std::string::npos);
+  ConfigSources flag_src;
+  flag_src.overrides = {{"bogus", "1"}};
+  EXPECT_NE(error_of(flag_src).find("'bogus'"), std::string::npos);
+}
+
+TEST(TrainConfig, BadValuesAreOneLineErrorsNamingTheKey) {
+  auto err = [](std::map<std::string, std::string> o) { return error_of({.overrides = std::move(o)}); };
+  EXPECT_NE(err({{"model", "rnn"}}).find("unknown model 'rnn'"), std::string::npos);
+  EXPECT_NE(err({{"batch_size", "0"}}).find("batch_size must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(err({{"steps", "-3"}}).find("steps must be >= 1"), std::string::npos);
+  EXPECT_NE(err({{"n_embd", "-1"}}).find("n_embd must be >= 1"), std::string::npos);
+  EXPECT_NE(err({{"data_order", "random"}}).find("unknown data_order 'random'"), std::string::npos);
+  EXPECT_NE(err({{"lr", "fast"}}).find("--lr takes a number, got 'fast'"), std::string::npos);
+  EXPECT_NE(err({{"steps", "1.5"}}).find("--steps takes an integer"), std::string::npos);
+  EXPECT_NE(err({{"n_head", "3"}}).find("multiple of n_head"), std::string::npos);
+  EXPECT_NE(err({{"dropout", "1"}}).find("dropout must be in [0, 1)"), std::string::npos);
+  EXPECT_NE(err({{"steps", "5"}, {"epochs", "2"}}).find("give one of them"), std::string::npos);
+  for (const auto& o : std::vector<std::map<std::string, std::string>>{{{"batch_size", "0"}}, {{"model", "x"}}})
+    EXPECT_EQ(err(o).find('\n'), std::string::npos);
+}
+
+TEST(TrainConfig, JsonTypesAreChecked) {
+  ConfigSources src;
+  src.json = nlohmann::json::parse(R"({"steps": "ten"})");
+  EXPECT_NE(error_of(src).find("config key 'steps' must be an integer"), std::string::npos);
+  src.json = nlohmann::json::parse(R"({"steps": 2.5})");
+  EXPECT_NE(error_of(src).find("must be an integer"), std::string::npos);
+  src.json = nlohmann::json::parse(R"({"lr": 1})");  // an integer is a fine number
+  EXPECT_DOUBLE_EQ(resolve_config(src).lr, 1.0);
+}
+
+TEST(TrainConfig, ToJsonRoundTrips) {
+  TrainConfig c = resolve_config({.overrides = {{"model", "cnn"}, {"lr", "0.03"}, {"seed", "9"}}});
+  ConfigSources again;
+  again.json = c.to_json();
+  TrainConfig d = resolve_config(again);
+  EXPECT_EQ(d.to_json(), c.to_json());
+  EXPECT_EQ(config_keys().size(), c.to_json().size());
+}
+
+TEST(TrainConfig, ReadsConfigFilesAndReportsBadOnes) {
+  std::string path = ::testing::TempDir() + "artel_train_config_test.json";
+  std::ofstream(path) << R"({"model": "mlp", "steps": 3})";
+  EXPECT_EQ(read_config_file(path)["steps"], 3);
+  std::ofstream(path) << "{not json";
+  EXPECT_THROW(read_config_file(path), Error);
+  std::ofstream(path) << "[1, 2]";
+  EXPECT_THROW(read_config_file(path), Error);
+  std::remove(path.c_str());
+  EXPECT_THROW(read_config_file(path), Error);
+}
+
+}  // namespace
+}  // namespace artel::train
