@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "artel/core/error.h"
 
@@ -52,4 +54,24 @@ TEST(MetricsWriter, UnwritablePathIsAnError) {
 }
 
 }  // namespace
+TEST(MetricsWriter, ResumedRunKeepsTheLinesUpToItsCheckpoint) {
+  std::string path = ::testing::TempDir() + "artel_metrics_resume.jsonl";
+  {
+    MetricsWriter m(path);
+    for (int64_t k = 1; k <= 3; ++k) m.step({.step = k, .loss = 1.0 * k});
+    m.eval({.step = 2, .val_loss = 0.5});
+  }
+  {
+    MetricsWriter m(path, 2);  // resumed after step 2: step 3 is redone
+    m.step({.step = 3, .loss = 7});
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1]["step"], 2);
+  EXPECT_EQ(lines[2]["val_loss"], 0.5);
+  EXPECT_EQ(lines[3]["loss"], 7.0);
+}
+
 }  // namespace artel::train

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include "artel/core/error.h"
 
 namespace artel::train {
@@ -46,6 +49,35 @@ TEST(TrainBench, ConfigsAreTheBaselineRecipes) {
   EXPECT_EQ(w1.optimizer, "sgd");
   EXPECT_THROW(bench_config({.workload = "w3", .data = "x"}), Error);
   EXPECT_THROW(bench_config({.workload = "w1", .steps = 10, .warmup = 10, .data = "x"}), Error);
+}
+
+TEST(TrainBench, ScalingRunsTheHarnessUnderDdp) {
+  auto two = torch_harness_command("py", "t.py", {.workload = "w1", .threads = 1, .steps = 62, .warmup = 20, .data = "", .workers = 2});
+  ASSERT_GE(two.size(), 8u);
+  EXPECT_EQ(std::vector<std::string>(two.begin() + 6, two.begin() + 8), (std::vector<std::string>{"--ddp", "2"}));
+}
+
+TEST(TrainBench, ConfigFlagsResolveBackToTheSameConfig) {
+  TrainConfig cfg = bench_config({.workload = "w2", .threads = 1, .steps = 30, .warmup = 5, .data = "x.txt"});
+  std::vector<std::string> flags = config_flags(cfg);
+  ConfigSources src;
+  for (size_t i = 0; i + 1 < flags.size(); i += 2) src.overrides[flags[i].substr(2)] = flags[i + 1];
+  EXPECT_EQ(resolve_config(src).to_json(), cfg.to_json());
+  EXPECT_EQ(std::find(flags.begin(), flags.end(), "--init"), flags.end());  // empty: left out
+}
+
+TEST(TrainBench, RunTimesComeFromTheStepLines) {
+  std::string path = ::testing::TempDir() + "artel_run_times.jsonl";
+  std::ofstream(path) << R"({"step":1,"loss":1,"step_ms":50,"t_comp_ms":45,"t_sync_ms":5})" "\n"
+                      << R"({"step":2,"loss":1,"step_ms":10,"t_comp_ms":8,"t_sync_ms":2})" "\n"
+                      << R"({"step":3,"loss":1,"step_ms":12,"t_comp_ms":10,"t_sync_ms":1})" "\n"
+                      << R"({"step":3,"val_loss":1})" "\n";
+  RunTimes t = read_run_times(path, 1);
+  EXPECT_DOUBLE_EQ(t.median_ms, 12);
+  EXPECT_DOUBLE_EQ(t.comp_ms, 9);
+  EXPECT_DOUBLE_EQ(t.sync_ms, 1.5);
+  EXPECT_THROW(read_run_times(path, 3), Error);
+  EXPECT_THROW(read_run_times(path + ".absent", 0), Error);
 }
 
 }  // namespace

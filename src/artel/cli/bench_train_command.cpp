@@ -6,6 +6,7 @@
 //   artel bench train                                 # everything (about 2 minutes)
 //   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "artel/cli/bench_registry.h"
 #include "artel/core/error.h"
+#include "artel/launch/launcher.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/train_bench.h"
 
@@ -34,6 +36,7 @@ struct BenchArgs {
   std::string harness;         // "" = <checkout>/../shared/peers/torch_train/train.py
   int timeout_s = 900;
   bool json = false;
+  bool scaling = false;        // data-parallel scaling instead of ms/step
 };
 
 std::string shell_quote(const std::string& s) {
@@ -126,6 +129,61 @@ void print_scaling(const std::map<std::pair<std::string, int>, double>& ms, cons
   }
 }
 
+// One run of the real program: `artel train [--nproc W] <c's recipe> --out TMP`,
+// timed from its metrics.jsonl.
+train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c) {
+  train::TrainConfig cfg = train::bench_config(c);
+  cfg.eval_every = 0;
+  cfg.eval_batches = 1;
+  char dir[] = "/tmp/artel-bench-scaling-XXXXXX";
+  if (!mkdtemp(dir)) throw Error("cannot create a temporary directory under /tmp");
+  std::vector<std::string> argv = {launch::current_executable(), "train"};
+  if (c.workers > 1) argv.insert(argv.end(), {"--nproc", std::to_string(c.workers)});
+  for (std::string& f : train::config_flags(cfg)) argv.push_back(std::move(f));
+  argv.insert(argv.end(), {"--out", dir});
+  try {
+    run_captured(argv, a.timeout_s);
+    train::RunTimes t = train::read_run_times(std::string(dir) + "/metrics.jsonl", c.warmup);
+    std::filesystem::remove_all(dir);
+    return t;
+  } catch (...) {
+    std::filesystem::remove_all(dir);
+    throw;
+  }
+}
+
+// Scaling efficiency = throughput(2 workers x 1 thread) / (2 x throughput(1 x 1)) = median_1 / median_2
+// (the per-worker batch is the recipe's in both), for artel and the PyTorch harness's DDP.
+void bench_scaling(const BenchArgs& a, const std::string& harness) {
+  std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
+              "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
+  std::printf("%-8s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "steps", "artel_1x1", "artel_2x1", "eff",
+              "sync", "torch_1x1", "torch_2x1", "eff");
+  for (const auto& w : a.workloads) {
+    train::BenchCase one{.workload = w, .threads = 1, .steps = a.steps, .warmup = a.warmup, .data = "", .workers = 1};
+    train::BenchCase two = one;
+    two.workers = 2;
+    train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
+    std::optional<double> p1, p2;
+    if (!harness.empty()) p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
+    const double eff = t1.median_ms / t2.median_ms, share = t2.sync_ms / (t2.comp_ms + t2.sync_ms);
+    if (a.json) {
+      nlohmann::json j = {{"workload", w},           {"artel_1x1_ms", t1.median_ms}, {"artel_2x1_ms", t2.median_ms},
+                          {"artel_efficiency", eff}, {"sync_share", share},          {"t_comp_ms", t2.comp_ms},
+                          {"t_sync_ms", t2.sync_ms}};
+      if (p1 && p2) j["torch_1x1_ms"] = *p1, j["torch_2x1_ms"] = *p2, j["torch_efficiency"] = *p1 / *p2;
+      std::cout << j.dump() << std::endl;
+      continue;
+    }
+    char peer[64] = "        -         -       -";
+    if (p1 && p2) std::snprintf(peer, sizeof peer, "%9.2f %9.2f %7.3f", *p1, *p2, *p1 / *p2);
+    std::printf("%-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", w.c_str(),
+                static_cast<long long>(train::bench_config(one).steps), t1.median_ms, t2.median_ms, eff, 100 * share,
+                peer);
+    std::fflush(stdout);
+  }
+}
+
 int run_bench_train(int argc, char** argv) {
   BenchArgs a;
   CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
@@ -138,6 +196,9 @@ int run_bench_train(int argc, char** argv) {
   app.add_option("--torch-harness", a.harness, "path of torch_train/train.py");
   app.add_option("--timeout", a.timeout_s, "seconds one PyTorch run may take");
   app.add_flag("--json", a.json, "one JSON object per measurement");
+  app.add_flag("--scaling", a.scaling,
+               "data-parallel scaling efficiency instead: `artel train --nproc 2 --threads 1` vs 1 x 1, next to "
+               "the harness's --ddp 2 (default workloads w1,w2)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -153,6 +214,12 @@ int run_bench_train(int argc, char** argv) {
 
   std::string why;
   std::string harness = find_torch_harness(a, why);
+  if (a.scaling) {
+    if (!app.get_option("--workloads")->count()) a.workloads = {"w1", "w2"};
+    if (harness.empty() && !a.json) std::printf("# PyTorch: skipped: %s\n", why.c_str());
+    bench_scaling(a, harness);
+    return 0;
+  }
   if (!a.json) {
     std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
                 static_cast<long long>(a.warmup));

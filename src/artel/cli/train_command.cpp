@@ -2,10 +2,30 @@
 // --config JSON file, which overrides the model's recipe defaults) and runs
 // the trainer. argv, the environment and the terminal are read here, at the
 // edge, and nowhere deeper (STYLE 14). With no arguments at all, `artel` runs
-// this command with its defaults: the main job.
+// this command with its defaults: the main job, data-parallel over the cores.
+//
+// Who runs what:
+//   artel train --nproc N ...        launcher: re-runs this program N times
+//                                    (launch/launcher.h) with the same
+//                                    arguments minus --nproc, restarts them
+//                                    (--max-restarts), then exits as they did
+//   ARTEL_RANK set (by the launcher)  worker: shm group from the environment
+//   mpirun -np N artel train --backend mpi ...   worker: rank and size from MPI
+//   otherwise                        one process, no communication
+// A worker started again after a failure (ARTEL_RESTART_COUNT > 0) resumes
+// from the newest checkpoint, as --resume does.
+//
+// Note [Fault injection]: ARTEL_TEST_FAULT=kill@R:K (or stop@R:K) makes rank R
+// raise SIGKILL (SIGSTOP) on itself right after step K (and its checkpoint),
+// on the first attempt only (ARTEL_RESTART_COUNT = 0). It exists for the
+// restart and timeout tests; a malformed value is an error.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <optional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -14,8 +34,13 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/cli/command.h"
+#include "artel/comm/process_group.h"
 #include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/launch/launcher.h"
+#include "artel/launch/worker_env.h"
 #include "artel/train/bundled_data.h"
+#include "artel/train/data_parallel.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
 
@@ -48,14 +73,105 @@ std::string defaults_of(const std::string& key) {
   return s + "]";
 }
 
+// How the job is run (not what it trains): they are not config keys.
+struct JobFlags {
+  int nproc = 1;                 // workers to launch; 1 = this process trains
+  std::string backend = "shm";   // shm (launched workers) | mpi (mpirun)
+  double timeout_s = 300;        // a collective that waits longer fails, naming the missing ranks
+  bool resume = false;
+  int max_restarts = 0;
+};
+
+// The main job's global batch (W2's 12 rows) split over as many workers as
+// there are cores, among the divisors of 12: one thread each, the same update.
+int main_job_workers() {
+  int cores = available_cores(), best = 1;
+  for (int w = 1; w <= std::min(cores, 12); ++w)
+    if (12 % w == 0) best = w;
+  return best;
+}
+
+// argv minus "--nproc N" / "--nproc=N": what each launched worker runs.
+std::vector<std::string> worker_command(int argc, char** argv) {
+  std::vector<std::string> cmd = {launch::current_executable(), "train"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--nproc") ++i;
+    else if (a.rfind("--nproc=", 0) != 0) cmd.push_back(a);
+  }
+  return cmd;
+}
+
+int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vector<std::string> command) {
+  if (job.backend == "mpi")
+    throw Error("--nproc starts shm workers; MPI jobs get their workers from mpirun",
+                "run `mpirun -np " + std::to_string(job.nproc) + " artel train --backend mpi ...` without --nproc");
+  launch::LaunchConfig lc;
+  lc.command = std::move(command);
+  lc.nproc = job.nproc;
+  lc.max_restarts = job.max_restarts;
+  if (cfg.threads > 0) lc.threads = static_cast<int>(cfg.threads);
+  lc.grace_s = 2.0;  // workers keep nothing to flush: checkpoints are written atomically
+  return launch::launch(lc);
+}
+
+// Note [Fault injection] (header).
+std::function<void(int64_t)> fault_injection(int rank, int restart_count) {
+  std::optional<std::string> spec = launch::process_env("ARTEL_TEST_FAULT");
+  if (!spec || restart_count > 0) return {};
+  int sig = spec->rfind("kill@", 0) == 0 ? SIGKILL : spec->rfind("stop@", 0) == 0 ? SIGSTOP : 0;
+  int fault_rank = -1;
+  long long step = -1;
+  char tail = 0;
+  if (sig == 0 || std::sscanf(spec->c_str() + 5, "%d:%lld%c", &fault_rank, &step, &tail) != 2 || step < 1)
+    throw Error("ARTEL_TEST_FAULT='" + *spec + "' is malformed", "use kill@RANK:STEP or stop@RANK:STEP");
+  if (fault_rank != rank) return {};
+  return [sig, step](int64_t k) {
+    if (k == step) ::raise(sig);
+  };
+}
+
+int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions run) {
+  comm::GroupOptions g;
+  g.backend = job.backend;
+  g.timeout = comm::Duration(static_cast<int64_t>(job.timeout_s * 1000));
+  int restarts = 0;
+  if (std::optional<launch::WorkerEnv> env = launch::read_worker_env()) {
+    g = comm::group_options_from_env(g);
+    restarts = env->restart_count;
+    if (cfg.threads == 0) cfg.threads = env->num_threads.value_or(1);
+  }
+  run.resume = run.resume || restarts > 0;
+  std::shared_ptr<comm::ProcessGroup> pg = comm::init_process_group(g);
+  if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
+  train::DataParallelOptions opts;
+  opts.after_step = fault_injection(pg->rank(), restarts);
+  train::DataParallelWorker worker(cfg, run, pg, opts);
+  worker.run();
+  return 0;
+}
+
 // Every config key becomes a flag taking one value; only flags actually given
 // override the config file, so the file's values are never silently replaced
 // by CLI11 defaults.
 int run_train(int argc, char** argv) {
-  CLI::App app{"Train gpt (W2 recipe), mlp (W1) or cnn on one worker; metrics, weights and progress go to --out.",
+  CLI::App app{"Train gpt (W2 recipe), mlp (W1) or cnn, on one process or data-parallel over --nproc workers; "
+               "metrics, weights, checkpoints and progress go to --out.",
                "artel train"};
   std::string config_path;
   app.add_option("--config", config_path, "JSON file with any of the keys below (flags override it)");
+  JobFlags job;
+  app.add_option("--nproc", job.nproc, "data-parallel workers to launch on this machine [default 1]")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--backend", job.backend, "communication: shm (--nproc workers) | mpi (under mpirun) [default shm]")
+      ->check(CLI::IsMember({"shm", "mpi"}));
+  app.add_option("--timeout", job.timeout_s, "seconds a worker waits for its peers in a collective before failing "
+                                             "[default 300]")
+      ->check(CLI::Range(0.001, 1e6));
+  app.add_flag("--resume", job.resume, "continue from the newest checkpoint in OUT/checkpoints");
+  app.add_option("--max-restarts", job.max_restarts, "with --nproc: restart all workers after a failure up to R "
+                                                     "times; they resume from the newest checkpoint [default 0]")
+      ->check(CLI::Range(0, 1000));
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   for (const auto& k : train::config_keys())
@@ -75,11 +191,23 @@ int run_train(int argc, char** argv) {
   if (!config_path.empty()) src.json = train::read_config_file(config_path);
   for (const auto& [key, opt] : options)
     if (opt->count() > 0) src.overrides[key] = values[key];
+  const bool main_job = argc == 1 && !comm::launched_as_worker();
+  if (main_job && main_job_workers() > 1) {  // the same global batch of 12, split over the cores
+    job.nproc = main_job_workers();
+    src.overrides["batch_size"] = std::to_string(12 / job.nproc);
+  }
   train::TrainConfig cfg = train::resolve_config(src);
   if (cfg.data.empty()) cfg.data = train::default_data_for(cfg.model);
 
+  if (job.nproc > 1 && !comm::launched_as_worker()) {
+    std::vector<std::string> command = worker_command(argc, argv);
+    if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});
+    return launch_workers(job, cfg, std::move(command));
+  }
   train::RunOptions run;
   run.terminal = isatty(STDOUT_FILENO) == 1;
+  run.resume = job.resume;
+  if (comm::launched_as_worker() || job.backend == "mpi") return run_worker(job, cfg, run);
   train::Trainer trainer(cfg, run);
   trainer.run();
   return 0;

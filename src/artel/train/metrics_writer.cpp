@@ -1,6 +1,8 @@
 #include "artel/train/metrics_writer.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "artel/core/error.h"
 
@@ -16,6 +18,22 @@ nlohmann::ordered_json number(double v) {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::trunc) {
   if (!out_) throw Error("cannot create " + path, "check that --out names a writable directory");
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, int64_t last_step) : path_(path) {
+  std::vector<std::string> kept;
+  {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= last_step)
+        kept.push_back(line);
+    }
+  }
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw Error("cannot create " + path, "check that --out names a writable directory");
+  for (const std::string& line : kept) out_ << line << "\n";
+  out_.flush();
 }
 
 nlohmann::ordered_json MetricsWriter::to_json(const StepMetrics& m) {

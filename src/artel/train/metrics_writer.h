@@ -42,6 +42,10 @@ class MetricsWriter {
  public:
   // Creates (truncates) the file; throws artel::Error when it cannot.
   explicit MetricsWriter(const std::string& path);
+  // A resumed run: keeps the lines of steps <= `last_step` that the file
+  // already holds (drops those of steps redone after the checkpoint) and
+  // appends after them.
+  MetricsWriter(const std::string& path, int64_t last_step);
   void step(const StepMetrics& m);
   void eval(const EvalMetrics& m);
   const std::string& path() const { return path_; }

@@ -37,14 +37,14 @@ std::string Progress::format_rate(double per_s) {
 
 // "step 250/1000 | loss 2.4132 | 11.9k tok/s | eta 48s"; the ETA extrapolates
 // the mean step time since the start (which includes evaluations).
-std::string Progress::status(int64_t k, double loss, double items_per_s) const {
+std::string Progress::status(int64_t k, double loss, double items_per_s, const std::string& timing) const {
   double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   int64_t done = k - opts_.first_step + 1;
   double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(opts_.total_steps - k) : NAN;
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %s %s | eta %s", (long long)k,
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %s %s%s | eta %s", (long long)k,
                 (long long)opts_.total_steps, loss, format_rate(items_per_s).c_str(), opts_.unit.c_str(),
-                format_duration(eta).c_str());
+                timing.c_str(), format_duration(eta).c_str());
   return buf;
 }
 
@@ -54,9 +54,17 @@ void Progress::clear_bar() {
   bar_shown_ = false;
 }
 
-void Progress::step(int64_t k, double loss, double items_per_s) {
+void Progress::step(int64_t k, double loss, double items_per_s, double comp_ms, double sync_ms) {
+  char timing[64];
+  std::snprintf(timing, sizeof timing, " | comp %.1f ms sync %.1f ms", comp_ms, sync_ms);
+  step_with(k, status(k, loss, items_per_s, timing));
+}
+
+void Progress::step(int64_t k, double loss, double items_per_s) { step_with(k, status(k, loss, items_per_s, "")); }
+
+void Progress::step_with(int64_t k, std::string line) {
   last_step_ = k;
-  last_status_ = status(k, loss, items_per_s);
+  last_status_ = std::move(line);
   if (!opts_.terminal) {
     if (k % opts_.log_every == 0 || k == opts_.total_steps || k == opts_.first_step) os_ << last_status_ << "\n" << std::flush;
     return;

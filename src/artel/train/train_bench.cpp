@@ -1,6 +1,7 @@
 #include "artel/train/train_bench.h"
 
 #include <algorithm>
+#include <fstream>
 #include <numeric>
 #include <sstream>
 
@@ -70,6 +71,7 @@ std::vector<std::string> torch_harness_command(const std::string& python, const 
   int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
   std::vector<std::string> argv = {python, train_py, "--threads", std::to_string(c.threads), "--warmup",
                                    std::to_string(c.warmup)};
+  if (c.workers > 1) argv.insert(argv.end(), {"--ddp", std::to_string(c.workers)});
   if (c.workload == "w1") {
     int64_t epochs = (steps + kW1StepsPerEpoch - 1) / kW1StepsPerEpoch;
     argv.insert(argv.end(), {"--workload", "mnist-mlp", "--epochs", std::to_string(epochs)});
@@ -78,6 +80,40 @@ std::vector<std::string> torch_harness_command(const std::string& python, const 
                              std::to_string(steps)});
   }
   return argv;
+}
+
+std::vector<std::string> config_flags(const TrainConfig& cfg) {
+  std::vector<std::string> flags;
+  const nlohmann::json j = cfg.to_json();  // items() refers to it: it must outlive the loop
+  for (const auto& [key, v] : j.items()) {
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.empty()) continue;
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    flags.insert(flags.end(), {flag, text});
+  }
+  return flags;
+}
+
+RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {
+  std::ifstream in(metrics_jsonl);
+  if (!in) throw Error("cannot read " + metrics_jsonl, "the benchmark run wrote no metrics");
+  std::vector<double> step_ms;
+  double comp = 0, sync = 0;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step_ms")) continue;
+    step_ms.push_back(j["step_ms"].get<double>());
+    if (static_cast<int64_t>(step_ms.size()) <= warmup) continue;
+    comp += j.value("t_comp_ms", 0.0);
+    sync += j.value("t_sync_ms", 0.0);
+  }
+  RunTimes t;
+  t.median_ms = median_after_warmup(step_ms, warmup);
+  const double timed = static_cast<double>(step_ms.size()) - static_cast<double>(warmup);
+  t.comp_ms = comp / timed;
+  t.sync_ms = sync / timed;
+  return t;
 }
 
 std::optional<double> parse_peer_median_ms(const std::string& line) {

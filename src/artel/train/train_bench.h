@@ -25,6 +25,7 @@ struct BenchCase {
   int64_t steps = 0;            // steps to run; 0 = the workload's default_bench_steps
   int64_t warmup = 20;          // first steps left out of the median, < steps
   std::string data;             // "" = the bundled data
+  int workers = 1;              // data-parallel processes (scaling: `artel train --nproc`, the harness's --ddp)
 };
 
 struct BenchResult {
@@ -50,6 +51,23 @@ double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
 // peer: returns {} for "cnn"). W1 runs ceil(steps / 62) epochs of 62 steps.
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c);
+
+// Data-parallel scaling (`artel bench train --scaling`): the run goes through
+// the real program (`artel train [--nproc W] FLAGS --out DIR`) and its step
+// times come back from DIR/metrics.jsonl (rank 0's). Efficiency =
+// throughput(W workers) / (W · throughput(1 worker)) = median_1 / median_W, as
+// the per-worker batch stays the same.
+//
+// "--key value" for every key of `cfg` (empty strings left out).
+std::vector<std::string> config_flags(const TrainConfig& cfg);
+
+struct RunTimes {
+  double median_ms = 0;  // median step_ms after warmup
+  double comp_ms = 0;    // mean t_comp_ms after warmup (0 without data parallelism)
+  double sync_ms = 0;    // mean exposed t_sync_ms after warmup
+};
+// Reads the step lines of a metrics.jsonl; throws when fewer than warmup + 1.
+RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup);
 
 // median_ms of the harness's {"event": "summary", ...} line; nullopt for any other line.
 std::optional<double> parse_peer_median_ms(const std::string& line);

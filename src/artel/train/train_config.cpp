@@ -29,7 +29,8 @@ const std::vector<Field>& fields() {
       {"out", &TrainConfig::out, "output directory (metrics.jsonl, init/final.safetensors)"},
       {"steps", &TrainConfig::steps, "optimizer steps"},
       {"epochs", &TrainConfig::epochs, "train this many epochs instead of --steps"},
-      {"batch_size", &TrainConfig::batch_size, "rows per step"},
+      {"batch_size", &TrainConfig::batch_size, "rows per step and worker (global batch = workers x batch x accum)"},
+      {"accum", &TrainConfig::accum, "gradient accumulation: micro-steps of --batch-size rows per optimizer step"},
       {"data_order", &TrainConfig::data_order, "shuffle | sequential"},
       {"seed", &TrainConfig::seed, "seed of weights, batch order and dropout"},
       {"threads", &TrainConfig::threads, "threads (0 = all available cores)"},
@@ -50,6 +51,8 @@ const std::vector<Field>& fields() {
       {"log_every", &TrainConfig::log_every, "plain progress line every N steps when not on a terminal (0 = auto)"},
       {"generate", &TrainConfig::generate, "gpt: characters to sample and print after training"},
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
+      {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
+      {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
       {"n_layer", &TrainConfig::n_layer, "GPT blocks"},
       {"n_head", &TrainConfig::n_head, "GPT attention heads"},
       {"n_embd", &TrainConfig::n_embd, "GPT embedding width"},
@@ -148,6 +151,9 @@ void TrainConfig::validate() const {
   check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));
   check_range("batch_size", batch_size >= 1, ">= 1", static_cast<double>(batch_size));
+  check_range("accum", accum >= 1 && accum <= 4096, "in [1, 4096]", static_cast<double>(accum));
+  check_range("checkpoint_every", checkpoint_every >= 0, ">= 0", static_cast<double>(checkpoint_every));
+  check_range("keep_checkpoints", keep_checkpoints >= 0, ">= 0", static_cast<double>(keep_checkpoints));
   check_range("seed", seed >= 0, ">= 0", static_cast<double>(seed));
   check_range("threads", threads >= 0 && threads <= 1024, "in [0, 1024]", static_cast<double>(threads));
   check_range("lr", std::isfinite(lr) && lr > 0, "> 0", lr);

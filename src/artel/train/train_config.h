@@ -31,7 +31,8 @@ struct TrainConfig {
   // ---- how long, in what order
   int64_t steps = 2000;             // optimizer steps, >= 1 (gpt: W2's 2000, about a minute on 2 quiet cores)
   int64_t epochs = 0;               // > 0: steps = epochs · steps per epoch (excludes an explicit `steps`)
-  int64_t batch_size = 12;          // rows per step, >= 1
+  int64_t batch_size = 12;          // rows per step and worker (per micro-step with accum > 1), >= 1
+  int64_t accum = 1;                // micro-steps per optimizer step (gradient accumulation), >= 1
   std::string data_order = "shuffle";  // shuffle | sequential (data/sampler.h, Note [Batch order])
   int64_t seed = 1337;              // >= 0: weights, batch order and dropout all derive from it
   int64_t threads = 0;              // >= 0; 0 = every core this process may use
@@ -56,6 +57,10 @@ struct TrainConfig {
   int64_t log_every = 0;            // >= 0; plain progress line every N steps (no terminal); 0 = about 20 lines per run
   int64_t generate = 300;           // gpt: characters sampled after training and printed, >= 0
   double temperature = 0.8;         // sampling temperature, > 0 (nanoGPT sample.py uses 0.8)
+
+  // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
+  int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none
+  int64_t keep_checkpoints = 3;     // >= 0; the newest K are kept; 0 = keep all
 
   // ---- GPT shape (ignored by mlp, cnn)
   int64_t n_layer = 4;              // >= 1

@@ -18,6 +18,7 @@
 #include "artel/train/metrics_writer.h"
 #include "artel/train/progress.h"
 #include "artel/train/recipe.h"
+#include "artel/train/run_checkpoint.h"
 
 namespace artel::train {
 
@@ -64,11 +65,13 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
   sampler_cfg_.seed = static_cast<uint64_t>(cfg_.seed);
   sampler_cfg_.rank_batch = cfg_.batch_size;
-  sampler_cfg_.world_size = hooks_.world_size;
-  sampler_cfg_.rank = hooks_.rank;
+  sampler_cfg_.world_size = hooks_.world_size * cfg_.accum;
+  sampler_cfg_.rank = hooks_.rank * cfg_.accum;
   data::DistributedSampler sampler = data::make_sampler(*data_, sampler_cfg_);  // checks the batch fits the data
   total_steps_ = cfg_.epochs > 0 ? cfg_.epochs * sampler.steps_per_epoch() : cfg_.steps;
   schedule_ = make_schedule(cfg_, total_steps_);
+  if (cfg_.checkpoint_every > 0 || run_.resume)
+    store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
 }
 
 Trainer::~Trainer() = default;
@@ -86,7 +89,7 @@ void Trainer::check_model_fits_data() const {
 std::ostream& Trainer::out() const { return run_.out ? *run_.out : std::cout; }
 
 int64_t Trainer::items_per_step() const {
-  return cfg_.model == "gpt" ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size;
+  return cfg_.accum * (cfg_.model == "gpt" ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size);
 }
 
 void Trainer::announce() const {
@@ -97,7 +100,8 @@ void Trainer::announce() const {
         << (cfg_.init.empty() ? "" : " from " + cfg_.init) << "\n"
         << "  data   " << data_->describe() << " (" << cfg_.data_order << ")\n"
         << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << hooks_.world_size
-        << " worker(s); " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
+        << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
+        << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s)\n";
   if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
   out() << std::flush;
@@ -121,16 +125,28 @@ bool Trainer::due_for_eval(int64_t k) const {
   return k == total_steps_ || (cfg_.eval_every > 0 && k % cfg_.eval_every == 0);
 }
 
-StepResult Trainer::step(int64_t k, const data::Batch& batch) {
+StepResult Trainer::step(int64_t k, const data::Batch& batch) { return step(k, std::span<const data::Batch>(&batch, 1)); }
+
+StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) {
   Clock::time_point t0 = Clock::now();
   StepResult r;
   r.lr = schedule_.at(k - 1);
   optimizer_->set_lr(r.lr);
   optimizer_->zero_grad();
-  autograd::Variable logits = model_->forward(batch.x);                        // (B, V) or (B, T, V)
-  autograd::Variable loss = autograd::cross_entropy(logits, batch.y.view({-1}));  // mean over B or B·T targets
-  const double local_loss = loss.item();
-  loss.backward();
+  const size_t n = micro_batches.size();
+  ARTEL_CHECK(n >= 1, "step ", k, " got no micro-batches");
+  double local_loss = 0;
+  for (size_t m = 0; m < n; ++m) {
+    // Every micro-step but the last only accumulates (Note [Micro-batches]).
+    std::shared_ptr<void> local_only = m + 1 < n && hooks_.no_sync ? hooks_.no_sync() : nullptr;
+    const data::Batch& batch = micro_batches[m];
+    autograd::Variable logits = model_->forward(batch.x);                        // (B, V) or (B, T, V)
+    autograd::Variable loss = autograd::cross_entropy(logits, batch.y.view({-1}));  // mean over B or B·T targets
+    local_loss += loss.item();
+    if (n == 1) loss.backward();
+    else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));
+  }
+  local_loss /= static_cast<double>(n);
   if (hooks_.sync_gradients) r.sync_ms = 1e3 * hooks_.sync_gradients();
   r.loss = hooks_.mean_over_workers ? hooks_.mean_over_workers(local_loss) : local_loss;
   if (!std::isfinite(r.loss))
@@ -162,22 +178,56 @@ std::string Trainer::sample(int64_t chars) {
   return vocab.decode(std::span<const int64_t>(ids).subspan(prompt.size()));
 }
 
-std::unique_ptr<MetricsWriter> Trainer::start_files() const {
+std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
   std::error_code ec;
   std::filesystem::create_directories(cfg_.out, ec);
   if (ec) throw Error("cannot create --out " + cfg_.out + ": " + ec.message(), "pass a writable directory");
   write_config_file();
-  save("init.safetensors", 0);
-  return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl");
+  if (first_step == 1) {
+    save("init.safetensors", 0);
+    return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl");
+  }
+  return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl", first_step - 1);
 }
 
-void Trainer::train_steps(Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
-  data::DataLoader loader(*data_, sampler_cfg_);
+int64_t Trainer::resume_step() {
+  Compatibility compat = run_compatibility(cfg_, data_->num_classes(), hooks_.world_size);
+  auto warn = [&](const std::string& w) {
+    if (hooks_.reporter) out() << "artel train: " << w << "; trying the previous checkpoint\n";
+  };
+  std::optional<Checkpoint> ck = store_->load_latest(compat, warn);
+  if (!ck) {
+    if (hooks_.reporter) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
+    return 0;
+  }
+  int64_t done = restore_run_checkpoint(*ck, *model_, *optimizer_);
+  ARTEL_CHECK(done <= total_steps_, "checkpoint ", ck->path, " was taken after step ", done, " but this run has only ",
+              total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
+  if (hooks_.reporter) out() << "artel train: resuming from " << ck->path << " (step " << done << ")\n";
+  return done;
+}
+
+void Trainer::maybe_checkpoint(int64_t k) {
+  if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
+  if (hooks_.barrier) hooks_.barrier();  // every worker finished step k: the file is the state of all of them
+  if (hooks_.reporter && run_.write_files)
+    store_->save(make_run_checkpoint(*model_, *optimizer_, k,
+                                     run_compatibility(cfg_, data_->num_classes(), hooks_.world_size)));
+}
+
+void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
+  std::vector<std::unique_ptr<data::DataLoader>> loaders;  // one per micro-step (Note [Micro-batches])
+  for (int64_t m = 0; m < cfg_.accum; ++m) {
+    data::SamplerConfig s = sampler_cfg_;
+    s.rank += m;
+    loaders.push_back(std::make_unique<data::DataLoader>(*data_, s, data::LoaderConfig{.start_step = first_step - 1}));
+  }
   const double items = static_cast<double>(items_per_step() * hooks_.world_size);
-  for (int64_t k = 1; k <= total_steps_; ++k) {
+  std::vector<data::Batch> micro(loaders.size());
+  for (int64_t k = first_step; k <= total_steps_; ++k) {
     Clock::time_point t0 = Clock::now();
-    data::Batch batch = loader.next();
-    StepResult r = step(k, batch);
+    for (size_t m = 0; m < loaders.size(); ++m) micro[m] = loaders[m]->next();
+    StepResult r = step(k, micro);
     const double ms = ms_since(t0);
     summary.losses.push_back(r.loss);
     summary.step_ms.push_back(ms);
@@ -188,8 +238,12 @@ void Trainer::train_steps(Progress& progress, MetricsWriter* metrics, RunSummary
       if (hooks_.sync_gradients) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
       metrics->step(m);
     }
-    progress.step(k, r.loss, items / (ms / 1e3));
-    if (!run_.evaluate || !due_for_eval(k)) continue;
+    if (hooks_.sync_gradients) progress.step(k, r.loss, items / (ms / 1e3), r.comp_ms, r.sync_ms);
+    else progress.step(k, r.loss, items / (ms / 1e3));
+    maybe_checkpoint(k);
+    if (hooks_.after_step) hooks_.after_step(k);
+    // Only the reporter evaluates (the others would compute the same numbers).
+    if (!run_.evaluate || !hooks_.reporter || !due_for_eval(k)) continue;
     EvalResult e = evaluate();
     if (metrics) metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy});
     progress.eval(k, e.val_loss, e.val_accuracy);
@@ -200,17 +254,19 @@ void Trainer::train_steps(Progress& progress, MetricsWriter* metrics, RunSummary
 RunSummary Trainer::run() {
   const bool report = hooks_.reporter;
   const bool files = report && run_.write_files;
-  std::unique_ptr<MetricsWriter> metrics = files ? start_files() : nullptr;
   if (report) announce();
+  const int64_t first_step = 1 + (run_.resume ? resume_step() : 0);
+  std::unique_ptr<MetricsWriter> metrics = files ? start_files(first_step) : nullptr;
   std::ostringstream quiet;
   Progress progress({.total_steps = total_steps_,
+                     .first_step = first_step,
                      .unit = cfg_.model == "gpt" ? "tok/s" : "samples/s",
                      .terminal = run_.terminal,
                      .log_every = cfg_.log_every},
                     report ? out() : quiet);
   RunSummary summary;
   try {
-    train_steps(progress, metrics.get(), summary);
+    train_steps(first_step, progress, metrics.get(), summary);
   } catch (...) {
     progress.finish();  // the error goes below the bar, not onto it
     throw;

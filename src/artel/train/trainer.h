@@ -19,6 +19,26 @@
 // `reporter` writes files and prints. Batches are a pure function of the step
 // (data/dataset.h), so a worker only needs its rank in the sampler config.
 //
+// Note [Micro-batches]
+// With accum = K, a step runs K forward/backward passes of B rows each, the
+// first K−1 under `no_sync` (gradients accumulate locally), each loss scaled
+// by 1/K, so the update is that of one pass over K·B rows. Micro-step m of
+// worker r reads the rows of virtual rank r·K + m in a world of W·K ranks:
+// worker r's K micro-batches are exactly the K·B rows that worker r would read
+// with --batch-size K·B. So `--accum K --batch-size B` trains on the same
+// samples as `--batch-size K·B`, for any W (equal up to float rounding), and
+// the global batch is W·B·K.
+//
+// Note [Resuming]
+// With checkpoint_every = N, after every N-th step and the last one all
+// workers meet at `barrier` and the reporter writes OUT/checkpoints/
+// ckpt-<step>.artel (run_checkpoint.h). With RunOptions::resume, every worker
+// loads the newest complete checkpoint (the same file) before step 1 and
+// continues from the step after it; as batches and dropout are functions of
+// (seed, step) and the generator state, the continued run computes exactly
+// what an uninterrupted one would. metrics.jsonl keeps the lines up to the
+// checkpoint's step; init.safetensors is left as the first attempt wrote it.
+//
 //   Trainer t(cfg, {.out = &std::cout, .terminal = isatty(1)});
 //   RunSummary s = t.run();
 #pragma once
@@ -28,6 +48,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +57,7 @@
 #include "artel/models/model.h"
 #include "artel/optim/lr_schedule.h"
 #include "artel/optim/optimizer.h"
+#include "artel/train/checkpoint.h"
 #include "artel/train/evaluate.h"
 #include "artel/train/train_config.h"
 
@@ -51,6 +73,7 @@ struct RunOptions {
   bool evaluate = true;         // evaluations (every eval_every steps and at the end)
   bool sample = true;           // gpt: print cfg.generate sampled characters at the end
   bool set_threads = true;      // apply cfg.threads to the process (artel::set_num_threads)
+  bool resume = false;          // continue from the newest checkpoint under cfg.out (Note [Resuming]); none: start fresh
 };
 
 // See Note [Data-parallel seams]. The defaults are a worker alone.
@@ -59,6 +82,9 @@ struct WorkerHooks {
   bool reporter = true;                                   // prints and writes files
   std::function<double()> sync_gradients;                 // -> exposed seconds; empty = nothing to sync
   std::function<double(double)> mean_over_workers;        // empty = identity
+  std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
+  std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
+  std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
 };
 
 struct StepResult {
@@ -88,6 +114,8 @@ class Trainer {
   // One step with the batch of step k (1-based): the pieces of run(), public
   // so tools (benchmarks, data parallelism tests) can drive them.
   StepResult step(int64_t k, const data::Batch& batch);
+  // With accumulation: one micro-batch per micro-step (Note [Micro-batches]).
+  StepResult step(int64_t k, std::span<const data::Batch> micro_batches);
   EvalResult evaluate();
   // cfg.generate characters sampled from the gpt (decoded); throws for other models.
   std::string sample(int64_t chars);
@@ -97,13 +125,18 @@ class Trainer {
   models::Model& model() { return *model_; }
   const data::Dataset& dataset() const { return *data_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
-  // Rows (mlp, cnn) or tokens (gpt) one step consumes on this worker.
+  // Rows (mlp, cnn) or tokens (gpt) one step consumes on this worker (all micro-steps).
   int64_t items_per_step() const;
+  // Rows of one optimizer step over all workers: W·B·K.
+  int64_t global_batch() const { return hooks_.world_size * cfg_.batch_size * cfg_.accum; }
 
  private:
   void check_model_fits_data() const;
-  std::unique_ptr<MetricsWriter> start_files() const;  // out dir, config.json, init.safetensors, metrics.jsonl
-  void train_steps(Progress& progress, MetricsWriter* metrics, RunSummary& summary);
+  // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
+  std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
+  void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
+  int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
+  void maybe_checkpoint(int64_t k);
   void announce() const;
   void write_config_file() const;
   void save(const std::string& name, int64_t step) const;
@@ -118,7 +151,8 @@ class Trainer {
   std::vector<autograd::Variable> params_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
-  data::SamplerConfig sampler_cfg_;
+  data::SamplerConfig sampler_cfg_;   // micro-step 0's: world W·K, rank r·K (Note [Micro-batches])
+  std::unique_ptr<CheckpointStore> store_;
   int64_t total_steps_ = 0;
 };
 

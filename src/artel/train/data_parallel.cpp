@@ -1,0 +1,35 @@
+#include "artel/train/data_parallel.h"
+
+namespace artel::train {
+
+DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,
+                                       DataParallelOptions opts)
+    : group_(std::move(group)) {
+  scalar_ = group_->alloc({1}, DType::f64);
+  trainer_ = std::make_unique<Trainer>(std::move(cfg), run, hooks(std::move(opts.after_step)));
+  ddp_ = std::make_unique<parallel::DistributedDataParallel>(trainer_->model().named_parameters(), *group_, opts.ddp);
+}
+
+DataParallelWorker::~DataParallelWorker() = default;
+
+WorkerHooks DataParallelWorker::hooks(std::function<void(int64_t)> after_step) {
+  WorkerHooks h;
+  h.rank = group_->rank();
+  h.world_size = group_->size();
+  h.reporter = group_->rank() == 0;
+  // The hooks run inside Trainer::run(), after the constructor made ddp_.
+  h.sync_gradients = [this] { return ddp_->finish().count(); };
+  h.mean_over_workers = [this](double local) { return mean_over_workers(local); };
+  h.no_sync = [this] { return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_); };
+  h.barrier = [this] { group_->barrier()->wait(); };
+  h.after_step = std::move(after_step);
+  return h;
+}
+
+double DataParallelWorker::mean_over_workers(double local) {
+  scalar_.data<double>()[0] = local;
+  group_->all_reduce(scalar_, {.op = comm::ReduceOp::avg})->wait();
+  return scalar_.data<double>()[0];
+}
+
+}  // namespace artel::train
