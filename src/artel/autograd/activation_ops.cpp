@@ -1,5 +1,5 @@
 // relu, gelu, tanh, softmax, log_softmax: each backward uses what its forward
-// kept (ReLU/tanh/softmax their output, GELU its input).
+// kept (ReLU/tanh/softmax their output, GELU its derivative).
 #include "artel/autograd/op_helpers.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/activation.h"
@@ -18,11 +18,18 @@ Variable relu(const Variable& x) {
 
 Variable gelu(const Variable& x) {
   Tensor y = Tensor::empty(x.shape());
-  Tensor xv = x.value();
-  kernels::gelu_forward(x.numel(), xv.data<float>(), y.data<float>());
-  return make_result(y, {x}, "gelu", [xv](const Tensor& g, std::vector<Tensor>& gi) {
+  const float* xp = x.value().data<float>();
+  if (!grad_enabled() || !needs_grad(x)) {
+    kernels::gelu_forward(x.numel(), xp, y.data<float>());
+    return make_result(y, {x}, "gelu", nullptr);
+  }
+  // Training: keep GELU's derivative rather than its input; backward is then a
+  // single multiply instead of a second pass through the normal CDF and PDF.
+  Tensor dydx = Tensor::empty(x.shape());
+  kernels::gelu_forward_with_derivative(x.numel(), xp, y.data<float>(), dydx.data<float>());
+  return make_result(y, {x}, "gelu", [dydx](const Tensor& g, std::vector<Tensor>& gi) {
     gi[0] = Tensor::empty(g.shape());
-    kernels::gelu_backward(g.numel(), xv.data<float>(), g.data<float>(), gi[0].data<float>());
+    kernels::multiply(g.numel(), g.data<float>(), dydx.data<float>(), gi[0].data<float>());
   });
 }
 

@@ -26,9 +26,12 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
   }
   ARTEL_CHECK(into.numel() == g.numel(), "backward: gradient of shape ", shape_str(g.shape()),
               " where ", shape_str(into.shape()), " was expected");
-  if (!owned) {
-    into = into.clone();
+  if (!owned) {  // the first sum goes to a fresh tensor: one pass, no copy first
+    Tensor sum = Tensor::empty(into.shape());
+    kernels::add_to(sum.data<float>(), into.data<float>(), g.data<float>(), g.numel());
+    into = std::move(sum);
     owned = true;
+    return;
   }
   kernels::add_into(into.data<float>(), g.data<float>(), g.numel());
 }

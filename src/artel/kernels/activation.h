@@ -5,6 +5,7 @@
 //
 //   gelu_forward(n, x, y);
 //   gelu_backward(n, x, dy, dx);   // dx = dy · (Φ(x) + x·φ(x))
+//   gelu_forward_with_derivative(n, x, y, d);  multiply(n, dy, d, dx);   // the same, cheaper
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,10 @@ void relu_backward(int64_t n, const float* y, const float* dy, float* dx);
 
 void gelu_forward(int64_t n, const float* x, float* y);
 void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
+// Forward for training: also writes the derivative dydx = Φ(x) + x·φ(x), so the
+// backward is one multiply, dx = dy · dydx (multiply() below), instead of
+// evaluating Φ and φ again.
+void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx);
 
 void tanh_forward(int64_t n, const float* x, float* y);
 void tanh_backward(int64_t n, const float* y, const float* dy, float* dx);

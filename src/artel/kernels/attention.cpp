@@ -6,71 +6,16 @@
 #include <vector>
 
 #include "artel/core/threads.h"
-
-// The 64-byte vector types below never cross this file's interface, so the
-// note that passing them changes the ABI when AVX-512 is off does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "artel/kernels/simd.h"
 
 namespace artel::kernels {
 namespace {
 
-// Every loop below works on whole 16-float vectors (GCC vector extensions: one
-// AVX-512 register, or two AVX2 ones): rows of scores and probabilities are
-// padded to Tp = round_up(T, 16) columns, zero past the diagonal.
-typedef float v16 __attribute__((vector_size(64)));
-typedef int32_t vi16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
+// Every loop below works on whole 16-float vectors (simd.h): rows of scores
+// and probabilities are padded to Tp = round_up(T, 16) columns, zero past the
+// diagonal.
 
-inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-inline v16 splat(float x) { return v16{} + x; }
-
-// Tree reductions by halves, in registers (a running scalar sum would be a
-// 16-add dependency chain through memory).
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v4 __attribute__((vector_size(16)));
-float hsum(v16 v) {
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
-float hmax(v16 v) {
-  v8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-  v8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v8 a = lo > hi ? lo : hi;
-  v4 l4 = __builtin_shufflevector(a, a, 0, 1, 2, 3), h4 = __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  v4 b = l4 > h4 ? l4 : h4;
-  return std::max(std::max(b[0], b[2]), std::max(b[1], b[3]));
-}
 const vi16 kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-
-// exp(x) for x ≤ 0 (softmax arguments after subtracting the row max; -inf
-// gives ~1e-38, which callers overwrite): 2^n · e^r with r = x − n·ln2,
-// |r| ≤ ln2/2, and Cephes' degree-6 polynomial for e^r (relative error ~1e-7,
-// like expf). Scalar expf would cost more than all the products together.
-v16 exp_nonpositive(v16 x) {
-  const v16 lowest = splat(-87.0f);  // keeps 2^n a normal float
-  x = x < lowest ? lowest : x;
-  const v16 round = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
-  v16 n = (x * 1.44269504088896341f + round) - round;
-  v16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for precision
-  v16 p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  v16 e = p * r * r + r + 1.0f;
-  vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
-  v16 two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  return e * two_n;
-}
 
 // Row i of the scaled scores s (Tp entries, the first round_up(i + 1, 16)
 // finite) -> its probabilities over j ≤ i, zeros after. The vector holding the
@@ -126,16 +71,27 @@ struct Operand {
 
 template <int R, int V>
 void micro(const Operand& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
-  v16 acc[R][V] = {};
-  for (int64_t k = k0; k < k1; ++k) {
+  v16 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = v16{};
+  const float* coef = o.coef + k0 * o.cs_k;
+  const float* vec = o.vec + k0 * o.ldv;
+  for (int64_t k = k0; k < k1; ++k, coef += o.cs_k, vec += o.ldv) {
     v16 x[V];
-    for (int v = 0; v < V; ++v) x[v] = load16(o.vec + k * o.ldv + 16 * v);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) x[v] = load16(vec + 16 * v);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      float c = o.coef[r * o.cs_r + k * o.cs_k];
+      v16 c = splat(coef[r * o.cs_r]);
+#pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[r][v] += c * x[v];
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < V; ++v) store16(out + r * ldo + 16 * v, alpha * acc[r][v]);
 }
 

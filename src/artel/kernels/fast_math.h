@@ -1,15 +1,15 @@
-// Branch-free exp and normal CDF that GCC vectorises (-O3 -march=native).
+// Branch-free exp and row reductions that GCC vectorises (-O3 -march=native).
 //
-// glibc's expf/erff are scalar calls unless built with -ffast-math, and a GELU
-// over a (12, 64, 512) activation would spend milliseconds in them. These are
-// plain arithmetic, so loops calling them compile to AVX-512 code.
+// glibc's expf is a scalar call unless built with -ffast-math, and a softmax
+// over a (768, 65) logit matrix would spend much of its time in it. These are
+// plain arithmetic, so loops calling them compile to AVX-512 code. (GELU's
+// normal CDF lives in simd.h, written with explicit vectors.)
 //
 //   for (i...) y[i] = exp_approx(x[i] - max);   // softmax numerator
 //
 // Accuracy: exp_approx is Cephes' expf (≤ 2 ulp on [-87, 88]; inputs below -87
-// give ~1e-38 instead of 0, above 88 are clamped). normal_cdf uses Numerical
-// Recipes' erfc Chebyshev fit (relative error < 1.2e-7), so GELU matches erf to
-// float precision; tests/kernels compare both with std::exp / std::erf.
+// give ~1e-38 instead of 0, above 88 are clamped); tests/kernels compare it
+// with std::exp.
 #pragma once
 
 #include <bit>
@@ -35,32 +35,6 @@ namespace artel::kernels {
   int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
   return y * std::bit_cast<float>(bits);
 }
-
-// erfc(z) for z >= 0 given e = exp(-z²)·exp(P(t)) folded into one exp call.
-[[gnu::always_inline]] inline float erfc_nonneg(float z) {
-  float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  return t * exp_approx(p - z * z);
-}
-
-// Φ(x) = P(N(0,1) ≤ x) = ½·erfc(−x/√2).
-[[gnu::always_inline]] inline float normal_cdf(float x) {
-  float a = (x < 0.0f ? -x : x) * 0.70710678118654752f;
-  float half_tail = 0.5f * erfc_nonneg(a);
-  return x < 0.0f ? half_tail : 1.0f - half_tail;
-}
-
-// φ(x) = exp(−x²/2)/√(2π).
-[[gnu::always_inline]] inline float normal_pdf(float x) { return 0.39894228040143268f * exp_approx(-0.5f * x * x); }
 
 // Row reductions over 16 independent lanes: without -ffast-math GCC will not
 // reorder a single running sum or max, but it vectorises independent lanes.

@@ -8,6 +8,7 @@
 #include "artel/core/threads.h"
 #include "artel/kernels/chunks.h"
 #include "artel/kernels/fast_math.h"
+#include "artel/kernels/simd.h"
 
 namespace artel::kernels {
 namespace {
@@ -67,11 +68,61 @@ void add_param_grads(int64_t r0, int64_t r1, int64_t C, const float* x, const fl
   }
 }
 
+// Rows whose length is a whole number of vectors (C = 128 in the GPT) take
+// these paths: explicit vectors, and the parameter gradients accumulated in the
+// same pass as dx while the row is in L1.
+bool vector_rows(int64_t C, const float* w) { return C % kLanes == 0 && w != nullptr; }
+
+void row_forward_vec(int64_t C, const float* x, const float* w, const float* b, float eps, float* y, float& mean,
+                     float& rstd) {
+  v16 s{};
+  for (int64_t i = 0; i < C; i += kLanes) s += load16(x + i);
+  const float mu = hsum(s) / static_cast<float>(C);
+  v16 q{};
+  for (int64_t i = 0; i < C; i += kLanes) {
+    v16 d = load16(x + i) - mu;
+    q += d * d;
+  }
+  const float rs = 1.0f / std::sqrt(hsum(q) / static_cast<float>(C) + eps);
+  for (int64_t i = 0; i < C; i += kLanes) {
+    v16 xh = (load16(x + i) - mu) * rs;
+    store16(y + i, b ? xh * load16(w + i) + load16(b + i) : xh * load16(w + i));
+  }
+  mean = mu;
+  rstd = rs;
+}
+
+void row_backward_vec(int64_t C, const float* x, const float* w, float mu, float rs, const float* dy, float* dx,
+                      float* dw, float* db) {
+  if (dx) {
+    v16 sg{}, sgx{};
+    for (int64_t i = 0; i < C; i += kLanes) {
+      v16 g = load16(dy + i) * load16(w + i);
+      sg += g;
+      sgx += g * (load16(x + i) - mu);
+    }
+    const float a = hsum(sg) / static_cast<float>(C), bb = hsum(sgx) * rs / static_cast<float>(C);
+    for (int64_t i = 0; i < C; i += kLanes) {
+      v16 g = load16(dy + i) * load16(w + i);
+      store16(dx + i, rs * (g - a - (load16(x + i) - mu) * rs * bb));
+    }
+  }
+  if (dw)
+    for (int64_t i = 0; i < C; i += kLanes)
+      store16(dw + i, load16(dw + i) + load16(dy + i) * ((load16(x + i) - mu) * rs));
+  if (db)
+    for (int64_t i = 0; i < C; i += kLanes) store16(db + i, load16(db + i) + load16(dy + i));
+}
+
 }  // namespace
 
 void layer_norm_forward(int64_t rows, int64_t C, const float* x, const float* w, const float* b, float eps, float* y,
                         float* mean, float* rstd) {
   parallel_for(rows, grain_rows(C), [&](int64_t r0, int64_t r1) {
+    if (vector_rows(C, w)) {
+      for (int64_t r = r0; r < r1; ++r) row_forward_vec(C, x + r * C, w, b, eps, y + r * C, mean[r], rstd[r]);
+      return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       const float* __restrict xr = x + r * C;
       float* __restrict yr = y + r * C;
@@ -96,6 +147,13 @@ void layer_norm_backward(int64_t rows, int64_t C, const float* x, const float* w
   if (dw) std::memset(dw, 0, static_cast<size_t>(C) * sizeof(float));
   if (db) std::memset(db, 0, static_cast<size_t>(C) * sizeof(float));
   for_chunks(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+    if (vector_rows(C, w)) {
+      float* pw = c == 0 ? dw : (dw ? part.data() + 2 * C * (c - 1) : nullptr);
+      float* pb = c == 0 ? db : (db ? part.data() + 2 * C * (c - 1) + C : nullptr);
+      for (int64_t r = r0; r < r1; ++r)
+        row_backward_vec(C, x + r * C, w, mean[r], rstd[r], dy + r * C, dx ? dx + r * C : nullptr, pw, pb);
+      return;
+    }
     if (dx)
       for (int64_t r = r0; r < r1; ++r) row_dx(C, x + r * C, w, mean[r], rstd[r], dy + r * C, dx + r * C);
     if (!dw && !db) return;

@@ -1,0 +1,110 @@
+// 16-float vectors (GCC vector extensions: one AVX-512 register, or two AVX2
+// ones) and the vector math the kernels share: exp for softmax arguments and
+// the normal CDF and PDF together for GELU.
+//
+// Written with explicit vectors because GCC, without -ffast-math, turns the
+// clamps and selects of the scalar forms into masked code that runs several
+// times slower; here every lane runs the same straight-line instructions, so
+// results do not depend on how a tensor is split over threads.
+//
+//   v16 x = load16(p);
+//   NormalCdfPdf n = normal_cdf_pdf(x);
+//   store16(y, x * n.cdf);          // GELU
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+// The vector types never cross a library interface (every function here is
+// inline), so GCC's note that passing them changes the ABI does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace artel::kernels {
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+
+inline v16 load16(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+// A broadcast (v16{} + x would cost an add: 0 + x is not x for x = −0).
+inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+
+// Tree reductions by halves, in registers (a running scalar sum would be a
+// 16-add dependency chain through memory).
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+inline float hsum(v16 v) {
+  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+inline float hmax(v16 v) {
+  v8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  v8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  v8 a = lo > hi ? lo : hi;
+  v4 l4 = __builtin_shufflevector(a, a, 0, 1, 2, 3), h4 = __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  v4 b = l4 > h4 ? l4 : h4;
+  return std::max(std::max(b[0], b[2]), std::max(b[1], b[3]));
+}
+
+// exp(x) for x ≤ 0 (softmax arguments after subtracting the row max, −x² of
+// the normal density): 2^n · e^r with r = x − n·ln2, |r| ≤ ln2/2, and Cephes'
+// degree-6 polynomial for e^r (relative error ~1e-7, like expf). Inputs below
+// −87 give ~1e-38 instead of 0 (2^n stays a normal float); -inf likewise.
+inline v16 exp_nonpositive(v16 x) {
+  const v16 lowest = splat(-87.0f);
+  x = x < lowest ? lowest : x;
+  const v16 round = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+  v16 n = (x * 1.44269504088896341f + round) - round;
+  v16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for precision
+  v16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  v16 e = p * r * r + r + 1.0f;
+  vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
+  v16 two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return e * two_n;
+}
+
+struct NormalCdfPdf {
+  v16 cdf;  // Φ(x) = P(N(0,1) ≤ x)
+  v16 pdf;  // φ(x) = exp(−x²/2)/√(2π)
+};
+
+// Φ through erfc, so the left tail (where GELU's output is tiny) keeps its
+// relative accuracy: with a = |x|/√2 and t = 1/(1 + a/2),
+//   erfc(a) = t · R(t) · exp(−a²),
+// R a degree-8 polynomial fitted (relative least squares, a in [0, 9]) to
+// erfc(a)·exp(a²)/t; relative error ~2e-7. φ(x) reuses exp(−a²), so GELU's
+// backward needs a single exp per element.
+inline NormalCdfPdf normal_cdf_pdf(v16 x) {
+  const v16 a = (x < 0.0f ? -x : x) * 0.70710678118654752f;
+  const v16 t = 1.0f / (1.0f + 0.5f * a);
+  const v16 t_min = splat(1.0f / 5.5f);  // a = 9: beyond, erfc < 1e-36 and R is not fitted
+  const v16 tc = t < t_min ? t_min : t;
+  v16 r = splat(-0.05968604192742946f);
+  r = r * tc + 0.28741980792595445f;
+  r = r * tc - 0.492714029612569f;
+  r = r * tc + 0.283904979134906f;
+  r = r * tc - 0.030294901963922732f;
+  r = r * tc + 0.204078746509533f;
+  r = r * tc + 0.24279513699933816f;
+  r = r * tc + 0.2824115446238489f;
+  r = r * tc + 0.2820847103280625f;
+  const v16 e = exp_nonpositive(-(a * a));
+  const v16 half_tail = 0.5f * t * r * e;  // Φ(−|x|)
+  return {x < 0.0f ? half_tail : 1.0f - half_tail, 0.39894228040143268f * e};
+}
+
+}  // namespace artel::kernels

@@ -1,0 +1,90 @@
+// The vector math of simd.h and the GELU kernels built on it, against the C
+// library in double.
+#include "artel/kernels/simd.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "artel/core/threads.h"
+#include "artel/kernels/activation.h"
+
+namespace artel::kernels {
+namespace {
+
+double cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double pdf(double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); }
+
+// Evaluates fn on xs 16 at a time (xs.size() a multiple of 16).
+template <class Fn>
+std::vector<float> map16(const std::vector<float>& xs, Fn fn) {
+  std::vector<float> out(xs.size());
+  for (size_t i = 0; i < xs.size(); i += kLanes) store16(out.data() + i, fn(load16(xs.data() + i)));
+  return out;
+}
+
+std::vector<float> grid(double lo, double hi, double step) {
+  std::vector<float> xs;
+  for (double x = lo; x <= hi; x += step) xs.push_back(static_cast<float>(x));
+  while (xs.size() % kLanes) xs.push_back(0.0f);
+  return xs;
+}
+
+TEST(Simd, ExpNonpositiveMatchesStdExp) {
+  std::vector<float> xs = grid(-86.0, 0.0, 0.0137);
+  std::vector<float> got = map16(xs, exp_nonpositive);
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_NEAR(got[i] / std::exp(static_cast<double>(xs[i])), 1.0, 3e-7) << "x = " << xs[i];
+  float low = exp_nonpositive(splat(-INFINITY))[0];
+  EXPECT_GE(low, 0.0f);
+  EXPECT_LT(low, 1e-37f);
+}
+
+TEST(Simd, NormalCdfHasRelativeAccuracyInTheLeftTail) {
+  std::vector<float> xs = grid(-12.0, 9.0, 0.00731);
+  std::vector<float> got = map16(xs, [](v16 x) { return normal_cdf_pdf(x).cdf; });
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i], want = cdf(x);
+    // −x²/2 rounded to float carries an absolute error of ~x²·ulp into exp: the x² term.
+    EXPECT_NEAR(got[i], want, (6e-7 + 1e-7 * x * x) * want + 1e-30) << "x = " << x;
+  }
+}
+
+TEST(Simd, NormalPdf) {
+  std::vector<float> xs = grid(-9.0, 9.0, 0.0173);
+  std::vector<float> got = map16(xs, [](v16 x) { return normal_cdf_pdf(x).pdf; });
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i], want = pdf(x);
+    EXPECT_NEAR(got[i], want, (6e-7 + 1e-7 * x * x) * want + 1e-30) << "x = " << x;
+  }
+}
+
+TEST(Simd, GeluKernelsMatchExactGeluIncludingTails) {
+  // 1003 elements: whole vectors plus a tail, split over threads or not.
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<float> x(1003), dy(1003), y(1003), dx(1003);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>(-12.0 + 20.0 * static_cast<double>(i) / 1002.0);
+      dy[i] = static_cast<float>(std::cos(0.37 * static_cast<double>(i)));
+    }
+    std::vector<float> y2(1003), dydx(1003);
+    gelu_forward(1003, x.data(), y.data());
+    gelu_backward(1003, x.data(), dy.data(), dx.data());
+    gelu_forward_with_derivative(1003, x.data(), y2.data(), dydx.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      double xi = x[i], d = cdf(xi) + xi * pdf(xi);
+      EXPECT_NEAR(y[i], xi * cdf(xi), 1e-6 + 1e-6 * std::abs(xi * cdf(xi))) << "x = " << xi;
+      EXPECT_NEAR(dx[i], dy[i] * d, 1e-6) << "x = " << xi;
+      EXPECT_EQ(y2[i], y[i]) << "x = " << xi;
+      EXPECT_NEAR(dydx[i], d, 1e-6) << "x = " << xi;
+    }
+    EXPECT_EQ(y[0], y[0]);  // not NaN at the far left
+    EXPECT_LE(std::abs(y[0]), 1e-30f);
+  }
+  set_num_threads(1);
+}
+
+}  // namespace
+}  // namespace artel::kernels
