@@ -40,7 +40,10 @@ case "$mode" in
     ctest --test-dir build --output-on-failure -j"$jobs"
     echo "== the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
     build build-asan -DARTEL_SANITIZE=ON -DARTEL_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+    # Tests that run workers under mpirun are left out here: OpenMPI keeps
+    # allocations (op tables, plugins) until exit, which LeakSanitizer reports
+    # against the library's unloaded plugins. They run in the build above.
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E "Mpi"
     ;;
   *)
     echo "usage: bash scripts/setup.sh run|test" >&2
