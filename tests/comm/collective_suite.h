@@ -15,27 +15,6 @@
 
 namespace artel::comm::testing {
 
-// Element i of a tensor as a double, and back.
-inline double get(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::f32: return t.data<float>()[i];
-    case DType::f64: return t.data<double>()[i];
-    case DType::i32: return t.data<int32_t>()[i];
-    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::bf16: return static_cast<float>(t.data<bf16>()[i]);
-  }
-  return 0;
-}
-inline void set(Tensor& t, int64_t i, double v) {
-  switch (t.dtype()) {
-    case DType::f32: t.data<float>()[i] = static_cast<float>(v); return;
-    case DType::f64: t.data<double>()[i] = v; return;
-    case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
-    case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(v); return;
-    case DType::bf16: t.data<bf16>()[i] = bf16(static_cast<float>(v)); return;
-  }
-}
-
 // Values every dtype holds exactly, and whose sums/products over 8 ranks too.
 inline double value(int rank, int64_t i, ReduceOp op) {
   if (op == ReduceOp::prod) return 1 + ((i + rank) % 3 == 0);     // 1 or 2
@@ -67,7 +46,7 @@ inline double expected(int world, int64_t i, ReduceOp op, DType dtype) {
 }
 
 inline void check_equal(const Tensor& t, int64_t i, double want, const std::string& what) {
-  double got = get(t, i);
+  double got = element(t, i);
   if (got != want)
     throw Error(what + ": element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " + std::to_string(want));
 }

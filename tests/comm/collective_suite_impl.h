@@ -22,7 +22,7 @@ inline void check_all_reduce(ProcessGroup& pg, const SuiteOptions& so) {
         so.for_sizes(k++, [&](int64_t count, int variant) {
           bool in_place = variant != 1, reg = variant == 2;
           Tensor in = make(pg, reg, {count}, d);
-          for (int64_t i = 0; i < count; ++i) set(in, i, value(r, i, op));
+          for (int64_t i = 0; i < count; ++i) set_element(in, i, value(r, i, op));
           Tensor out = in_place ? in : make(pg, reg, {count}, d);
           auto w = in_place ? pg.all_reduce(in, {op, algo}) : pg.all_reduce(in, out, {op, algo});
           w->wait();
@@ -42,7 +42,7 @@ inline void check_broadcast_reduce(ProcessGroup& pg, const SuiteOptions& so) {
         const int root = k % 2 ? n - 1 : 0;
         bool reg = variant == 2;
         Tensor t = make(pg, reg, {count}, d);
-        for (int64_t i = 0; i < count; ++i) set(t, i, r == root ? value(root, i, ReduceOp::sum) : 99);
+        for (int64_t i = 0; i < count; ++i) set_element(t, i, r == root ? value(root, i, ReduceOp::sum) : 99);
         pg.broadcast(t, {root, algo})->wait();
         std::string what = tag("broadcast", algo, d, ReduceOp::sum, count, true, reg) + " root " + std::to_string(root);
         for (int64_t i = 0; i < count; ++i) check_equal(t, i, value(root, i, ReduceOp::sum), what);
@@ -52,7 +52,7 @@ inline void check_broadcast_reduce(ProcessGroup& pg, const SuiteOptions& so) {
           const int root = k % 2 ? n - 1 : 0;
           bool reg = variant == 2;
           Tensor t = make(pg, reg, {count}, d);
-          for (int64_t i = 0; i < count; ++i) set(t, i, value(r, i, op));
+          for (int64_t i = 0; i < count; ++i) set_element(t, i, value(r, i, op));
           pg.reduce(t, {root, op, algo})->wait();
           std::string what = tag("reduce", algo, d, op, count, true, reg) + " root " + std::to_string(root);
           if (r == root)
@@ -69,7 +69,7 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
       so.for_sizes(k++, [&](int64_t count, int variant) {  // all_gather
         bool reg = variant == 2;
         Tensor in = make(pg, reg, {count}, d), out = make(pg, reg, {count * n}, d);
-        for (int64_t i = 0; i < count; ++i) set(in, i, value(r, i, ReduceOp::sum));
+        for (int64_t i = 0; i < count; ++i) set_element(in, i, value(r, i, ReduceOp::sum));
         pg.all_gather(in, out, {algo})->wait();
         for (int j = 0; j < n; ++j)
           for (int64_t i = 0; i < count; ++i)
@@ -79,7 +79,7 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
         so.for_sizes(k++, [&](int64_t count, int variant) {  // reduce_scatter: rank j's element i is value(j, i)
           bool reg = variant == 2;
           Tensor in = make(pg, reg, {count * n}, d), out = make(pg, reg, {count}, d);
-          for (int64_t i = 0; i < count * n; ++i) set(in, i, value(r, i, op));
+          for (int64_t i = 0; i < count * n; ++i) set_element(in, i, value(r, i, op));
           pg.reduce_scatter(in, out, {op, algo})->wait();
           for (int64_t i = 0; i < count; ++i)
             check_equal(out, i, expected(n, r * count + i, op, d), tag("reduce_scatter", algo, d, op, count, false, reg));
@@ -90,7 +90,7 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
       // all_to_all: rank j's block b holds (10j + b + i) % 50
       Tensor in = make(pg, reg, {count * n}, d), out = make(pg, reg, {count * n}, d);
       for (int b = 0; b < n; ++b)
-        for (int64_t i = 0; i < count; ++i) set(in, b * count + i, (10 * r + b + i) % 50);
+        for (int64_t i = 0; i < count; ++i) set_element(in, b * count + i, (10 * r + b + i) % 50);
       pg.all_to_all(in, out)->wait();
       for (int j = 0; j < n; ++j)
         for (int64_t i = 0; i < count; ++i)
@@ -98,7 +98,7 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
       // gather to the last rank, then scatter back
       const int root = n - 1;
       Tensor g_in = make(pg, reg, {count}, d), g_out = r == root ? make(pg, reg, {count * n}, d) : Tensor();
-      for (int64_t i = 0; i < count; ++i) set(g_in, i, value(r, i, ReduceOp::sum));
+      for (int64_t i = 0; i < count; ++i) set_element(g_in, i, value(r, i, ReduceOp::sum));
       pg.gather(g_in, g_out, {root})->wait();
       if (r == root)
         for (int j = 0; j < n; ++j)

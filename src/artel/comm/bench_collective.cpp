@@ -14,27 +14,6 @@ const std::vector<std::string>& bench_ops() {
   return ops;
 }
 
-double read(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::f32: return t.data<float>()[i];
-    case DType::f64: return t.data<double>()[i];
-    case DType::i32: return t.data<int32_t>()[i];
-    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::bf16: return static_cast<float>(t.data<bf16>()[i]);
-  }
-  return 0;
-}
-
-void write(Tensor& t, int64_t i, double v) {
-  switch (t.dtype()) {
-    case DType::f32: t.data<float>()[i] = static_cast<float>(v); return;
-    case DType::f64: t.data<double>()[i] = v; return;
-    case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
-    case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(v); return;
-    case DType::bf16: t.data<bf16>()[i] = bf16(static_cast<float>(v)); return;
-  }
-}
-
 // Small integers every dtype and reduce op keep exact (products stay 1 or 2^k small).
 double pattern(int rank, int64_t i, ReduceOp op) {
   if (op == ReduceOp::prod) return (i + rank) % 7 == 0 ? 2 : 1;
@@ -77,8 +56,8 @@ int64_t count_mismatch(const Tensor& t, const std::function<double(int64_t)>& wa
   int64_t wrong = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     double w = want(i);
-    write(probe, 0, t.dtype() == DType::i32 || t.dtype() == DType::i64 ? std::trunc(w) : w);
-    wrong += read(t, i) != read(probe, 0);
+    set_element(probe, 0, t.dtype() == DType::i32 || t.dtype() == DType::i64 ? std::trunc(w) : w);
+    wrong += element(t, i) != element(probe, 0);
   }
   return wrong;
 }
@@ -95,7 +74,7 @@ Case make_case(ProcessGroup& pg, const BenchOptions& o, int64_t count) {
   Tensor in = c.in, out = c.out;
   const ReduceOp redop = o.redop;
   c.fill = [=]() mutable {
-    for (int64_t i = 0; i < in.numel(); ++i) write(in, i, pattern(r, i, redop));
+    for (int64_t i = 0; i < in.numel(); ++i) set_element(in, i, pattern(r, i, redop));
   };
   std::function<double(int64_t)> want;  // expected out[i]
   if (op == "all_reduce") {
@@ -106,7 +85,7 @@ Case make_case(ProcessGroup& pg, const BenchOptions& o, int64_t count) {
     want = [=](int64_t i) { return pattern(0, i, redop); };
   } else if (op == "reduce") {
     c.run = [=, &pg] { return pg.reduce(in, {0, redop, o.algorithm}); };
-    want = [=](int64_t i) { return r == 0 ? reduced(n, i, redop) : read(in, i); };  // only the root's is defined
+    want = [=](int64_t i) { return r == 0 ? reduced(n, i, redop) : element(in, i); };  // only the root's is defined
   } else if (op == "all_gather") {
     c.run = [=, &pg] { return pg.all_gather(in, out, {o.algorithm}); };
     want = [=](int64_t i) { return pattern(static_cast<int>(i / in_count), i % in_count, redop); };

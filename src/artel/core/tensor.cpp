@@ -158,4 +158,25 @@ void Tensor::check_dtype(DType want) const {
   ARTEL_CHECK(want == dtype_, "tensor holds ", dtype_name(dtype_), ", accessed as ", dtype_name(want));
 }
 
+double element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return t.data<float>()[i];
+    case DType::f64: return t.data<double>()[i];
+    case DType::i32: return t.data<int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::bf16: return static_cast<float>(t.data<bf16>()[i]);
+  }
+  return 0;
+}
+
+void set_element(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::f32: t.data<float>()[i] = static_cast<float>(v); return;
+    case DType::f64: t.data<double>()[i] = v; return;
+    case DType::i32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
+    case DType::i64: t.data<int64_t>()[i] = static_cast<int64_t>(v); return;
+    case DType::bf16: t.data<bf16>()[i] = bf16(static_cast<float>(v)); return;
+  }
+}
+
 }  // namespace artel

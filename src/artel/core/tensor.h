@@ -98,4 +98,9 @@ class Tensor {
   DType dtype_ = DType::f32;
 };
 
+// Element i of any dtype as a double, and back (rounding to the dtype). For
+// checks and tests, not hot loops.
+double element(const Tensor& t, int64_t i);
+void set_element(Tensor& t, int64_t i, double v);
+
 }  // namespace artel
