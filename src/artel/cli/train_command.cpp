@@ -41,6 +41,7 @@
 #include "artel/launch/worker_env.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/data_parallel.h"
+#include "artel/train/mesh_worker.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
 
@@ -144,9 +145,27 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
   run.resume = run.resume || restarts > 0;
   std::shared_ptr<comm::ProcessGroup> pg = comm::init_process_group(g);
   if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
+  if (cfg.model_parallel()) {
+    train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
+    train::MeshWorker worker(cfg, run, pg, {.after_step = fault_injection(pg->rank(), restarts)});
+    worker.run();
+    return 0;
+  }
   train::DataParallelOptions opts;
   opts.after_step = fault_injection(pg->rank(), restarts);
   train::DataParallelWorker worker(cfg, run, pg, opts);
+  worker.run();
+  return 0;
+}
+
+// One process with micro-batches (no tensor or pipeline split): the mesh of one
+// worker, over a group of one.
+int run_single_mesh(train::TrainConfig cfg, train::RunOptions run) {
+  train::check_mesh(cfg, 1);
+  comm::GroupOptions g;
+  g.backend = "thread";
+  g.job_id = "single-" + std::to_string(::getpid());
+  train::MeshWorker worker(std::move(cfg), run, comm::init_process_group(g));
   worker.run();
   return 0;
 }
@@ -161,7 +180,7 @@ int run_train(int argc, char** argv) {
   std::string config_path;
   app.add_option("--config", config_path, "JSON file with any of the keys below (flags override it)");
   JobFlags job;
-  app.add_option("--nproc", job.nproc, "data-parallel workers to launch on this machine [default 1]")
+  app.add_option("--nproc", job.nproc, "workers to launch on this machine: data-parallel, or a dp x pp x tp mesh with --pp / --tp [default 1]")
       ->check(CLI::Range(1, 4096));
   app.add_option("--backend", job.backend, "communication: shm (--nproc workers) | mpi (under mpirun) [default shm]")
       ->check(CLI::IsMember({"shm", "mpi"}));
@@ -199,6 +218,8 @@ int run_train(int argc, char** argv) {
   train::TrainConfig cfg = train::resolve_config(src);
   if (cfg.data.empty()) cfg.data = train::default_data_for(cfg.model);
 
+  if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
+    train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
   if (job.nproc > 1 && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});
@@ -208,6 +229,7 @@ int run_train(int argc, char** argv) {
   run.terminal = isatty(STDOUT_FILENO) == 1;
   run.resume = job.resume;
   if (comm::launched_as_worker() || job.backend == "mpi") return run_worker(job, cfg, run);
+  if (cfg.model_parallel()) return run_single_mesh(cfg, run);
   train::Trainer trainer(cfg, run);
   trainer.run();
   return 0;

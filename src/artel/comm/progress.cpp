@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "artel/core/trace.h"
+
 namespace artel::comm {
 namespace {
 constexpr auto kLightPoll = std::chrono::microseconds(500);
@@ -30,7 +32,7 @@ TimeoutError OpContext::timeout_error(const std::vector<int>& missing, const std
 Error OpContext::abort_error() const { return Error(describe() + " aborted: the group is being destroyed"); }
 
 Progress::Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout)
-    : transport_(std::move(transport)), group_(std::move(group)), timeout_(timeout) {}
+    : transport_(std::move(transport)), group_(std::move(group)), trace_track_("comm " + group_), timeout_(timeout) {}
 
 Progress::~Progress() { shutdown(); }
 
@@ -130,7 +132,13 @@ void Progress::run_one(Item& item, Clock::time_point deadline) {
     return;
   }
   try {
-    item.fn(ctx);
+    {
+      // One timeline event per op run (copies no strings when tracing is
+      // off), recorded before finish() so a waiter that then takes the
+      // events sees it.
+      trace::Scope traced(item.work->op(), "comm", trace_track_);
+      item.fn(ctx);
+    }
     item.work->finish(nullptr);
   } catch (const std::exception& e) {
     {

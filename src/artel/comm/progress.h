@@ -58,6 +58,7 @@ class Progress : public std::enable_shared_from_this<Progress> {
 
   std::shared_ptr<Transport> transport_;
   std::string group_;
+  std::string trace_track_;  // "comm <group>": the timeline row of this group's ops
   Duration timeout_;
   std::atomic<bool> aborted_{false};
   std::mutex exec_;  // held by whoever runs ops

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "artel/core/memory_stats.h"
+
 namespace artel {
 
 std::string shape_str(const Shape& s) {
@@ -37,7 +39,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
   if (!p) throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes");
-  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), nbytes, [p] { std::free(p); }));
+  // Counted here and in the release, so wrapped (foreign) memory never is.
+  const auto counted = static_cast<int64_t>(nbytes);
+  detail::note_tensor_alloc(counted);
+  return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), nbytes, [p, counted] {
+    std::free(p);
+    detail::note_tensor_free(counted);
+  }));
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<void()> release) {

@@ -69,6 +69,13 @@ std::string to_string(const Schedule& schedule) {
   return out;
 }
 
+Schedule forward_only(int micro_batches, int stages, int stage) {
+  check_arguments(micro_batches, stages, stage);
+  Schedule out;
+  for (int mb = 0; mb < micro_batches; ++mb) append_forward(out, mb, stages, stage);
+  return out;
+}
+
 Schedule gpipe(int micro_batches, int stages, int stage) {
   check_arguments(micro_batches, stages, stage);
   Schedule out;

@@ -78,6 +78,10 @@ Schedule gpipe(int micro_batches, int stages, int stage);
 // optimizer step. At most min(M, P - stage) micro-batches are alive on a stage.
 Schedule one_f_one_b(int micro_batches, int stages, int stage);
 
+// Evaluation: every micro-batch received, computed and passed on, with no
+// backward and no optimizer step.
+Schedule forward_only(int micro_batches, int stages, int stage);
+
 enum class ScheduleKind { gpipe, one_f_one_b };
 ScheduleKind parse_schedule_kind(std::string_view name);  // "gpipe" | "1f1b"
 std::string_view schedule_kind_name(ScheduleKind kind);

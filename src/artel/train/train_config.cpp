@@ -53,6 +53,12 @@ const std::vector<Field>& fields() {
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
+      {"tp", &TrainConfig::tp, "tensor-parallel degree (gpt): split each block's matrices over T workers"},
+      {"pp", &TrainConfig::pp, "pipeline stages (gpt): split the blocks into P stages on different workers"},
+      {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
+      {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b"},
+      {"stage_layers", &TrainConfig::stage_layers, "blocks per pipeline stage, e.g. 1,3 (default: balanced by parameters)"},
+      {"trace", &TrainConfig::trace, "write a Chrome-trace timeline (and a pipeline SVG) to this file"},
       {"n_layer", &TrainConfig::n_layer, "GPT blocks"},
       {"n_head", &TrainConfig::n_head, "GPT attention heads"},
       {"n_embd", &TrainConfig::n_embd, "GPT embedding width"},
@@ -176,6 +182,59 @@ void TrainConfig::validate() const {
   check_range("block_size", block_size >= 1, ">= 1", static_cast<double>(block_size));
   check_range("dropout", dropout >= 0 && dropout < 1, "in [0, 1)", dropout);
   ARTEL_CHECK(n_embd % n_head == 0, "n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
+  check_one_of("schedule", schedule, {"gpipe", "1f1b"});
+  check_range("tp", tp >= 1 && tp <= 1024, "in [1, 1024]", static_cast<double>(tp));
+  check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
+  check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
+  if (!model_parallel()) return;
+  if (model != "gpt")
+    throw Error("model " + model + " has no tensor- or pipeline-parallel form (--tp, --pp, --micro-batches)",
+                "use --model gpt, or data parallelism alone (--nproc, --accum)");
+  if (accum > 1)
+    throw Error("--accum " + std::to_string(accum) + " together with --tp / --pp / --micro-batches",
+                "with model parallelism, split the batch with --micro-batches instead");
+  if (batch_size % micro_batches != 0)
+    throw Error(detail::concat("--micro-batches ", micro_batches, " does not divide --batch-size ", batch_size),
+                "choose a batch size that is a multiple of the micro-batch count");
+  if (pp > n_layer)
+    throw Error(detail::concat("--pp ", pp, " stages for a model of ", n_layer, " blocks"),
+                "every stage needs at least one block: use --pp <= --n-layer");
+  if (n_head % tp != 0)
+    throw Error(detail::concat("--tp ", tp, " does not divide the ", n_head, " attention heads"),
+                "choose --tp dividing --n-head");
+  std::vector<int64_t> counts = stage_layer_counts();
+  if (!counts.empty() && static_cast<int64_t>(counts.size()) != pp)
+    throw Error(detail::concat("--stage-layers gives ", counts.size(), " stages, --pp asks for ", pp),
+                "give one block count per stage");
+  int64_t sum = 0;
+  for (int64_t c : counts) {
+    if (c < 1) throw Error("--stage-layers " + stage_layers + " gives a stage no blocks", "every stage needs a block");
+    sum += c;
+  }
+  if (!counts.empty() && sum != n_layer)
+    throw Error(detail::concat("--stage-layers ", stage_layers, " adds up to ", sum, " blocks, the model has ", n_layer),
+                "give counts summing to --n-layer");
+}
+
+std::vector<int64_t> TrainConfig::stage_layer_counts() const {
+  std::vector<int64_t> counts;
+  if (stage_layers.empty()) return counts;
+  std::istringstream is(stage_layers);
+  std::string item;
+  while (std::getline(is, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw Error("--stage-layers '" + stage_layers + "' is not a comma-separated list of block counts",
+                  "write e.g. --stage-layers 1,3");
+    counts.push_back(v);
+  }
+  return counts;
 }
 
 nlohmann::json TrainConfig::to_json() const {

@@ -62,6 +62,15 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none
   int64_t keep_checkpoints = 3;     // >= 0; the newest K are kept; 0 = keep all
 
+  // ---- model parallelism (gpt only; mesh_worker.h). Data parallelism takes the
+  // workers left: dp = nproc / (tp · pp).
+  int64_t tp = 1;                   // tensor-parallel degree, >= 1, divides n_head and the vocabulary
+  int64_t pp = 1;                   // pipeline stages, in [1, n_layer]
+  int64_t micro_batches = 1;        // micro-batches per step of one replica, >= 1, divides batch_size
+  std::string schedule = "1f1b";    // gpipe | 1f1b
+  std::string stage_layers;         // blocks per stage, e.g. "1,3"; "" = balanced by parameter count
+  std::string trace;                // write a Chrome trace (and for pipelines an SVG) to this file; "" = none
+
   // ---- GPT shape (ignored by mlp, cnn)
   int64_t n_layer = 4;              // >= 1
   int64_t n_head = 4;               // >= 1, divides n_embd
@@ -71,6 +80,11 @@ struct TrainConfig {
 
   // Throws artel::Error naming the first field out of range.
   void validate() const;
+  // Tensor or pipeline parallelism, or micro-batches: the run goes through
+  // the model-parallel mesh (gpt only).
+  bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
+  // stage_layers as numbers ({} when empty); throws on malformed text.
+  std::vector<int64_t> stage_layer_counts() const;
   // Every field by its key (for metrics / logs: the run records its own config).
   nlohmann::json to_json() const;
 };

@@ -12,6 +12,7 @@
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/core/trace.h"
 #include "artel/models/gpt.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
@@ -59,8 +60,9 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
   check_model_fits_data();
   model_ = models::make_model(make_model_config(cfg_, data_->num_classes()));
   if (!cfg_.init.empty()) nn::load_weights(*model_, cfg_.init);
-  params_ = model_->parameters();
-  optimizer_ = make_optimizer(cfg_, model_->named_parameters());
+  nn::NamedParameters trained = hooks_.model_parallel ? hooks_.model_parallel->shard(*model_) : model_->named_parameters();
+  for (auto& [name, p] : trained) params_.push_back(p);
+  optimizer_ = make_optimizer(cfg_, trained);
 
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
   sampler_cfg_.seed = static_cast<uint64_t>(cfg_.seed);
@@ -103,6 +105,7 @@ void Trainer::announce() const {
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s)\n";
+  if (hooks_.model_parallel) out() << "  layout " << hooks_.model_parallel->describe() << "\n";
   if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
   out() << std::flush;
 }
@@ -129,34 +132,50 @@ StepResult Trainer::step(int64_t k, const data::Batch& batch) { return step(k, s
 
 StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) {
   Clock::time_point t0 = Clock::now();
+  trace::set_step(k);
   StepResult r;
   r.lr = schedule_.at(k - 1);
   optimizer_->set_lr(r.lr);
   optimizer_->zero_grad();
-  const size_t n = micro_batches.size();
-  ARTEL_CHECK(n >= 1, "step ", k, " got no micro-batches");
-  double local_loss = 0;
-  for (size_t m = 0; m < n; ++m) {
-    // Every micro-step but the last only accumulates (Note [Micro-batches]).
-    std::shared_ptr<void> local_only = m + 1 < n && hooks_.no_sync ? hooks_.no_sync() : nullptr;
-    const data::Batch& batch = micro_batches[m];
-    autograd::Variable logits = model_->forward(batch.x);                        // (B, V) or (B, T, V)
-    autograd::Variable loss = autograd::cross_entropy(logits, batch.y.view({-1}));  // mean over B or B·T targets
-    local_loss += loss.item();
-    if (n == 1) loss.backward();
-    else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));
-  }
-  local_loss /= static_cast<double>(n);
+  ARTEL_CHECK(!micro_batches.empty(), "step ", k, " got no micro-batches");
+  const double local_loss = forward_backward(micro_batches);
   if (hooks_.sync_gradients) r.sync_ms = 1e3 * hooks_.sync_gradients();
   r.loss = hooks_.mean_over_workers ? hooks_.mean_over_workers(local_loss) : local_loss;
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
                     "; stopped before updating the weights",
                 "the run diverged: lower --lr, set --grad-clip, or check --init and --data");
-  if (cfg_.grad_clip > 0) optim::clip_grad_norm(params_, static_cast<float>(cfg_.grad_clip));
+  if (cfg_.grad_clip > 0) {
+    if (hooks_.model_parallel) hooks_.model_parallel->clip_grad_norm(static_cast<float>(cfg_.grad_clip));
+    else optim::clip_grad_norm(params_, static_cast<float>(cfg_.grad_clip));
+  }
   optimizer_->step();
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
+}
+
+// The local loss of one step: every micro-batch's forward and backward, the
+// first K-1 only accumulating (Note [Micro-batches]), each loss scaled by 1/K.
+// With model parallelism, the shards run the step (Note [Model-parallel seams]).
+double Trainer::forward_backward(std::span<const data::Batch> micro_batches) {
+  if (hooks_.model_parallel) return hooks_.model_parallel->forward_backward(micro_batches[0]);
+  const size_t n = micro_batches.size();
+  double local_loss = 0;
+  for (size_t m = 0; m < n; ++m) {
+    std::shared_ptr<void> local_only = m + 1 < n && hooks_.no_sync ? hooks_.no_sync() : nullptr;
+    const data::Batch& batch = micro_batches[m];
+    autograd::Variable loss;
+    {
+      trace::Scope span("forward", "compute", "compute", static_cast<int>(m));
+      autograd::Variable logits = model_->forward(batch.x);                 // (B, V) or (B, T, V)
+      loss = autograd::cross_entropy(logits, batch.y.view({-1}));           // mean over B or B·T targets
+    }
+    local_loss += loss.item();
+    trace::Scope span("backward", "compute", "compute", static_cast<int>(m));
+    if (n == 1) loss.backward();
+    else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));
+  }
+  return local_loss / static_cast<double>(n);
 }
 
 EvalResult Trainer::evaluate() {
@@ -164,7 +183,17 @@ EvalResult Trainer::evaluate() {
   opts.batch_size = cfg_.batch_size;
   opts.max_batches = cfg_.eval_batches;
   opts.accuracy = cfg_.model != "gpt";
+  if (hooks_.model_parallel) return hooks_.model_parallel->evaluate(*data_, opts);
   return train::evaluate(*model_, *data_, opts);
+}
+
+Compatibility Trainer::compatibility() const {
+  Compatibility c = run_compatibility(cfg_, data_->num_classes(), hooks_.world_size);
+  if (hooks_.model_parallel) {
+    c.layout = hooks_.model_parallel->layout();
+    c.world_size = c.layout.value("world", hooks_.world_size);
+  }
+  return c;
 }
 
 std::string Trainer::sample(int64_t chars) {
@@ -191,7 +220,7 @@ std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
 }
 
 int64_t Trainer::resume_step() {
-  Compatibility compat = run_compatibility(cfg_, data_->num_classes(), hooks_.world_size);
+  Compatibility compat = compatibility();
   auto warn = [&](const std::string& w) {
     if (hooks_.reporter) out() << "artel train: " << w << "; trying the previous checkpoint\n";
   };
@@ -200,7 +229,8 @@ int64_t Trainer::resume_step() {
     if (hooks_.reporter) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
     return 0;
   }
-  int64_t done = restore_run_checkpoint(*ck, *model_, *optimizer_);
+  int64_t done = hooks_.model_parallel ? hooks_.model_parallel->restore(*ck, *optimizer_)
+                                      : restore_run_checkpoint(*ck, *model_, *optimizer_);
   ARTEL_CHECK(done <= total_steps_, "checkpoint ", ck->path, " was taken after step ", done, " but this run has only ",
               total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
   if (hooks_.reporter) out() << "artel train: resuming from " << ck->path << " (step " << done << ")\n";
@@ -210,9 +240,12 @@ int64_t Trainer::resume_step() {
 void Trainer::maybe_checkpoint(int64_t k) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
   if (hooks_.barrier) hooks_.barrier();  // every worker finished step k: the file is the state of all of them
-  if (hooks_.reporter && run_.write_files)
-    store_->save(make_run_checkpoint(*model_, *optimizer_, k,
-                                     run_compatibility(cfg_, data_->num_classes(), hooks_.world_size)));
+  if (hooks_.model_parallel) {
+    Checkpoint ck = hooks_.model_parallel->checkpoint(k, *optimizer_, compatibility());
+    if (hooks_.reporter && run_.write_files) store_->save(ck);
+    return;
+  }
+  if (hooks_.reporter && run_.write_files) store_->save(make_run_checkpoint(*model_, *optimizer_, k, compatibility()));
 }
 
 void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
@@ -242,8 +275,9 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     else progress.step(k, r.loss, items / (ms / 1e3));
     maybe_checkpoint(k);
     if (hooks_.after_step) hooks_.after_step(k);
-    // Only the reporter evaluates (the others would compute the same numbers).
-    if (!run_.evaluate || !hooks_.reporter || !due_for_eval(k)) continue;
+    // Only the reporter evaluates (the others would compute the same numbers),
+    // unless the model is sharded: then all of them run it together.
+    if (!run_.evaluate || !due_for_eval(k) || (!hooks_.reporter && !hooks_.model_parallel)) continue;
     EvalResult e = evaluate();
     if (metrics) metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy});
     progress.eval(k, e.val_loss, e.val_accuracy);
@@ -272,6 +306,10 @@ RunSummary Trainer::run() {
     throw;
   }
   progress.finish();
+  // The reporter's whole model receives every shard, for the weights and the
+  // sample; every worker takes part, so the condition is the same on all.
+  if (hooks_.model_parallel && (run_.write_files || (run_.sample && cfg_.generate > 0)))
+    hooks_.model_parallel->gather_into(*model_);
   if (files) {
     save("final.safetensors", total_steps_);
     out() << "wrote " << cfg_.out << "/final.safetensors\n";

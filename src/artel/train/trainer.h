@@ -59,6 +59,7 @@
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
 #include "artel/train/evaluate.h"
+#include "artel/train/model_parallel.h"
 #include "artel/train/train_config.h"
 
 namespace artel::train {
@@ -85,6 +86,10 @@ struct WorkerHooks {
   std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
   std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
   std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
+  // This worker holds a shard of the model (Note [Model-parallel seams] in
+  // model_parallel.h); null = the whole model. rank / world_size then count
+  // data-parallel replicas. Owned by the caller, which outlives the Trainer.
+  ModelParallel* model_parallel = nullptr;
 };
 
 struct StepResult {
@@ -132,6 +137,8 @@ class Trainer {
 
  private:
   void check_model_fits_data() const;
+  Compatibility compatibility() const;
+  double forward_backward(std::span<const data::Batch> micro_batches);
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);

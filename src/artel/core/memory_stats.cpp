@@ -1,0 +1,27 @@
+#include "artel/core/memory_stats.h"
+
+#include <atomic>
+
+namespace artel {
+namespace {
+std::atomic<int64_t> g_live{0};
+std::atomic<int64_t> g_peak{0};
+}  // namespace
+
+int64_t live_tensor_bytes() { return g_live.load(std::memory_order_relaxed); }
+int64_t peak_tensor_bytes() { return g_peak.load(std::memory_order_relaxed); }
+void reset_peak_tensor_bytes() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+namespace detail {
+
+void note_tensor_alloc(int64_t bytes) {
+  const int64_t live = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+void note_tensor_free(int64_t bytes) { g_live.fetch_sub(bytes, std::memory_order_relaxed); }
+
+}  // namespace detail
+}  // namespace artel

@@ -1,0 +1,31 @@
+// Memory stats: how many bytes of tensor storage artel holds right now, and
+// the most it held since the last reset — the activation and parameter memory
+// of a training step, comparable between pipeline schedules (GPipe keeps all
+// micro-batches' activations alive, 1F1B at most one per stage).
+//
+// Counts Storage::allocate only (requested bytes, before rounding up to the
+// 64-byte alignment); memory a Storage merely wraps (a backend's registered
+// shared memory) is not artel's allocation and is not counted. The counters
+// are process-wide relaxed atomics: one fetch_add per allocation and free,
+// plus a compare-and-swap only when a new peak is reached.
+//
+//   reset_peak_tensor_bytes();
+//   run_step();
+//   int64_t step_peak = peak_tensor_bytes();
+#pragma once
+
+#include <cstdint>
+
+namespace artel {
+
+int64_t live_tensor_bytes();     // bytes of tensor storage allocated by artel and not yet freed
+int64_t peak_tensor_bytes();     // the largest live_tensor_bytes() since the last reset
+void reset_peak_tensor_bytes();  // peak := live
+
+namespace detail {
+// For Storage (tensor.cpp) only.
+void note_tensor_alloc(int64_t bytes);
+void note_tensor_free(int64_t bytes);
+}  // namespace detail
+
+}  // namespace artel

@@ -1,0 +1,38 @@
+// MeshGroups: every process group one worker of a DP × PP × TP job needs,
+// derived from the topology (topology.h) in one place:
+//
+//   tp         the ranks that split each matrix with this one (same dp, pp)
+//   dp         the replicas of this shard (same pp, tp): gradient all-reduce
+//   replica    the P·T workers of this one model replica (same dp): global
+//              gradient norm, gathering the whole model
+//   embedding  first and last stage (same dp, tp), which both hold the tied
+//              token embedding: its gradient is summed over the two
+//   links      the pipeline's neighbour groups (Note [Pipeline links])
+//
+// Groups of one rank are null (nothing to talk about). Collective over the
+// world: every worker builds its MeshGroups at the same point.
+//
+//   MeshGroups g = make_mesh_groups(world, /*pp=*/2, /*tp=*/2);
+//   g.coord;            // {dp, pp, tp} of this worker
+//   g.tp->all_reduce(t);
+#pragma once
+
+#include <memory>
+
+#include "artel/comm/process_group.h"
+#include "artel/parallel/pipeline_executor.h"
+#include "artel/parallel/topology.h"
+
+namespace artel::parallel {
+
+struct MeshGroups {
+  Topology topology{1, 1, 1, 1};
+  Coord coord;
+  std::shared_ptr<comm::ProcessGroup> world, tp, dp, replica, embedding;
+  PipelineLinks links;
+};
+
+// Throws Error (before creating anything) when pp · tp does not divide the world.
+MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp);
+
+}  // namespace artel::parallel

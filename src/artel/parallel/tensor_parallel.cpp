@@ -1,0 +1,262 @@
+// The tensor-parallel ops: each forward next to its backward (STYLE 8), the
+// communication through the group's Work handles, waited at once (the next op
+// needs the result).
+#include "artel/parallel/tensor_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/kernels/fast_math.h"
+
+namespace artel::parallel {
+namespace {
+
+using autograd::make_result;
+
+// Rows per parallel_for chunk for row-wise work on rows of `width` floats.
+int64_t grain_rows(int64_t width) { return std::max<int64_t>(1, (1 << 13) / std::max<int64_t>(1, width)); }
+
+// Calls fn(const Id*) with the tensor's int32 or int64 data; throws for other dtypes.
+template <class Fn>
+decltype(auto) with_ids(const Tensor& ids, const char* op, const char* what, Fn&& fn) {
+  if (ids.dtype() == DType::i64) return fn(ids.data<int64_t>());
+  if (ids.dtype() == DType::i32) return fn(ids.data<int32_t>());
+  throw Error(std::string(op) + ": " + what + " must be int64 or int32, got " + dtype_name(ids.dtype()),
+              "store token ids and class indices as integers");
+}
+
+// In place; nothing to do alone or for an empty tensor (every rank has the same shape).
+void all_reduce(comm::ProcessGroup& group, Tensor t, comm::ReduceOp op) {
+  if (group.size() > 1 && t.numel() > 0) group.all_reduce(std::move(t), {.op = op})->wait();
+}
+
+// After the all-reduce, hits[i] counts the shards that held index idx[i]:
+// exactly one must have (positions whose index equals `skip` are not checked).
+// The reduced counts are the same on every rank, so all ranks throw alike.
+template <class Id>
+void check_hits(const char* op, const char* what, int64_t n, const Id* idx, std::optional<int64_t> skip,
+                const float* hits, int64_t vocab_start, int64_t rows, const comm::ProcessGroup& g) {
+  for (int64_t i = 0; i < n; ++i) {
+    auto v = static_cast<int64_t>(idx[i]);
+    if (hits[i] == 1.0f || (skip && v == *skip)) continue;
+    std::string allowed = skip ? " or ignore_index (" + std::to_string(*skip) + ")" : "";
+    throw Error(std::string(op) + ": " + what + " " + std::to_string(v) + " at position " + std::to_string(i) +
+                    " is held by " + std::to_string(static_cast<int64_t>(hits[i])) + " of the " +
+                    std::to_string(g.size()) + " vocabulary shards of group '" + g.name() + "', expected 1",
+                std::string(what) + "s must be in [0, V)" + allowed +
+                    ", and the shards' [vocab_start, vocab_start + " + std::to_string(rows) +
+                    ") must tile [0, V); rank " + std::to_string(g.rank()) + " holds [" +
+                    std::to_string(vocab_start) + ", " + std::to_string(vocab_start + rows) + ")");
+  }
+}
+
+}  // namespace
+
+// ---- f and g
+
+Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  ARTEL_CHECK(x.defined(), "copy_to_tensor_parallel: undefined input");
+  comm::ProcessGroup* pg = &group;  // must outlive the graph (Note [Tensor-parallel contract])
+  return make_result(x.value(), {x}, "copy_to_tensor_parallel", [pg](const Tensor& g, std::vector<Tensor>& gi) {
+    if (pg->size() == 1) {
+      gi[0] = g;
+      return;
+    }
+    gi[0] = Tensor::empty(g.shape());  // out of place: g may be shared with other inputs
+    pg->all_reduce(g, gi[0])->wait();
+  });
+}
+
+Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  ARTEL_CHECK(x.defined(), "reduce_from_tensor_parallel: undefined input");
+  Tensor y = Tensor::empty(x.shape(), x.value().dtype());
+  if (group.size() > 1) group.all_reduce(x.value(), y)->wait();
+  else y.copy_from(x.value());
+  return make_result(y, {x}, "reduce_from_tensor_parallel",
+                     [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });
+}
+
+// ---- vocabulary-parallel embedding
+
+namespace {
+
+// out[i] = W[ids[i] − start] for ids in this shard, zeros otherwise; hit[i] = 1 or 0.
+template <class Id>
+void shard_lookup(int64_t n, int64_t rows, int64_t C, const Id* ids, int64_t start, const float* w, float* out,
+                  float* hit) {
+  parallel_for(n, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, C)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t local = static_cast<int64_t>(ids[i]) - start;
+      bool mine = local >= 0 && local < rows;
+      if (mine) std::memcpy(out + i * C, w + local * C, static_cast<size_t>(C) * sizeof(float));
+      else std::memset(out + i * C, 0, static_cast<size_t>(C) * sizeof(float));
+      hit[i] = mine ? 1.0f : 0.0f;
+    }
+  });
+}
+
+// dW (rows, C), zeroed by the caller: dW[ids[i] − start] += dout[i] for this shard's ids.
+template <class Id>
+void shard_scatter_add(int64_t n, int64_t rows, int64_t C, const Id* ids, int64_t start, const float* dout,
+                       float* dw) {
+  // Threads take disjoint column ranges, so positions sharing an id never race.
+  parallel_for(C, std::max<int64_t>(16, (1 << 15) / std::max<int64_t>(1, n)), [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t local = static_cast<int64_t>(ids[i]) - start;
+      if (local < 0 || local >= rows) continue;
+      const float* __restrict src = dout + i * C;
+      float* __restrict dst = dw + local * C;
+      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+    }
+  });
+}
+
+}  // namespace
+
+Variable vocab_parallel_embedding(const Tensor& ids, const Variable& weight_shard, int64_t vocab_start,
+                                  comm::ProcessGroup& group) {
+  const char* op = "vocab_parallel_embedding";
+  ARTEL_CHECK(weight_shard.defined() && weight_shard.value().dim() == 2, op, ": weight_shard must be (rows, C), got ",
+              weight_shard.defined() ? shape_str(weight_shard.shape()) : std::string("(undefined)"));
+  ARTEL_CHECK(ids.defined(), op, ": undefined ids");
+  ARTEL_CHECK(vocab_start >= 0, op, ": vocab_start ", vocab_start,
+              " is negative (hint: rank r of P holds rows [r·V/P, (r+1)·V/P))");
+  int64_t rows = weight_shard.size(0), C = weight_shard.size(1), n = ids.numel();
+  Shape out_shape = ids.shape();
+  out_shape.push_back(C);
+  // One all-reduce carries the looked-up rows (n, C) and, behind them, how
+  // many shards held each id (n): the range check costs no extra round trip.
+  Tensor buf = Tensor::empty({n * C + n});
+  float* y = buf.data<float>();
+  float* hits = y + n * C;
+  const float* w = weight_shard.value().data<float>();
+  with_ids(ids, op, "ids", [&](const auto* p) { shard_lookup(n, rows, C, p, vocab_start, w, y, hits); });
+  all_reduce(group, buf, comm::ReduceOp::sum);
+  with_ids(ids, op, "ids", [&](const auto* p) {
+    check_hits(op, "id", n, p, std::nullopt, hits, vocab_start, rows, group);
+  });
+  Tensor out = buf.slice0(0, n * C).view(out_shape);
+  return make_result(out, {weight_shard}, op, [ids, n, rows, C, vocab_start](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = Tensor::zeros({rows, C});
+    with_ids(ids, "vocab_parallel_embedding", "ids", [&](const auto* p) {
+      shard_scatter_add(n, rows, C, p, vocab_start, g.data<float>(), gi[0].data<float>());
+    });
+  });
+}
+
+// ---- vocabulary-parallel cross-entropy
+
+namespace {
+
+// Per row of this shard's logits (N, Vl), given the global row max m:
+// sums = [Σ exp(x − m) (N) | target logit (N) | 1 if this shard holds the target (N)].
+// Ignored rows contribute zeros.
+template <class Id>
+void shard_row_sums(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start, int64_t ignore_index,
+                    const float* m, float* sums) {
+  float* sum_exp = sums;
+  float* target_logit = sums + N;
+  float* hit = sums + 2 * N;
+  parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      auto target = static_cast<int64_t>(t[r]);
+      sum_exp[r] = target_logit[r] = hit[r] = 0.0f;
+      if (target == ignore_index) continue;
+      const float* row = x + r * Vl;
+      sum_exp[r] = kernels::row_sum_exp(Vl, row, m[r]);
+      int64_t local = target - start;
+      if (local >= 0 && local < Vl) target_logit[r] = row[local], hit[r] = 1.0f;
+    }
+  });
+}
+
+// dx = scale·(softmax − onehot) on this shard's columns; zero rows for ignored targets.
+template <class Id>
+void shard_cross_entropy_backward(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start,
+                                  int64_t ignore_index, const float* lse, float scale, float* dx) {
+  parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict row = x + r * Vl;
+      float* __restrict d = dx + r * Vl;
+      auto target = static_cast<int64_t>(t[r]);
+      if (target == ignore_index) {
+        std::memset(d, 0, static_cast<size_t>(Vl) * sizeof(float));
+        continue;
+      }
+      float l = lse[r];
+      for (int64_t i = 0; i < Vl; ++i) d[i] = scale * kernels::exp_approx(row[i] - l);
+      int64_t local = target - start;
+      if (local >= 0 && local < Vl) d[local] -= scale;
+    }
+  });
+}
+
+// The forward's two all-reduces: the global row max, then per row Σ exp(x −
+// max), the target logit and the count of shards holding the target. Writes
+// each valid row's log-sum-exp into lse (N); returns Σ (lse − target logit)
+// over the valid rows and their count.
+template <class Id>
+double shard_cross_entropy_forward(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start,
+                                   int64_t ignore_index, comm::ProcessGroup& group, Tensor& lse_tensor,
+                                   int64_t* valid) {
+  float* lse = lse_tensor.data<float>();  // first the global row max
+  parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) lse[r] = kernels::row_max(Vl, x + r * Vl);
+  });
+  all_reduce(group, lse_tensor, comm::ReduceOp::max);
+  Tensor sums = Tensor::empty({3 * N});
+  float* s = sums.data<float>();  // [Σ exp (N) | target logit (N) | hits (N)]
+  shard_row_sums(N, Vl, x, t, start, ignore_index, lse, s);
+  all_reduce(group, sums, comm::ReduceOp::sum);
+  check_hits("vocab_parallel_cross_entropy", "target", N, t, ignore_index, s + 2 * N, start, Vl, group);
+  double total = 0;
+  *valid = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    if (static_cast<int64_t>(t[r]) == ignore_index) continue;
+    lse[r] += std::log(s[r]);
+    total += static_cast<double>(lse[r]) - s[N + r];
+    ++*valid;
+  }
+  return total;
+}
+
+}  // namespace
+
+Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor& targets, int64_t vocab_start,
+                                      comm::ProcessGroup& group, int64_t ignore_index) {
+  const char* op = "vocab_parallel_cross_entropy";
+  ARTEL_CHECK(local_logits.defined() && local_logits.value().dim() >= 1 && local_logits.shape().back() > 0, op,
+              ": local_logits must be (..., V/P) with V/P > 0, got ",
+              local_logits.defined() ? shape_str(local_logits.shape()) : std::string("(undefined)"));
+  int64_t Vl = local_logits.shape().back(), N = local_logits.numel() / Vl;
+  ARTEL_CHECK(targets.defined() && targets.numel() == N, op, ": local_logits ", shape_str(local_logits.shape()),
+              " need ", N, " targets, got shape ", targets.defined() ? shape_str(targets.shape()) : "(undefined)",
+              " (hint: targets hold one class index per row of logits)");
+  ARTEL_CHECK(vocab_start >= 0, op, ": vocab_start ", vocab_start,
+              " is negative (hint: rank r of P holds columns [r·V/P, (r+1)·V/P))");
+  Tensor x = local_logits.value();
+  Tensor lse = Tensor::empty({N});
+  int64_t valid = 0;
+  double total = with_ids(targets, op, "targets", [&](const auto* t) {
+    return shard_cross_entropy_forward(N, Vl, x.data<float>(), t, vocab_start, ignore_index, group, lse, &valid);
+  });
+  Tensor loss = Tensor::full({}, valid ? static_cast<float>(total / static_cast<double>(valid)) : 0.0f);
+  auto backward = [x, targets, lse, N, Vl, vocab_start, valid, ignore_index](const Tensor& g,
+                                                                             std::vector<Tensor>& gi) {
+    gi[0] = Tensor::empty(x.shape());
+    float scale = valid ? g.item() / static_cast<float>(valid) : 0.0f;
+    with_ids(targets, "vocab_parallel_cross_entropy", "targets", [&](const auto* t) {
+      shard_cross_entropy_backward(N, Vl, x.data<float>(), t, vocab_start, ignore_index, lse.data<float>(), scale,
+                                   gi[0].data<float>());
+    });
+  };
+  return make_result(loss, {local_logits}, op, backward);
+}
+
+}  // namespace artel::parallel

@@ -1,0 +1,139 @@
+#include "artel/train/mesh_worker.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "artel/comm/gather_named.h"
+#include "artel/core/trace.h"
+#include "artel/parallel/mesh_groups.h"
+#include "artel/train/trace_export.h"
+#include "artel/train/trace_gather.h"
+
+namespace artel::train {
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// "trace.json" -> "trace.svg"; other names get ".svg" appended.
+std::string svg_path(const std::string& trace) {
+  const std::string json = ".json";
+  if (trace.size() > json.size() && trace.compare(trace.size() - json.size(), json.size(), json) == 0)
+    return trace.substr(0, trace.size() - json.size()) + ".svg";
+  return trace + ".svg";
+}
+
+}  // namespace
+
+MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, MeshOptions opts)
+    : cfg_(std::move(cfg)), run_(run), world_(std::move(world)) {
+  cfg_.validate();
+  mesh_ = std::make_unique<GptMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
+                                                                     static_cast<int>(cfg_.tp)));
+  const parallel::MeshGroups& g = mesh_->groups();
+  WorkerHooks h;
+  h.rank = g.coord.dp;
+  h.world_size = g.topology.degree(parallel::Axis::dp);
+  h.reporter = world_->rank() == 0;
+  h.sync_gradients = [this] { return mesh_->sync_gradients(); };
+  h.mean_over_workers = [this](double local) { return mesh_->reported_loss(local); };
+  h.barrier = [this] { world_->barrier()->wait(); };
+  h.after_step = std::move(opts.after_step);
+  h.model_parallel = mesh_.get();
+  trainer_ = std::make_unique<Trainer>(cfg_, run_, std::move(h));
+  mesh_->start_data_parallel(opts.ddp);
+}
+
+MeshWorker::~MeshWorker() = default;
+
+std::ostream& MeshWorker::out() const { return run_.out ? *run_.out : std::cout; }
+
+RunSummary MeshWorker::run() {
+  const bool tracing = !cfg_.trace.empty();
+  if (tracing) {
+    trace::take();  // start clean
+    trace::enable(true);
+  }
+  RunSummary summary = trainer_->run();
+  if (tracing) trace::enable(false);
+  report_stages();
+  if (tracing) write_trace();
+  return summary;
+}
+
+// Rank 0 prints what each stage (of replica 0, tensor-parallel rank 0) held at most.
+void MeshWorker::report_stages() {
+  const parallel::MeshGroups& g = mesh_->groups();
+  Tensor mine = Tensor::empty({3}, DType::i64);
+  mine.data<int64_t>()[0] = g.coord.dp == 0 && g.coord.tp == 0 ? g.coord.pp : -1;
+  mine.data<int64_t>()[1] = mesh_->stats().peak_live_micro_batches;
+  mine.data<int64_t>()[2] = mesh_->stats().peak_activation_bytes;
+  std::vector<comm::NamedTensors> all = comm::gather_named(*world_, {{"stage", mine}});
+  if (world_->rank() != 0) return;
+  out() << "pipeline: " << cfg_.pp << " stage(s), " << cfg_.micro_batches << " micro-batch(es), " << cfg_.schedule
+        << " (a stage holds at most " << (cfg_.schedule == "gpipe" ? "M" : "min(M, P - stage)")
+        << " micro-batches' activations)\n  stage  blocks   live micro-batches  peak activation memory\n";
+  for (const auto& list : all) {
+    const int64_t* d = list[0].second.data<int64_t>();
+    if (d[0] < 0) continue;
+    const parallel::BlockRange& r = mesh_->stages()[static_cast<size_t>(d[0])];
+    char line[160];
+    std::snprintf(line, sizeof line, "  %5lld  [%lld,%lld)  %18lld  %s\n", static_cast<long long>(d[0]),
+                  static_cast<long long>(r.first), static_cast<long long>(r.last), static_cast<long long>(d[1]),
+                  mib(d[2]).c_str());
+    out() << line;
+  }
+  out() << std::flush;
+}
+
+void MeshWorker::write_trace() {
+  const parallel::MeshGroups& g = mesh_->groups();
+  const std::string label = detail::concat("rank ", world_->rank(), " (dp ", g.coord.dp, ", pp ", g.coord.pp, ", tp ",
+                                           g.coord.tp, ")");
+  std::vector<RankTrace> all = gather_traces(*world_, label, trace::take());
+  if (world_->rank() != 0) return;
+  write_text_file(cfg_.trace, chrome_trace_json(all));
+  out() << "wrote " << cfg_.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+
+  // Stage rows: replica 0, tensor-parallel rank 0, compute events by step.
+  const int P = static_cast<int>(cfg_.pp), M = static_cast<int>(cfg_.micro_batches);
+  std::vector<std::map<int64_t, std::vector<trace::Event>>> by_step(static_cast<size_t>(P));
+  for (const RankTrace& rt : all) {
+    parallel::Coord c = g.topology.coord_of(rt.rank);
+    if (c.dp != 0 || c.tp != 0) continue;
+    for (const trace::Event& e : rt.events)
+      if (e.category == "compute" && e.step >= 1) by_step[static_cast<size_t>(c.pp)][e.step].push_back(e);
+  }
+  const int64_t last = by_step[0].empty() ? 0 : by_step[0].rbegin()->first;
+  if (P < 2 || last < 1) return;
+  // The idle share of each stage, averaged over the steps after the first (warm-up).
+  std::vector<double> idle(static_cast<size_t>(P), 0.0);
+  int64_t steps = 0;
+  std::vector<SvgRow> rows;
+  for (int64_t k = last > 1 ? 2 : 1; k <= last; ++k) {
+    rows.clear();
+    for (int s = 0; s < P; ++s) rows.push_back({detail::concat("stage ", s), by_step[static_cast<size_t>(s)][k]});
+    Utilisation u = utilisation(rows);
+    for (int s = 0; s < P; ++s) idle[static_cast<size_t>(s)] += u.idle_share[static_cast<size_t>(s)];
+    ++steps;
+  }
+  const double ideal = static_cast<double>(P - 1) / (M + P - 1);
+  const std::string svg = svg_path(cfg_.trace);
+  write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, ", M = ", M, ": step ", last)));
+  out() << "wrote " << svg << "\nbubble (idle share of a step, mean over " << steps
+        << " step(s)); ideal (P - 1)/(M + P - 1) = " << ideal << "\n";
+  for (int s = 0; s < P; ++s) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  stage %d: %.3f (%.2fx ideal)\n", s, idle[static_cast<size_t>(s)] / steps,
+                  idle[static_cast<size_t>(s)] / steps / ideal);
+    out() << line;
+  }
+  out() << std::flush;
+}
+
+}  // namespace artel::train

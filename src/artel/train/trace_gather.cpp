@@ -1,0 +1,91 @@
+#include "artel/train/trace_gather.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+namespace {
+
+using json = nlohmann::json;
+
+// A rank's trace text may not exceed this: rank 0 holds size() times the largest.
+constexpr int64_t kMaxTraceBytes = int64_t{1} << 30;
+
+Error malformed(int rank, const std::string& why) {
+  std::string line = why;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  return Error("gather_traces: malformed trace data from rank " + std::to_string(rank) + ": " + line,
+               "every rank must run the same artel build");
+}
+
+trace::Event decode_event(int rank, const json& j) {
+  if (!j.is_array() || j.size() != 7) throw malformed(rank, "an event is not an array of 7 fields");
+  for (int i = 0; i < 3; ++i)
+    if (!j[i].is_string()) throw malformed(rank, "event field " + std::to_string(i) + " is not a string");
+  for (int i = 3; i < 7; ++i)
+    if (!j[i].is_number_integer()) throw malformed(rank, "event field " + std::to_string(i) + " is not an integer");
+  trace::Event e;
+  e.name = j[0].get<std::string>();
+  e.category = j[1].get<std::string>();
+  e.track = j[2].get<std::string>();
+  e.start_ns = j[3].get<int64_t>();
+  e.dur_ns = j[4].get<int64_t>();
+  e.step = j[5].get<int64_t>();
+  e.micro_batch = j[6].get<int>();
+  return e;
+}
+
+}  // namespace
+
+std::string encode_rank_trace(const std::string& label, const std::vector<trace::Event>& events) {
+  json list = json::array();
+  for (const auto& e : events) list.push_back({e.name, e.category, e.track, e.start_ns, e.dur_ns, e.step, e.micro_batch});
+  json doc = {{"label", label}, {"events", std::move(list)}};
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+RankTrace decode_rank_trace(int rank, std::string_view bytes) {
+  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (doc.is_discarded()) throw malformed(rank, "not valid JSON (" + std::to_string(bytes.size()) + " bytes)");
+  if (!doc.is_object() || !doc.contains("label") || !doc["label"].is_string() || !doc.contains("events") ||
+      !doc["events"].is_array())
+    throw malformed(rank, "expected an object with a string \"label\" and an array \"events\"");
+  RankTrace r;
+  r.rank = rank;
+  r.label = doc["label"].get<std::string>();
+  r.events.reserve(doc["events"].size());
+  for (const auto& e : doc["events"]) r.events.push_back(decode_event(rank, e));
+  return r;
+}
+
+std::vector<RankTrace> gather_traces(comm::ProcessGroup& group, const std::string& my_label, std::vector<trace::Event> mine) {
+  const int n = group.size();
+  const std::string text = encode_rank_trace(my_label, mine);
+  mine.clear();
+  Tensor size = Tensor::empty({1}, DType::i64);
+  size.data<int64_t>()[0] = static_cast<int64_t>(text.size());
+  Tensor sizes = Tensor::empty({n}, DType::i64);
+  group.all_gather(size, sizes)->wait();
+  const int64_t* s = sizes.data<int64_t>();
+  for (int r = 0; r < n; ++r)
+    if (s[r] < 0 || s[r] > kMaxTraceBytes)
+      throw Error("gather_traces: rank " + std::to_string(r) + " has a trace of " + std::to_string(s[r]) +
+                      " bytes, outside [0, " + std::to_string(kMaxTraceBytes) + "]",
+                  "trace fewer steps, or gather and write the trace more often");
+  // Words of 8 bytes per rank, at least one (no empty tensors on the wire).
+  const int64_t words = std::max<int64_t>(1, (*std::max_element(s, s + n) + 7) / 8);
+  Tensor in = Tensor::zeros({words}, DType::i64);
+  std::memcpy(in.raw(), text.data(), text.size());
+  Tensor out = group.rank() == 0 ? Tensor::empty({n * words}, DType::i64) : Tensor();
+  group.gather(in, out, {.root = 0})->wait();
+  if (group.rank() != 0) return {};
+  std::vector<RankTrace> all;
+  const auto* bytes = static_cast<const char*>(out.raw());
+  for (int r = 0; r < n; ++r) all.push_back(decode_rank_trace(r, std::string_view(bytes + r * words * 8, s[r])));
+  return all;
+}
+
+}  // namespace artel::train

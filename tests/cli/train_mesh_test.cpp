@@ -1,0 +1,113 @@
+// `artel train --tp T --pp P --micro-batches M` end to end, through the real
+// program: every layout computes the update of one worker on the same global
+// batch (equivalence, for both schedules and M in {1, 2, 4, 8}), writes the
+// whole model under single-worker names, resumes from its checkpoints
+// exactly, writes a timeline, and refuses bad layouts before any worker
+// starts. The text has 32 distinct characters, so the vocabulary splits
+// over 2 tensor-parallel ranks.
+#include "train_runs.h"
+
+namespace {
+
+using namespace artel_test;
+using TrainMesh = TrainRuns;
+
+// 4 blocks (PP 4 needs them), 2 heads (TP 2 splits them), tiny widths.
+constexpr const char* kGpt =
+    "--model gpt --n-layer 4 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 2 --generate 0 --threads 1 "
+    "--data-order sequential --seed 5 --steps 2 --timeout 60";
+
+class TrainMeshRuns : public TrainMesh {
+ protected:
+  void SetUp() override {
+    TrainMesh::SetUp();
+    std::ofstream text(dir_ / "text.txt");
+    const std::string alphabet = "abcdefghijklmnopqrstuvwxyz .,;!\n";  // 32 characters
+    for (int i = 0; i < 4000; ++i) text << alphabet[(i * 7 + i / 13) % alphabet.size()];
+  }
+  std::string gpt() const { return std::string(kGpt) + " --data " + (dir_ / "text.txt").string(); }
+
+  // One worker on batch B·dp against the layout, for both schedules and M in {1, 2, 4, 8}.
+  void expect_layout_equals_one_worker(const std::string& layout, int nproc, int dp) {
+    const std::string ref = "ref" + std::to_string(dp);
+    ok(train(gpt() + " --batch-size " + std::to_string(8 * dp) + out(ref)));
+    for (const char* schedule : {"gpipe", "1f1b"})
+      for (int m : {1, 2, 4, 8}) {
+        const std::string run = std::string(schedule) + "_m" + std::to_string(m);
+        ok(train(gpt() + " --batch-size 8 --nproc " + std::to_string(nproc) + " " + layout + " --schedule " + schedule +
+                 " --micro-batches " + std::to_string(m) + out(run)));
+        expect_same_run(ref, run);
+      }
+  }
+};
+
+TEST_F(TrainMeshRuns, TensorParallel2EqualsOneWorker) { expect_layout_equals_one_worker("--tp 2", 2, 1); }
+TEST_F(TrainMeshRuns, Pipeline2EqualsOneWorker) { expect_layout_equals_one_worker("--pp 2", 2, 1); }
+TEST_F(TrainMeshRuns, Pipeline4EqualsOneWorker) { expect_layout_equals_one_worker("--pp 4", 4, 1); }
+TEST_F(TrainMeshRuns, DataParallel2ByPipeline2EqualsOneWorker) { expect_layout_equals_one_worker("--pp 2", 4, 2); }
+TEST_F(TrainMeshRuns, DataParallel2ByTensorParallel2EqualsOneWorker) {
+  expect_layout_equals_one_worker("--tp 2", 4, 2);
+}
+TEST_F(TrainMeshRuns, TensorParallel2ByPipeline2EqualsOneWorker) {
+  expect_layout_equals_one_worker("--tp 2 --pp 2", 4, 1);
+}
+
+TEST_F(TrainMeshRuns, PrintsTheLayoutAndWhatEachStageHeld) {
+  Result r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule gpipe" + out("g"));
+  ok(r);
+  EXPECT_NE(r.out.find("layout dp 1 x pp 2 x tp 1; 4 micro-batch(es) of 2 rows, gpipe; blocks per stage [0,2) [2,4)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      0  [0,2)                   4"), std::string::npos) << "GPipe holds all M:\n" << r.out;
+  r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule 1f1b" + out("f"));
+  ok(r);
+  EXPECT_NE(r.out.find("      0  [0,2)                   2"), std::string::npos) << "1F1B holds at most P:\n" << r.out;
+}
+
+TEST_F(TrainMeshRuns, ResumedRunIsIdenticalToAnUninterruptedOne) {
+  std::string g = gpt() + " --batch-size 8 --nproc 4 --tp 2 --pp 2 --micro-batches 2 --checkpoint-every 2";
+  ok(train(g + " --steps 4" + out("whole")));
+  ok(train(g + " --steps 2" + out("resumed")));
+  ok(train(g + " --steps 4 --resume" + out("resumed")));
+  expect_identical_run("whole", "resumed");
+  Result other = train(gpt() + " --batch-size 8 --nproc 4 --pp 4 --steps 4 --resume" + out("resumed"));
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find("layout"), std::string::npos) << other.err;
+}
+
+TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
+  Result r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --steps 3 --trace " +
+                   (dir_ / "t.json").string() + out("t"));
+  ok(r);
+  auto j = nlohmann::json::parse(slurp(dir_ / "t.json"));
+  std::set<int> pids;
+  int forwards = 0;
+  for (const auto& e : j["traceEvents"]) {
+    pids.insert(e["pid"].get<int>());
+    if (e["name"] == "forward" && e["ph"] == "X") ++forwards;
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  EXPECT_GE(forwards, 2 * 3 * 4);
+  std::string svg = slurp(dir_ / "t.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 80);
+  EXPECT_NE(r.out.find("ideal (P - 1)/(M + P - 1) = 0.2"), std::string::npos) << r.out;
+}
+
+TEST_F(TrainMeshRuns, BadLayoutsFailBeforeAnyWorkerStarts) {
+  auto fails = [&](const std::string& args, const std::string& says) {
+    Result r = train(gpt() + " " + args + out("bad"));
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << ":\n" << r.err;
+    EXPECT_EQ(r.out.find("[0]"), std::string::npos) << "a worker started for " << args;
+  };
+  fails("--nproc 3 --tp 2", "does not divide the world size 3");
+  fails("--nproc 4 --pp 8 --n-layer 4", "8 stages for a model of 4 blocks");
+  fails("--nproc 4 --tp 4 --n-head 2", "does not divide the 2 attention heads");
+  fails("--nproc 2 --tp 2 --data " + std::string(ARTEL_SOURCE_DIR) + "/data/tinyshakespeare.txt",
+        "does not divide the vocabulary of 65");
+  fails("--nproc 2 --pp 2 --batch-size 6 --micro-batches 4", "does not divide --batch-size 6");
+  fails("--nproc 2 --pp 2 --model mlp", "model mlp has no tensor- or pipeline-parallel form");
+  fails("--nproc 2 --pp 2 --stage-layers 1,2", "adds up to 3 blocks");
+  fails("--nproc 2 --pp 2 --schedule zigzag", "unknown schedule 'zigzag'");
+}
+
+}  // namespace

@@ -1,0 +1,210 @@
+// The tensor-parallel ops over ranks-as-threads, against the non-parallel ops
+// on the same full tensors: forward values, and every gradient reassembled
+// from the ranks' shards. (The layers and a Megatron MLP / attention block are
+// in tensor_parallel_layers_test.cpp.)
+#include "artel/parallel/tensor_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "artel/autograd/ops.h"
+#include "parallel/tensor_parallel_testing.h"
+
+namespace artel::parallel {
+namespace {
+
+using namespace tp_test;  // NOLINT: the helpers of tensor_parallel_testing.h
+
+// Runs fn on every rank and expects each to throw an Error whose message holds `needle`.
+void expect_error_on_every_rank(int world, const std::string& needle,
+                                const std::function<void(comm::ProcessGroup&)>& fn) {
+  spawn(world, [&](comm::ProcessGroup& pg) {
+    try {
+      fn(pg);
+      ADD_FAILURE() << "rank " << pg.rank() << ": no error, expected one with \"" << needle << "\"";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "rank " << pg.rank() << ": " << e.what();
+    }
+  });
+}
+
+TEST(TensorParallel, CopyToIsIdentityForwardAndSumsGradientsBackward) {
+  for (int world : {2, 4}) {
+    spawn(world, [&](comm::ProcessGroup& pg) {
+      float r = static_cast<float>(pg.rank());
+      Variable x(Tensor::full({5}, 3.0f), true);
+      Variable y = copy_to_tensor_parallel(x, pg);
+      EXPECT_TRUE(y.value().same_storage(x.value()));
+      y.backward(Tensor::full({5}, r + 1));  // a different output gradient on each rank
+      float want = static_cast<float>(world * (world + 1) / 2);
+      for (float g : x.grad().to_vector()) EXPECT_EQ(g, want) << "world " << world;
+    });
+  }
+}
+
+TEST(TensorParallel, ReduceFromSumsForwardAndPassesGradientsBackward) {
+  for (int world : {2, 4}) {
+    spawn(world, [&](comm::ProcessGroup& pg) {
+      float r = static_cast<float>(pg.rank());
+      Variable x(Tensor::full({2, 3}, r + 1), true);
+      Variable y = reduce_from_tensor_parallel(x, pg);
+      for (float v : x.value().to_vector()) EXPECT_EQ(v, r + 1) << "x must be untouched";
+      for (float v : y.value().to_vector()) EXPECT_EQ(v, static_cast<float>(world * (world + 1) / 2));
+      y.backward(Tensor::full({2, 3}, 0.25f));
+      for (float g : x.grad().to_vector()) EXPECT_EQ(g, 0.25f);
+    });
+  }
+}
+
+// ---- embedding
+
+// ids (2, 6) hitting every shard of a 16-row table for 2 and 4 ranks, some repeated.
+const std::vector<int64_t> kIds = {0, 15, 3, 3, 8, 12, 7, 4, 15, 11, 3, 9};
+
+void check_embedding(int world, DType id_dtype) {
+  const int64_t V = 16, C = 5;
+  Tensor w = randn({V, C}, 1);
+  Tensor ids = ids_tensor(kIds, {2, 6}, id_dtype);
+  Tensor seed = randn({2, 6, C}, 2);  // the output gradient: sum(E · seed)
+  Variable wf(w.clone(), true);
+  Variable ef = autograd::embedding(wf, ids);
+  autograd::sum(autograd::mul(ef, Variable(seed))).backward();
+
+  PerRank grads(world);
+  spawn(world, [&](comm::ProcessGroup& pg) {
+    int64_t rows = V / world;
+    Variable shard(shard_of(w, 0, pg.rank(), world), true);
+    Variable e = vocab_parallel_embedding(ids, shard, pg.rank() * rows, pg);
+    expect_close(e.value(), ef.value(), "embedding rank " + std::to_string(pg.rank()));
+    autograd::sum(autograd::mul(e, Variable(seed))).backward();
+    grads.put(pg.rank(), shard.grad());
+  });
+  expect_close(unshard(grads.slots, 0), wf.grad(), "d weight, world " + std::to_string(world));
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingMatchesEmbedding) {
+  for (int world : {2, 4}) {
+    check_embedding(world, DType::i64);
+    check_embedding(world, DType::i32);
+  }
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingRejectsIdsNoShardHolds) {
+  Tensor ids = ids_tensor({1, 16, 2}, {3});
+  expect_error_on_every_rank(2, "id 16 at position 1 is held by 0 of the 2", [&](comm::ProcessGroup& pg) {
+    Variable shard(Tensor::zeros({8, 3}), true);
+    vocab_parallel_embedding(ids, shard, pg.rank() * 8, pg);
+  });
+  Tensor negative = ids_tensor({-1}, {1});
+  expect_error_on_every_rank(2, "id -1 at position 0 is held by 0", [&](comm::ProcessGroup& pg) {
+    vocab_parallel_embedding(negative, Variable(Tensor::zeros({8, 3})), pg.rank() * 8, pg);
+  });
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingRejectsShardsThatDoNotTileTheTable) {
+  Tensor ids = ids_tensor({1, 2}, {2});
+  expect_error_on_every_rank(2, "id 1 at position 0 is held by 2", [&](comm::ProcessGroup& pg) {
+    vocab_parallel_embedding(ids, Variable(Tensor::zeros({8, 3})), /*vocab_start=*/0, pg);  // both ranks
+  });
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingRejectsFloatIds) {
+  expect_error_on_every_rank(2, "ids must be int64 or int32", [&](comm::ProcessGroup& pg) {
+    vocab_parallel_embedding(Tensor::zeros({3}), Variable(Tensor::zeros({8, 3})), pg.rank() * 8, pg);
+  });
+}
+
+// ---- cross-entropy
+
+const int64_t kB = 2, kT = 4, kV = 16;
+
+// (B, T, V) logits; targets (B, T) with two ignored. Rows 0-2 hold logits of
+// size ~1e3 spread over the shards: exp of them would overflow without the max.
+Tensor make_logits(float spread) {
+  Tensor x = randn({kB, kT, kV}, 3, 3.0f);
+  float* p = x.data<float>();
+  if (spread > 0) {
+    for (int64_t v = 0; v < kV; ++v) p[v] += spread;             // row 0: all large
+    p[kV + 13] = spread;                                           // row 1: one large column, in the last shard
+    for (int64_t v = 0; v < kV; ++v) p[2 * kV + v] -= spread * (1 + (v % 3));  // row 2: large negative
+  }
+  return x;
+}
+
+Tensor make_targets(DType dtype) { return ids_tensor({2, 1, 15, -100, 8, 0, -100, 12}, {kB, kT}, dtype); }
+
+void check_cross_entropy(int world, float spread, DType target_dtype, float rtol) {
+  Tensor logits = make_logits(spread);
+  Tensor targets = make_targets(target_dtype);
+  Variable full(logits.clone(), true);
+  Variable lf = autograd::cross_entropy(full, targets);
+  lf.backward(Tensor::full({}, 0.5f));
+  ASSERT_TRUE(std::isfinite(lf.item()));
+
+  PerRank grads(world);
+  spawn(world, [&](comm::ProcessGroup& pg) {
+    int64_t Vl = kV / world;
+    Tensor mine = shard_of(logits.view({kB * kT, kV}), 1, pg.rank(), world).view({kB, kT, Vl});
+    Variable local(mine, true);
+    Variable loss = vocab_parallel_cross_entropy(local, targets, pg.rank() * Vl, pg);
+    ASSERT_EQ(loss.shape(), Shape{});
+    EXPECT_NEAR(loss.item(), lf.item(), rtol * std::abs(lf.item())) << "rank " << pg.rank() << " world " << world;
+    loss.backward(Tensor::full({}, 0.5f));
+    grads.put(pg.rank(), local.grad().view({kB * kT, Vl}));
+  });
+  Tensor got = unshard(grads.slots, 1);
+  for (float g : got.to_vector()) ASSERT_TRUE(std::isfinite(g));
+  expect_close(got, full.grad().view({kB * kT, kV}), "d logits, world " + std::to_string(world), rtol);
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyMatchesCrossEntropy) {
+  for (int world : {2, 4}) {
+    check_cross_entropy(world, 0.0f, DType::i64, 1e-5f);
+    check_cross_entropy(world, 0.0f, DType::i32, 1e-5f);
+  }
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyIsStableForLargeLogits) {
+  for (int world : {2, 4}) check_cross_entropy(world, 1000.0f, DType::i64, 1e-5f);
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyWithEveryTargetIgnoredIsZero) {
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    Variable local(randn({3, 4}, 9), true);
+    Variable loss = vocab_parallel_cross_entropy(local, ids_tensor({-1, -1, -1}, {3}), pg.rank() * 4, pg, -1);
+    EXPECT_EQ(loss.item(), 0.0f);
+    loss.backward();
+    for (float g : local.grad().to_vector()) EXPECT_EQ(g, 0.0f);
+  });
+}
+
+TEST(TensorParallel, EmptyInputsNeedNoCommunication) {
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    Variable shard(Tensor::zeros({4, 3}), true);
+    Variable e = vocab_parallel_embedding(Tensor::empty({2, 0}, DType::i64), shard, pg.rank() * 4, pg);
+    EXPECT_EQ(e.shape(), (Shape{2, 0, 3}));
+    Variable loss = vocab_parallel_cross_entropy(Variable(Tensor::zeros({0, 4}), true), Tensor::empty({0}, DType::i64),
+                                                 pg.rank() * 4, pg);
+    EXPECT_EQ(loss.item(), 0.0f);
+  });
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyRejectsTargetsNoShardHolds) {
+  expect_error_on_every_rank(2, "target 8 at position 2 is held by 0 of the 2", [&](comm::ProcessGroup& pg) {
+    vocab_parallel_cross_entropy(Variable(randn({3, 4}, 1)), ids_tensor({0, -100, 8}, {3}), pg.rank() * 4, pg);
+  });
+  expect_error_on_every_rank(2, "or ignore_index (-100)", [&](comm::ProcessGroup& pg) {
+    vocab_parallel_cross_entropy(Variable(randn({1, 4}, 1)), ids_tensor({-3}, {1}), pg.rank() * 4, pg);
+  });
+}
+
+TEST(TensorParallel, VocabParallelCrossEntropyRejectsWrongTargetCount) {
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    EXPECT_THROW(vocab_parallel_cross_entropy(Variable(randn({3, 4}, 1)), ids_tensor({0, 1}, {2}), 0, pg), Error);
+  });
+}
+
+}  // namespace
+}  // namespace artel::parallel
