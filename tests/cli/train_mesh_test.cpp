@@ -90,6 +90,16 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   std::string svg = slurp(dir_ / "t.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 80);
   EXPECT_NE(r.out.find("ideal (P - 1)/(M + P - 1) = 0.2"), std::string::npos) << r.out;
+
+  // Data parallelism alone, and one process, trace too.
+  ok(train(gpt() + " --batch-size 4 --nproc 2 --trace " + (dir_ / "dp.json").string() + out("dp")));
+  ok(train(gpt() + " --batch-size 4 --trace " + (dir_ / "one.json").string() + out("one")));
+  for (const char* file : {"dp.json", "one.json"}) {
+    auto t = nlohmann::json::parse(slurp(dir_ / file));
+    int backwards = 0;
+    for (const auto& e : t["traceEvents"]) backwards += e["name"] == "backward";
+    EXPECT_EQ(backwards, std::string(file) == "dp.json" ? 2 * 2 : 2) << file;
+  }
 }
 
 TEST_F(TrainMeshRuns, BadLayoutsFailBeforeAnyWorkerStarts) {

@@ -37,11 +37,13 @@
 #include "artel/comm/process_group.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/core/trace.h"
 #include "artel/launch/launcher.h"
 #include "artel/launch/worker_env.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/data_parallel.h"
 #include "artel/train/mesh_worker.h"
+#include "artel/train/trace_gather.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
 
@@ -231,7 +233,12 @@ int run_train(int argc, char** argv) {
   if (comm::launched_as_worker() || job.backend == "mpi") return run_worker(job, cfg, run);
   if (cfg.model_parallel()) return run_single_mesh(cfg, run);
   train::Trainer trainer(cfg, run);
+  trace::enable(!cfg.trace.empty());
   trainer.run();
+  if (!cfg.trace.empty()) {
+    trace::enable(false);
+    train::write_run_trace(cfg.trace, nullptr, "rank 0", std::cout);
+  }
   return 0;
 }
 

@@ -1,5 +1,10 @@
 #include "artel/train/data_parallel.h"
 
+#include <iostream>
+
+#include "artel/core/trace.h"
+#include "artel/train/trace_gather.h"
+
 namespace artel::train {
 
 DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,
@@ -11,6 +16,16 @@ DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::sha
 }
 
 DataParallelWorker::~DataParallelWorker() = default;
+
+RunSummary DataParallelWorker::run() {
+  const std::string& path = trainer_->config().trace;
+  trace::enable(!path.empty());
+  RunSummary summary = trainer_->run();
+  if (path.empty()) return summary;
+  trace::enable(false);
+  write_run_trace(path, group_.get(), "rank " + std::to_string(group_->rank()), std::cout);
+  return summary;
+}
 
 WorkerHooks DataParallelWorker::hooks(std::function<void(int64_t)> after_step) {
   WorkerHooks h;

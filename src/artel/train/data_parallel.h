@@ -2,7 +2,9 @@
 // averaged over the process group by DistributedDataParallel (buckets in the
 // backend's registered memory, all-reduces overlapping backward), whose
 // reported loss is the mean over workers, and of which only rank 0 prints
-// and writes files. See Note [Data-parallel seams] in trainer.h.
+// and writes files. See Note [Data-parallel seams] in trainer.h. With
+// --trace FILE, rank 0 writes every worker's compute and communication as a
+// Chrome trace.
 //
 // Dropout: every worker starts from the same generator state and draws the
 // same masks for its rows, so with dropout > 0 a data-parallel run is a valid
@@ -39,7 +41,8 @@ class DataParallelWorker {
                      DataParallelOptions opts = {});
   ~DataParallelWorker();
 
-  RunSummary run() { return trainer_->run(); }
+  // Trains; with --trace, rank 0 then writes every worker's timeline.
+  RunSummary run();
   Trainer& trainer() { return *trainer_; }
   comm::ProcessGroup& group() { return *group_; }
 

@@ -1,5 +1,6 @@
 #include "artel/train/mesh_worker.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -95,10 +96,8 @@ void MeshWorker::write_trace() {
   const parallel::MeshGroups& g = mesh_->groups();
   const std::string label = detail::concat("rank ", world_->rank(), " (dp ", g.coord.dp, ", pp ", g.coord.pp, ", tp ",
                                            g.coord.tp, ")");
-  std::vector<RankTrace> all = gather_traces(*world_, label, trace::take());
+  std::vector<RankTrace> all = write_run_trace(cfg_.trace, world_.get(), label, out());
   if (world_->rank() != 0) return;
-  write_text_file(cfg_.trace, chrome_trace_json(all));
-  out() << "wrote " << cfg_.trace << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
 
   // Stage rows: replica 0, tensor-parallel rank 0, compute events by step.
   const int P = static_cast<int>(cfg_.pp), M = static_cast<int>(cfg_.micro_batches);
@@ -111,26 +110,28 @@ void MeshWorker::write_trace() {
   }
   const int64_t last = by_step[0].empty() ? 0 : by_step[0].rbegin()->first;
   if (P < 2 || last < 1) return;
-  // The idle share of each stage, averaged over the steps after the first (warm-up).
-  std::vector<double> idle(static_cast<size_t>(P), 0.0);
-  int64_t steps = 0;
+  // The idle share of each stage in each step after the first (warm-up); the
+  // median over steps, as a noisy machine's stalls land in single steps.
+  std::vector<std::vector<double>> idle(static_cast<size_t>(P));
   std::vector<SvgRow> rows;
   for (int64_t k = last > 1 ? 2 : 1; k <= last; ++k) {
     rows.clear();
     for (int s = 0; s < P; ++s) rows.push_back({detail::concat("stage ", s), by_step[static_cast<size_t>(s)][k]});
     Utilisation u = utilisation(rows);
-    for (int s = 0; s < P; ++s) idle[static_cast<size_t>(s)] += u.idle_share[static_cast<size_t>(s)];
-    ++steps;
+    for (int s = 0; s < P; ++s) idle[static_cast<size_t>(s)].push_back(u.idle_share[static_cast<size_t>(s)]);
   }
+  const size_t steps = idle[0].size();
   const double ideal = static_cast<double>(P - 1) / (M + P - 1);
   const std::string svg = svg_path(cfg_.trace);
   write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, ", M = ", M, ": step ", last)));
-  out() << "wrote " << svg << "\nbubble (idle share of a step, mean over " << steps
+  out() << "wrote " << svg << "\nbubble (idle share of a step, median over " << steps
         << " step(s)); ideal (P - 1)/(M + P - 1) = " << ideal << "\n";
   for (int s = 0; s < P; ++s) {
+    std::vector<double>& v = idle[static_cast<size_t>(s)];
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    const double median = v[v.size() / 2];
     char line[96];
-    std::snprintf(line, sizeof line, "  stage %d: %.3f (%.2fx ideal)\n", s, idle[static_cast<size_t>(s)] / steps,
-                  idle[static_cast<size_t>(s)] / steps / ideal);
+    std::snprintf(line, sizeof line, "  stage %d: %.3f (%.2fx ideal)\n", s, median, median / ideal);
     out() << line;
   }
   out() << std::flush;

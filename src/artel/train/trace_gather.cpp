@@ -1,5 +1,7 @@
 #include "artel/train/trace_gather.h"
 
+#include <ostream>
+
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -85,6 +87,17 @@ std::vector<RankTrace> gather_traces(comm::ProcessGroup& group, const std::strin
   std::vector<RankTrace> all;
   const auto* bytes = static_cast<const char*>(out.raw());
   for (int r = 0; r < n; ++r) all.push_back(decode_rank_trace(r, std::string_view(bytes + r * words * 8, s[r])));
+  return all;
+}
+
+std::vector<RankTrace> write_run_trace(const std::string& path, comm::ProcessGroup* group, const std::string& my_label,
+                                       std::ostream& out) {
+  std::vector<trace::Event> mine = trace::take();
+  std::vector<RankTrace> all =
+      group ? gather_traces(*group, my_label, std::move(mine)) : std::vector<RankTrace>{{0, my_label, std::move(mine)}};
+  if (group && group->rank() != 0) return all;
+  write_text_file(path, chrome_trace_json(all));
+  out << "wrote " << path << " (open in https://ui.perfetto.dev or chrome://tracing)\n" << std::flush;
   return all;
 }
 

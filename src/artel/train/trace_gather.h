@@ -23,6 +23,13 @@ namespace artel::train {
 // Throws Error naming the rank whose data is malformed or too large.
 std::vector<RankTrace> gather_traces(comm::ProcessGroup& group, const std::string& my_label, std::vector<trace::Event> mine);
 
+// The end of a traced run (`--trace FILE`): takes this process's events,
+// gathers every worker's over `group` (null: this process alone) and on rank 0
+// writes FILE as a Chrome trace, says so on `out` and returns all of them
+// (other ranks: an empty vector). Collective over `group`.
+std::vector<RankTrace> write_run_trace(const std::string& path, comm::ProcessGroup* group, const std::string& my_label,
+                                       std::ostream& out);
+
 // The wire format (JSON text), exposed for tests: decode throws a one-line
 // Error naming `rank` when the bytes are not what encode writes.
 std::string encode_rank_trace(const std::string& label, const std::vector<trace::Event>& events);
