@@ -4,18 +4,12 @@
 #include <vector>
 
 #include "artel/core/error.h"
+#include "artel/core/overloaded.h"
 #include "artel/core/trace.h"
 
 namespace artel::parallel {
 
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 int peer(const comm::ProcessGroup& g) { return 1 - g.rank(); }
 
@@ -49,7 +43,12 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
   std::map<int, Tensor> received;     // activations / gradients received, not yet consumed
   std::vector<comm::WorkPtr> sends;   // each keeps its tensor alive until done
   PipelineRunStats stats;
-  auto shape_of = [&](int mb) { return fns.activation_shape ? fns.activation_shape(mb) : activation_; };
+  // An activation or its gradient (same shape) from the neighbour on `g`.
+  auto receive = [&](comm::ProcessGroup& g, int mb) {
+    Tensor t = Tensor::empty(fns.activation_shape ? fns.activation_shape(mb) : activation_);
+    g.recv(t, peer(g), mb)->wait();
+    received[mb] = t;
+  };
   auto find = [&](int mb, const char* what) -> InFlight& {
     auto it = live.find(mb);
     ARTEL_CHECK(it != live.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", mb, " before its forward");
@@ -59,10 +58,7 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
     std::visit(
         Overloaded{
             [&](const RecvActivation& r) {
-              comm::ProcessGroup& g = link(links_.activations_from_prev, "receiving an activation");
-              Tensor t = Tensor::empty(shape_of(r.micro_batch));
-              g.recv(t, peer(g), r.micro_batch)->wait();
-              received[r.micro_batch] = t;
+              receive(link(links_.activations_from_prev, "receiving an activation"), r.micro_batch);
             },
             [&](const Forward& f) {
               trace::Scope span("forward", "compute", "compute", f.micro_batch);
@@ -84,12 +80,7 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
               sends.push_back(g.send(slot.output.value(), peer(g), s.micro_batch));
               if (!autograd::grad_enabled()) live.erase(s.micro_batch);  // evaluation: no backward will come
             },
-            [&](const RecvGrad& r) {
-              comm::ProcessGroup& g = link(links_.grads_from_next, "receiving a gradient");
-              Tensor t = Tensor::empty(shape_of(r.micro_batch));
-              g.recv(t, peer(g), r.micro_batch)->wait();
-              received[r.micro_batch] = t;
-            },
+            [&](const RecvGrad& r) { receive(link(links_.grads_from_next, "receiving a gradient"), r.micro_batch); },
             [&](const Backward& b) {
               trace::Scope span("backward", "compute", "compute", b.micro_batch);
               InFlight& slot = find(b.micro_batch, "backward");

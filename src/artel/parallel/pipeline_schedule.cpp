@@ -8,17 +8,11 @@
 #include <sstream>
 
 #include "artel/core/error.h"
+#include "artel/core/overloaded.h"
 
 namespace artel::parallel {
 
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 void check_arguments(int micro_batches, int stages, int stage) {
   if (micro_batches < 1 || stages < 1 || stage < 0 || stage >= stages) {
