@@ -52,6 +52,15 @@ TEST_F(TrainMeshRuns, TensorParallel2ByPipeline2EqualsOneWorker) {
   expect_layout_equals_one_worker("--tp 2 --pp 2", 4, 1);
 }
 
+#ifdef ARTEL_MPIEXEC
+TEST_F(TrainMeshRuns, MpiMeshEqualsOneWorker) {
+  const std::string mpirun = std::string(ARTEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 4 ";
+  ok(train(gpt() + " --batch-size 8" + out("one")));
+  ok(train(gpt() + " --batch-size 8 --backend mpi --tp 2 --pp 2 --micro-batches 4" + out("mesh"), "", mpirun));
+  expect_same_run("one", "mesh");
+}
+#endif
+
 TEST_F(TrainMeshRuns, PrintsTheLayoutAndWhatEachStageHeld) {
   Result r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule gpipe" + out("g"));
   ok(r);
