@@ -9,13 +9,22 @@
 namespace artel::comm {
 namespace {
 
+// "r<rank>.t<i>", built by appending (GCC 12 warns falsely on `"r" + to_string(...) + ...`).
+std::string name_of(int rank, int i) {
+  std::string n = "r";
+  n += std::to_string(rank);
+  n += ".t";
+  n += std::to_string(i);
+  return n;
+}
+
 TEST(GatherNamed, RootGetsEveryRanksListInRankOrder) {
   for (int root : {0, 2}) {
     spawn_threads(3, [&](ProcessGroup& pg) {
       NamedTensors mine;
       for (int i = 0; i <= pg.rank(); ++i) {
         Tensor t = Tensor::full({i + 1, 2}, static_cast<float>(10 * pg.rank() + i));
-        mine.emplace_back("r" + std::to_string(pg.rank()) + ".t" + std::to_string(i), t);
+        mine.emplace_back(name_of(pg.rank(), i), t);
       }
       Tensor count = Tensor::empty({}, DType::i64);
       count.data<int64_t>()[0] = pg.rank();
@@ -31,7 +40,7 @@ TEST(GatherNamed, RootGetsEveryRanksListInRankOrder) {
         const NamedTensors& list = all[static_cast<size_t>(r)];
         ASSERT_EQ(list.size(), static_cast<size_t>(r + 3));
         for (int i = 0; i <= r; ++i) {
-          EXPECT_EQ(list[static_cast<size_t>(i)].first, "r" + std::to_string(r) + ".t" + std::to_string(i));
+          EXPECT_EQ(list[static_cast<size_t>(i)].first, name_of(r, i));
           EXPECT_EQ(list[static_cast<size_t>(i)].second.shape(), (Shape{i + 1, 2}));
           EXPECT_EQ(list[static_cast<size_t>(i)].second.to_vector()[0], static_cast<float>(10 * r + i));
         }

@@ -96,7 +96,9 @@ TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
       return h;
     };
     ex.run(forward_only(4, kStages, s), fns);
-    if (s == kStages - 1) EXPECT_GT(total, 0.0f);
+    if (s == kStages - 1) {
+      EXPECT_GT(total, 0.0f);
+    }
     EXPECT_FALSE(w.grad().defined());
   });
 }

@@ -149,7 +149,9 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
   if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
   if (cfg.model_parallel()) {
     train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
-    train::MeshWorker worker(cfg, run, pg, {.after_step = fault_injection(pg->rank(), restarts)});
+    train::MeshOptions opts;
+    opts.after_step = fault_injection(pg->rank(), restarts);
+    train::MeshWorker worker(cfg, run, pg, opts);
     worker.run();
     return 0;
   }
