@@ -100,7 +100,10 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
   check_defined(impl_->at("send"), "t", t);
   auto tr = impl_->transport;
   std::string op = "send to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
-  return impl_->progress->submit(op, 0, [tr, t, dst, tag](const OpContext& ctx) { tr->send(dst, user_tag(tag), t.raw(), t.nbytes(), ctx); });
+  // Urgent: the sender goes on computing while its peer waits for this.
+  return impl_->progress->submit(
+      op, 0, [tr, t, dst, tag](const OpContext& ctx) { tr->send(dst, user_tag(tag), t.raw(), t.nbytes(), ctx); },
+      /*urgent=*/true);
 }
 
 WorkPtr ProcessGroup::recv(Tensor t, int src, int tag) {

@@ -54,14 +54,14 @@ void Progress::shutdown() {
   queue_.clear();
 }
 
-WorkPtr Progress::submit(const std::string& op, uint64_t seq, OpFn fn) {
+WorkPtr Progress::submit(const std::string& op, uint64_t seq, OpFn fn, bool urgent) {
   auto work = std::make_shared<Work>(shared_from_this(), op, seq);
   bool wake;
   {
     std::lock_guard lock(mu_);
     if (stop_) throw Error(work->description() + ": the group was destroyed");
     queue_.push_back({work, std::move(fn)});
-    wake = deep_sleep_;
+    wake = deep_sleep_ || urgent;
   }
   if (wake) cv_.notify_one();
   return work;

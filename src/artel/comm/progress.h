@@ -5,7 +5,8 @@
 // is not busy ("helping"), so a wait right after an issue costs no thread
 // hand-off. Issue never blocks: it only queues. The thread polls lightly
 // (every 500 µs) while ops keep coming, and sleeps until woken once idle for a few
-// milliseconds, so an issue usually costs no wake-up system call either.
+// milliseconds, so an issue usually costs no wake-up system call either —
+// except an urgent one (a send), which wakes the thread at once.
 //
 //   auto work = progress->submit("all_reduce", seq, [&](const OpContext& ctx) { ... });
 //   work->wait();
@@ -36,7 +37,10 @@ class Progress : public std::enable_shared_from_this<Progress> {
   // Stops the thread; queued ops fail with "group destroyed". Aborts the transport.
   void shutdown();
 
-  WorkPtr submit(const std::string& op, uint64_t seq, OpFn fn);
+  // `urgent`: wake the thread now even while it polls lightly — for an op
+  // nobody waits on right away but whose peer does (a pipeline's send), so
+  // it does not sit up to one poll interval in the queue.
+  WorkPtr submit(const std::string& op, uint64_t seq, OpFn fn, bool urgent = false);
 
   // For Work::wait: runs queued ops on the calling thread, up to and including
   // `work`, if no one else is running them. Returns false if someone is.
