@@ -36,6 +36,22 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
   kernels::add_into(into.data<float>(), g.data<float>(), g.numel());
 }
 
+// Note [Gradient destinations] (variable.h): a leaf input with no gradient yet
+// and a destination gets the destination in its slot, for the op to write
+// into — unless the leaf is this node's input twice (both slots would share it).
+void offer_destinations(const Node& node, std::vector<Tensor>& grads) {
+  const auto& inputs = node.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Variable& in = inputs[i];
+    if (!needs_grad(in) || !in.is_leaf()) continue;
+    VariableImpl* leaf = in.impl();
+    if (leaf->grad.defined() || !leaf->grad_destination.defined()) continue;
+    bool twice = false;
+    for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
+    if (!twice) grads[i] = leaf->grad_destination;
+  }
+}
+
 // Nodes reachable from `root`, each after every node that consumes its output.
 std::vector<Node*> topological_order(Node* root) {
   std::vector<Node*> order;
@@ -87,6 +103,7 @@ void Variable::backward(const Tensor& grad_output) const {
     Tensor g = std::move(it->second.grad);
     slots.erase(it);
     grads.assign(node->inputs().size(), Tensor());
+    offer_destinations(*node, grads);
     if (g.defined()) node->backward(g, grads);
     for (size_t i = 0; i < grads.size(); ++i) {
       const Variable& in = node->inputs()[i];
@@ -101,7 +118,13 @@ void Variable::backward(const Tensor& grad_output) const {
         continue;
       }
       VariableImpl* leaf = in.impl();
-      if (grads[i].defined()) accumulate(leaf->grad, leaf->grad_owned, grads[i]);
+      if (grads[i].defined() && !leaf->grad.defined() && leaf->grad_destination.defined() &&
+          grads[i].raw() == leaf->grad_destination.raw()) {
+        leaf->grad = leaf->grad_destination;  // written in place: ours to add into
+        leaf->grad_owned = true;
+      } else if (grads[i].defined()) {
+        accumulate(leaf->grad, leaf->grad_owned, grads[i]);
+      }
       if (--pending[leaf] == 0)
         for (auto& hook : leaf->hooks) hook(const_cast<Variable&>(in));
     }

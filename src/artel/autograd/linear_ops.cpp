@@ -67,14 +67,14 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
                          kernels::gemm(false, false, M, in, out, 1.0f, g.data<float>(), wv.data<float>(), 0.0f,
                                        gi[0].data<float>());
                        }
-                       if (gw) {  // dW = dYᵀ · X
-                         gi[1] = Tensor::empty(wv.shape());
+                       if (gw) {  // dW = dYᵀ · X, straight into a destination if there is one
+                         Tensor& dw = grad_output_buffer(gi, 1, wv.shape());
                          kernels::gemm(true, false, out, in, M, 1.0f, g.data<float>(), xv.data<float>(), 0.0f,
-                                       gi[1].data<float>());
+                                       dw.data<float>());
                        }
                        if (gb) {  // db = Σ_rows dY
-                         gi[2] = Tensor::empty({out});
-                         kernels::column_sums(M, out, g.data<float>(), gi[2].data<float>());
+                         Tensor& db = grad_output_buffer(gi, 2, {out});
+                         kernels::column_sums(M, out, g.data<float>(), db.data<float>());
                        }
                      });
 }

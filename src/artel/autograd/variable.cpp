@@ -34,6 +34,19 @@ void Variable::zero_grad() {
   impl_->grad_owned = false;
 }
 
+void Variable::set_grad_destination(Tensor destination) {
+  ARTEL_CHECK(!destination.defined() || (is_leaf() && destination.shape() == shape() &&
+                                         destination.dtype() == DType::f32),
+              "set_grad_destination: needs a leaf and a float32 tensor of its shape ", shape_str(shape()));
+  impl_->grad_destination = std::move(destination);
+}
+
+Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape) {
+  Tensor& t = grad_inputs[i];
+  if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
+  return t;
+}
+
 void Variable::add_grad_ready_hook(GradReadyHook hook) {
   ARTEL_CHECK(is_leaf() && requires_grad(), "grad-ready hooks are for leaves that require grad");
   impl_->hooks.push_back(std::move(hook));

@@ -34,6 +34,7 @@ struct VariableImpl {
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::vector<GradReadyHook> hooks;
+  Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
 };
 
 class Variable {
@@ -62,6 +63,15 @@ class Variable {
   // Adds a hook that fires once per backward, when this leaf's gradient is final.
   void add_grad_ready_hook(GradReadyHook hook);
 
+  // Note [Gradient destinations]: memory of this leaf's shape (undefined to
+  // clear) into which a backward writes the leaf's gradient when it has none
+  // yet, instead of a fresh tensor; grad() then is that memory. Data
+  // parallelism points it at the leaf's slice of an all-reduce bucket, so
+  // gradients land where they are reduced, with no copy (PyTorch DDP's
+  // gradient_as_bucket_view). Ops opt in per input (grad_output_buffer in
+  // ops.h); for the others the engine falls back to its usual tensors.
+  void set_grad_destination(Tensor destination);
+
   // Backpropagates from this scalar (seed 1) or with the given output gradient.
   void backward() const;
   void backward(const Tensor& grad_output) const;
@@ -85,8 +95,10 @@ class Node {
 
   const char* name() const { return name_; }
   const std::vector<Variable>& inputs() const { return inputs_; }
-  // Fills grad_inputs[i] (pre-sized, undefined) for every input that needs a
-  // gradient; leaves the others undefined. Must not modify grad_output.
+  // Fills grad_inputs[i] for every input that needs a gradient; leaves the
+  // others undefined. grad_inputs[i] arrives undefined, or holding a leaf's
+  // gradient destination, which the op may write into (grad_output_buffer) or
+  // replace. Must not modify grad_output.
   void backward(const Tensor& grad_output, std::vector<Tensor>& grad_inputs) const { backward_(grad_output, grad_inputs); }
 
  private:
@@ -99,6 +111,11 @@ class Node {
 // input requires a gradient, records a Node with `backward`; otherwise the
 // result is a plain leaf that needs no gradient.
 Variable make_result(Tensor value, std::vector<Variable> inputs, const char* name, Node::BackwardFn backward);
+
+// For backward functions: the tensor to write input i's gradient into — the
+// destination the engine left in grad_inputs[i] (Note [Gradient destinations]),
+// or a fresh one of `shape`. The op must overwrite all of it.
+Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape);
 
 // True when input i of the op being recorded needs a gradient (for backward
 // functions: skip work whose result nobody needs).

@@ -41,7 +41,18 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t i = 0; i < params_.size(); ++i) {
     int index = static_cast<int>(i);
     params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); });
+    params_[i].second.set_grad_destination(slice_of(i));
   }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (auto& [name, p] : params_) p.set_grad_destination(Tensor());
+}
+
+Tensor DistributedDataParallel::slice_of(size_t param) const {
+  const autograd::Variable& p = params_[param].second;
+  const int64_t off = offset_of_[param];
+  return storage_[static_cast<size_t>(bucket_of_[param])].slice0(off, off + p.numel()).view(p.shape());
 }
 
 void DistributedDataParallel::on_grad_ready(int param) {
@@ -50,7 +61,8 @@ void DistributedDataParallel::on_grad_ready(int param) {
   const Tensor& g = params_[i].second.grad();
   if (!g.defined()) return;  // no gradient reached it: finish() reports or zero-fills it
   int b = bucket_of_[i];
-  std::memcpy(storage_[static_cast<size_t>(b)].data<float>() + offset_of_[i], g.raw(), g.nbytes());
+  float* slot = storage_[static_cast<size_t>(b)].data<float>() + offset_of_[i];
+  if (g.raw() != slot) std::memcpy(slot, g.raw(), g.nbytes());  // else written in place by backward
   arrived_[i] = true;
   --pending_[static_cast<size_t>(b)];
   launch_ready_buckets();
@@ -84,7 +96,7 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
       size_t i = static_cast<size_t>(plan_[b].params[j]);
       autograd::Variable& p = params_[i].second;
       // The averaged gradient is read in place from the bucket (no copy back).
-      p.set_grad(storage_[b].slice0(offset_of_[i], offset_of_[i] + p.numel()).view(p.shape()));
+      p.set_grad(slice_of(i));
       arrived_[i] = false;
     }
   }

@@ -7,7 +7,10 @@
 // into buckets (bucket_plan.h) kept in the backend's registered memory; as
 // soon as every gradient of a bucket is final during backward (autograd's
 // grad-ready hooks), the bucket's all-reduce starts asynchronously, so
-// communication overlaps the rest of backward. finish() waits for all of them
+// communication overlaps the rest of backward. Each parameter's slice of its
+// bucket is its gradient destination (Note [Gradient destinations] in
+// autograd/variable.h): ops that can write a gradient in place (Linear's
+// weight and bias) put it straight into the bucket; others are copied in. finish() waits for all of them
 // and points every parameter's gradient at its averaged slice.
 //
 //   DistributedDataParallel ddp(model.named_parameters(), *pg, {});
@@ -42,6 +45,7 @@ class DistributedDataParallel {
  public:
   using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
   DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group, const DdpOptions& opts);
+  ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
@@ -66,6 +70,7 @@ class DistributedDataParallel {
 
  private:
   void on_grad_ready(int param);
+  Tensor slice_of(size_t param) const;  // the parameter's gradient in its bucket
   void launch_ready_buckets();
 
   NamedParameters params_;

@@ -1,0 +1,71 @@
+// Note [Gradient destinations]: a leaf's gradient lands in the memory it
+// names (no copy) when the op can write it there, and is right either way.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "artel/autograd/ops.h"
+
+namespace artel::autograd {
+namespace {
+
+Tensor filled(const Shape& s, float start) {
+  Tensor t = Tensor::empty(s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + 0.25f * static_cast<float>(i % 7);
+  return t;
+}
+
+// The gradient of sum(linear(x, w, b)) without destinations.
+std::pair<std::vector<float>, std::vector<float>> plain_grads(const Tensor& x) {
+  Variable w(filled({3, 4}, -0.5f), true), b(filled({3}, 0.1f), true);
+  sum(linear(Variable(x), w, b)).backward();
+  return {w.grad().to_vector(), b.grad().to_vector()};
+}
+
+TEST(GradientDestination, LinearWritesWeightAndBiasGradientsInPlace) {
+  Tensor x = filled({5, 4}, 1.0f);
+  auto [want_w, want_b] = plain_grads(x);
+  Variable w(filled({3, 4}, -0.5f), true), b(filled({3}, 0.1f), true);
+  Tensor dw = Tensor::full({3, 4}, 99.0f), db = Tensor::full({3}, 99.0f);  // stale contents must not leak in
+  w.set_grad_destination(dw);
+  b.set_grad_destination(db);
+  sum(linear(Variable(x), w, b)).backward();
+  EXPECT_EQ(w.grad().raw(), dw.raw());
+  EXPECT_EQ(b.grad().raw(), db.raw());
+  EXPECT_EQ(w.grad().to_vector(), want_w);
+  EXPECT_EQ(b.grad().to_vector(), want_b);
+
+  // A second backward without zero_grad accumulates into the same memory.
+  sum(linear(Variable(x), w, b)).backward();
+  EXPECT_EQ(w.grad().raw(), dw.raw());
+  for (size_t i = 0; i < want_w.size(); ++i) EXPECT_FLOAT_EQ(w.grad().to_vector()[i], 2 * want_w[i]);
+}
+
+TEST(GradientDestination, OpsThatCannotWriteInPlaceStillGiveTheRightGradient) {
+  Variable w(filled({4}, 0.5f), true);
+  Tensor dest = Tensor::full({4}, 7.0f);
+  w.set_grad_destination(dest);
+  sum(mul(w, w)).backward();  // the leaf is both inputs: no destination offered
+  std::vector<float> g = w.grad().to_vector();
+  for (int64_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(g[static_cast<size_t>(i)], 2 * w.value().data<float>()[i]);
+  EXPECT_EQ(dest.to_vector(), std::vector<float>(4, 7.0f));  // untouched
+
+  Variable v(filled({4}, 0.5f), true);
+  v.set_grad_destination(Tensor::zeros({4}));
+  sum(tanh(v)).backward();  // tanh allocates its own gradient: the engine takes that
+  for (int64_t i = 0; i < 4; ++i) {
+    float t = std::tanh(v.value().data<float>()[i]);
+    EXPECT_NEAR(v.grad().to_vector()[static_cast<size_t>(i)], 1 - t * t, 1e-6);
+  }
+}
+
+TEST(GradientDestination, MustMatchTheLeaf) {
+  Variable w(Tensor::zeros({3, 4}), true);
+  EXPECT_THROW(w.set_grad_destination(Tensor::zeros({4, 3})), Error);
+  Variable y = mul(w, 2.0f);
+  EXPECT_THROW(y.set_grad_destination(Tensor::zeros({3, 4})), Error);
+  w.set_grad_destination(Tensor());  // clearing is always allowed
+}
+
+}  // namespace
+}  // namespace artel::autograd
