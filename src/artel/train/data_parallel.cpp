@@ -35,15 +35,22 @@ WorkerHooks DataParallelWorker::hooks(std::function<void(int64_t)> after_step) {
   // The hooks run inside Trainer::run(), after the constructor made ddp_.
   h.sync_gradients = [this] { return ddp_->finish().count(); };
   h.mean_over_workers = [this](double local) { return mean_over_workers(local); };
+  h.loss_ready = [this](double local) { start_mean(local); };
   h.no_sync = [this] { return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_); };
   h.barrier = [this] { group_->barrier()->wait(); };
   h.after_step = std::move(after_step);
   return h;
 }
 
-double DataParallelWorker::mean_over_workers(double local) {
+void DataParallelWorker::start_mean(double local) {
   scalar_.data<double>()[0] = local;
-  group_->all_reduce(scalar_, {.op = comm::ReduceOp::avg})->wait();
+  mean_ = group_->all_reduce(scalar_, {.op = comm::ReduceOp::avg});
+}
+
+double DataParallelWorker::mean_over_workers(double local) {
+  if (!mean_) start_mean(local);
+  mean_->wait();
+  mean_.reset();
   return scalar_.data<double>()[0];
 }
 

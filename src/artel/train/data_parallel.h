@@ -48,12 +48,14 @@ class DataParallelWorker {
 
  private:
   WorkerHooks hooks(std::function<void(int64_t)> after_step);
-  double mean_over_workers(double local);
+  void start_mean(double local);           // the loss all-reduce, issued before backward
+  double mean_over_workers(double local);  // its result (issued now if not yet)
 
   std::shared_ptr<comm::ProcessGroup> group_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   std::unique_ptr<Trainer> trainer_;
   Tensor scalar_;  // the loss being averaged, in registered memory
+  comm::WorkPtr mean_;  // its all-reduce, while in flight
 };
 
 }  // namespace artel::train

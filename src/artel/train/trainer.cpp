@@ -171,6 +171,7 @@ double Trainer::forward_backward(std::span<const data::Batch> micro_batches) {
       loss = autograd::cross_entropy(logits, batch.y.view({-1}));           // mean over B or B·T targets
     }
     local_loss += loss.item();
+    if (m + 1 == n && hooks_.loss_ready) hooks_.loss_ready(local_loss / static_cast<double>(n));
     trace::Scope span("backward", "compute", "compute", static_cast<int>(m));
     if (n == 1) loss.backward();
     else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));

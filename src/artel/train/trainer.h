@@ -15,7 +15,8 @@
 // Data parallelism plugs in through WorkerHooks, not by editing the loop:
 // `sync_gradients` runs after backward and before clipping (DDP waits for its
 // bucket all-reduces there and returns the exposed wait), `mean_over_workers`
-// turns the local loss into the reported one (an all-reduce), and only the
+// turns the local loss into the reported one (an all-reduce, which
+// `loss_ready` may start early, during backward), and only the
 // `reporter` writes files and prints. Batches are a pure function of the step
 // (data/dataset.h), so a worker only needs its rank in the sampler config.
 //
@@ -83,6 +84,10 @@ struct WorkerHooks {
   bool reporter = true;                                   // prints and writes files
   std::function<double()> sync_gradients;                 // -> exposed seconds; empty = nothing to sync
   std::function<double(double)> mean_over_workers;        // empty = identity
+  // The local loss is known (after the step's last forward, before its
+  // backward): a worker may start averaging it now, so the reduction overlaps
+  // backward; mean_over_workers then only collects it. May be empty.
+  std::function<void(double)> loss_ready;
   std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
   std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
   std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
