@@ -83,6 +83,15 @@ TEST_F(TrainMeshRuns, ResumedRunIsIdenticalToAnUninterruptedOne) {
   EXPECT_NE(other.err.find("layout"), std::string::npos) << other.err;
 }
 
+TEST_F(TrainMeshRuns, KilledStageIsRestartedFromTheNewestCheckpoint) {
+  std::string g = gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 2 --steps 4 --checkpoint-every 1";
+  ok(train(g + out("whole")));
+  Result r = train(g + " --max-restarts 1" + out("restarted"), "ARTEL_TEST_FAULT=kill@1:2");
+  ok(r);
+  EXPECT_NE(r.err.find("restarting all 2 workers"), std::string::npos) << r.err;
+  EXPECT_EQ(max_weight_diff("whole", "restarted"), 0.0);
+}
+
 TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   Result r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --steps 3 --trace " +
                    (dir_ / "t.json").string() + out("t"));
