@@ -60,7 +60,7 @@ double cross_entropy_forward(int64_t N, int64_t V, const float* logits, const Id
 
 template <class Id>
 void cross_entropy_backward(int64_t N, int64_t V, const float* logits, const Id* targets, int64_t ignore_index,
-                            const float* lse, float scale, float* dlogits) {
+                            const float* lse, float scale, float* dlogits, int64_t vocab_start) {
   parallel_for(N, grain_rows(V), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* __restrict x = logits + r * V;
@@ -72,7 +72,7 @@ void cross_entropy_backward(int64_t N, int64_t V, const float* logits, const Id*
       }
       float l = lse[r];
       for (int64_t i = 0; i < V; ++i) d[i] = scale * exp_approx(x[i] - l);
-      d[t] -= scale;
+      if (t >= vocab_start && t < vocab_start + V) d[t - vocab_start] -= scale;
     }
   });
 }
@@ -82,8 +82,8 @@ template void check_targets(int64_t, int64_t, const int64_t*, int64_t);
 template double cross_entropy_forward(int64_t, int64_t, const float*, const int32_t*, int64_t, float*, int64_t*);
 template double cross_entropy_forward(int64_t, int64_t, const float*, const int64_t*, int64_t, float*, int64_t*);
 template void cross_entropy_backward(int64_t, int64_t, const float*, const int32_t*, int64_t, const float*, float,
-                                     float*);
+                                     float*, int64_t);
 template void cross_entropy_backward(int64_t, int64_t, const float*, const int64_t*, int64_t, const float*, float,
-                                     float*);
+                                     float*, int64_t);
 
 }  // namespace artel::kernels

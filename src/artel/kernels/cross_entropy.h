@@ -23,8 +23,12 @@ template <class Id>
 double cross_entropy_forward(int64_t N, int64_t V, const float* logits, const Id* targets, int64_t ignore_index,
                              float* lse, int64_t* valid);
 
+// dlogits = scale·(softmax − onehot), zero rows for ignored targets. With a
+// vocabulary split over ranks, `logits` holds columns [vocab_start,
+// vocab_start + V) of the whole row, lse is the whole row's, and a target
+// outside those columns has no one-hot term here.
 template <class Id>
 void cross_entropy_backward(int64_t N, int64_t V, const float* logits, const Id* targets, int64_t ignore_index,
-                            const float* lse, float scale, float* dlogits);
+                            const float* lse, float scale, float* dlogits, int64_t vocab_start = 0);
 
 }  // namespace artel::kernels

@@ -12,6 +12,7 @@
 
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/cross_entropy.h"
 #include "artel/kernels/fast_math.h"
 
 namespace artel::parallel {
@@ -176,27 +177,6 @@ void shard_row_sums(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t 
   });
 }
 
-// dx = scale·(softmax − onehot) on this shard's columns; zero rows for ignored targets.
-template <class Id>
-void shard_cross_entropy_backward(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start,
-                                  int64_t ignore_index, const float* lse, float scale, float* dx) {
-  parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* __restrict row = x + r * Vl;
-      float* __restrict d = dx + r * Vl;
-      auto target = static_cast<int64_t>(t[r]);
-      if (target == ignore_index) {
-        std::memset(d, 0, static_cast<size_t>(Vl) * sizeof(float));
-        continue;
-      }
-      float l = lse[r];
-      for (int64_t i = 0; i < Vl; ++i) d[i] = scale * kernels::exp_approx(row[i] - l);
-      int64_t local = target - start;
-      if (local >= 0 && local < Vl) d[local] -= scale;
-    }
-  });
-}
-
 // The forward's two all-reduces: the global row max, then per row Σ exp(x −
 // max), the target logit and the count of shards holding the target. Writes
 // each valid row's log-sum-exp into lse (N); returns Σ (lse − target logit)
@@ -252,8 +232,8 @@ Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor
     gi[0] = Tensor::empty(x.shape());
     float scale = valid ? g.item() / static_cast<float>(valid) : 0.0f;
     with_ids(targets, "vocab_parallel_cross_entropy", "targets", [&](const auto* t) {
-      shard_cross_entropy_backward(N, Vl, x.data<float>(), t, vocab_start, ignore_index, lse.data<float>(), scale,
-                                   gi[0].data<float>());
+      kernels::cross_entropy_backward(N, Vl, x.data<float>(), t, ignore_index, lse.data<float>(), scale,
+                                      gi[0].data<float>(), vocab_start);
     });
   };
   return make_result(loss, {local_logits}, op, backward);
