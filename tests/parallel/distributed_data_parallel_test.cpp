@@ -8,7 +8,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
-#include "artel/core/rng.h"
+#include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
 namespace {
@@ -16,12 +16,7 @@ namespace {
 using autograd::Variable;
 using NamedParameters = DistributedDataParallel::NamedParameters;
 
-Tensor randn(const Shape& s, uint64_t seed) {
-  Tensor t = Tensor::empty(s);
-  Rng rng(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.normal();
-  return t;
-}
+using parallel_testing::randn;
 
 // A two-layer net: tanh(x·w1ᵀ + b1)·w2ᵀ + b2, loss = mean(out²).
 struct Net {

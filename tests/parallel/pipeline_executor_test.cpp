@@ -10,19 +10,14 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
-#include "artel/core/rng.h"
+#include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
 namespace {
 
 using autograd::Variable;
 
-Tensor randn(const Shape& s, uint64_t seed) {
-  Tensor t = Tensor::empty(s);
-  Rng rng(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.normal();
-  return t;
-}
+using parallel_testing::randn;
 
 constexpr int kStages = 3, kRows = 8, kWidth = 4;
 

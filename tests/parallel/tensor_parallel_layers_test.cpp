@@ -11,12 +11,12 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/nn/linear.h"
-#include "parallel/tensor_parallel_testing.h"
+#include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
 namespace {
 
-using namespace tp_test;  // NOLINT: the helpers of tensor_parallel_testing.h
+using namespace parallel_testing;  // NOLINT: the helpers of parallel_testing.h
 using autograd::gelu;
 using autograd::linear;
 

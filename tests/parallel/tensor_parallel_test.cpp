@@ -10,12 +10,12 @@
 #include <string>
 
 #include "artel/autograd/ops.h"
-#include "parallel/tensor_parallel_testing.h"
+#include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
 namespace {
 
-using namespace tp_test;  // NOLINT: the helpers of tensor_parallel_testing.h
+using namespace parallel_testing;  // NOLINT: the helpers of parallel_testing.h
 
 // Runs fn on every rank and expects each to throw an Error whose message holds `needle`.
 void expect_error_on_every_rank(int world, const std::string& needle,

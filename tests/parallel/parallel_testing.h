@@ -1,7 +1,6 @@
-// Helpers for the tensor-parallel tests: random tensors, element-wise
-// comparison with a tolerance relative to the reference's scale, ranks as
-// threads, and a place where every rank leaves a tensor for the main thread to
-// reassemble.
+// Helpers for the parallel tests: random tensors, element-wise comparison with
+// a tolerance relative to the reference's scale, ranks as threads, and a place
+// where every rank leaves a tensor for the main thread to reassemble.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,7 +15,7 @@
 #include "artel/core/rng.h"
 #include "artel/core/tensor.h"
 
-namespace artel::parallel::tp_test {
+namespace artel::parallel::parallel_testing {
 
 inline Tensor randn(const Shape& s, uint64_t seed, float scale = 1.0f) {
   Tensor t = Tensor::empty(s);
@@ -64,4 +63,4 @@ struct PerRank {
   std::vector<Tensor> slots;
 };
 
-}  // namespace artel::parallel::tp_test
+}  // namespace artel::parallel::parallel_testing
