@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/cli/bench_registry.h"
+#include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
 #include "artel/launch/launcher.h"
 #include "artel/train/bundled_data.h"
@@ -199,14 +200,7 @@ int run_bench_train(int argc, char** argv) {
   app.add_flag("--scaling", a.scaling,
                "data-parallel scaling efficiency instead: `artel train --nproc 2 --threads 1` vs 1 x 1, next to "
                "the harness's --ddp 2 (default workloads w1,w2)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw Error(e.what(), "see `artel bench train --help`");
-  }
+  if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "artel/cli/command.h"
+#include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
 #include "artel/launch/launcher.h"
 
@@ -25,12 +26,7 @@ int run_launch(int argc, char** argv) {
                  "seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   app.add_option("command", config.command, "the command each worker runs, after `--`");
   app.footer("example: artel launch -n 4 -- sh -c 'echo rank $ARTEL_RANK of $ARTEL_WORLD_SIZE'");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    throw Error(e.what(), "see `artel launch --help`; the workers' command goes after `--`");
-  }
+  if (!parse_flags(app, argc, argv, "see `artel launch --help`; the workers' command goes after `--`")) return 0;
   if (threads_opt->count() > 0) config.threads = threads;
   return launch::launch(config);
 }

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/cli/command.h"
+#include "artel/cli/parse_flags.h"
 #include "artel/comm/process_group.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
@@ -178,7 +179,8 @@ int run_single_mesh(train::TrainConfig cfg, train::RunOptions run) {
 // override the config file, so the file's values are never silently replaced
 // by CLI11 defaults.
 int run_train(int argc, char** argv) {
-  CLI::App app{"Train gpt (W2 recipe), mlp (W1) or cnn, on one process or data-parallel over --nproc workers; "
+  CLI::App app{"Train gpt (W2 recipe), mlp (W1) or cnn, on one process, data-parallel over --nproc workers, or split "
+               "over a dp x pp x tp mesh (gpt: --tp, --pp, --micro-batches); "
                "metrics, weights, checkpoints and progress go to --out.",
                "artel train"};
   std::string config_path;
@@ -201,14 +203,7 @@ int run_train(int argc, char** argv) {
     options.emplace_back(k.key, app.add_option(flag_of(k.key), values[k.key], k.help + defaults_of(k.key))
                                     ->type_name(k.type)
                                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));  // a later flag wins
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    throw Error(e.what(), "see `artel train --help`");
-  }
+  if (!parse_flags(app, argc, argv, "see `artel train --help`")) return 0;
 
   train::ConfigSources src;
   if (!config_path.empty()) src.json = train::read_config_file(config_path);
