@@ -159,13 +159,13 @@ EvalResult GptMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
   if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
   // Replica d evaluates batches d, d + dp, ...; the sums meet in one all-reduce.
   const int dp = groups_.topology.degree(parallel::Axis::dp);
-  std::vector<int64_t> mine;
-  for (int64_t i = groups_.coord.dp; i < batches; i += dp) mine.push_back(i);
+  std::vector<data::Batch> mine;  // read once: the stage's forward and the receive's shape both need it
+  for (int64_t i = groups_.coord.dp; i < batches; i += dp) mine.push_back(ds.val_batch(opts.batch_size, i));
   double loss_sum = 0, targets = 0;
   if (!mine.empty()) {
     parallel::StageFunctions fns;
     fns.forward = [&](int mb, const Variable& input) {
-      data::Batch b = ds.val_batch(opts.batch_size, mine[static_cast<size_t>(mb)]);
+      const data::Batch& b = mine[static_cast<size_t>(mb)];
       Variable out = shard_->forward(b.x, input, b.y);
       if (shard_->last_stage()) {
         loss_sum += static_cast<double>(out.item()) * static_cast<double>(b.y.numel());
@@ -174,8 +174,7 @@ EvalResult GptMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
       return out;
     };
     fns.activation_shape = [&](int mb) {
-      int64_t rows = ds.val_batch(opts.batch_size, mine[static_cast<size_t>(mb)]).x.size(0);
-      return Shape{rows, cfg_.block_size, shard_->config().n_embd};
+      return Shape{mine[static_cast<size_t>(mb)].x.size(0), cfg_.block_size, shard_->config().n_embd};
     };
     const int P = static_cast<int>(cfg_.pp);
     executor_->run(parallel::forward_only(static_cast<int>(mine.size()), P, groups_.coord.pp), fns);
