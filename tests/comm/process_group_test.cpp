@@ -98,6 +98,36 @@ TEST(ProcessGroup, SubgroupsWorkAtTheSameTime) {
   }, quick());
 }
 
+// A pipeline's sends must not wait for a receiver that is still computing:
+// one that fits in the group's message buffer completes on the sender's
+// thread; one that does not streams and completes only as the receiver reads.
+TEST(ProcessGroup, SendThatFitsTheBufferCompletesWithoutItsReceiver) {
+  Latch sent(1);
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    auto link = pg.new_group({0, 1}, {.message_bytes = 1 << 20});
+    ASSERT_TRUE(link);
+    EXPECT_EQ(link->options().message_bytes, 1u << 20);
+    const int64_t n = 64 << 10;  // 256 KiB: bigger than the world's 128 KiB buffer
+    if (pg.rank() == 0) {
+      for (int k = 0; k < 3; ++k)
+        EXPECT_TRUE(link->send(Tensor::full({n}, static_cast<float>(k)), 1, k)->completed());
+      auto streamed = pg.send(Tensor::full({n}, 7.f), 1);
+      EXPECT_FALSE(streamed->completed());  // rank 1 has not started reading
+      sent.arrive();
+      streamed->wait();
+      return;
+    }
+    sent.wait();
+    Tensor got = Tensor::empty({n});
+    for (int k = 2; k >= 0; --k) {  // by tag, in any order
+      link->recv(got, 0, k)->wait();
+      EXPECT_EQ(got.to_vector()[n - 1], static_cast<float>(k));
+    }
+    pg.recv(got, 0)->wait();
+    EXPECT_EQ(got.to_vector()[0], 7.f);
+  }, quick());
+}
+
 TEST(ProcessGroup, TimeoutNamesOpSeqGroupAndMissingRank) {
   Latch both_failed(2);
   spawn_threads(3, [&](ProcessGroup& pg) {
@@ -208,6 +238,8 @@ TEST(ProcessGroup, BadInputIsAClearError) {
   EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank 3 is outside the world of 2"));
   o.rank = 0, o.job_id = "bad/id";
   EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("invalid job id"));
+  o.job_id = "tiny-ring", o.rank = 0, o.world_size = 1, o.message_bytes = 16;
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("message_bytes must be >= 64, got 16"));
   EXPECT_THAT(error_of([] { parse_reduce_op("mean"); }), HasSubstr("unknown reduce op 'mean'"));
 }
 

@@ -12,6 +12,7 @@ SegmentConfig segment_config(const GroupOptions& opts) {
   cfg.world = opts.world_size;
   cfg.host_ranks = opts.world_size;
   cfg.half_bytes = opts.staging_bytes;
+  cfg.channel_bytes = opts.message_bytes;
   cfg.arena_bytes = opts.registered_bytes;
   cfg.timeout = opts.timeout;
   return cfg;

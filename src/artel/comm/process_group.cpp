@@ -100,6 +100,8 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, int tag) {
   check_defined(impl_->at("send"), "t", t);
   auto tr = impl_->transport;
   std::string op = "send to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
+  auto send_now = [&](const OpContext& ctx) { return tr->try_send(dst, user_tag(tag), t.raw(), t.nbytes(), ctx); };
+  if (WorkPtr done = impl_->progress->run_now_if(op, send_now)) return done;
   // Urgent: the sender goes on computing while its peer waits for this.
   return impl_->progress->submit(
       op, 0, [tr, t, dst, tag](const OpContext& ctx) { tr->send(dst, user_tag(tag), t.raw(), t.nbytes(), ctx); },
@@ -210,7 +212,7 @@ std::map<std::string, TransportFactory>& registry() {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, const NewGroupOptions& sub) {
   const auto where = impl_->at("new_group");
   ARTEL_CHECK(!ranks.empty(), where, ": the rank list is empty");
   std::vector<int> sorted = ranks;
@@ -234,7 +236,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   GroupOptions opts = impl_->opts;
   opts.rank = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), rank()) - sorted.begin());
   opts.world_size = static_cast<int>(sorted.size());
-  return make_group(opts, impl_->name + "/[" + list + "]", impl_->transport->split(sorted, id));
+  if (sub.message_bytes) opts.message_bytes = sub.message_bytes;
+  return make_group(opts, impl_->name + "/[" + list + "]", impl_->transport->split(sorted, id, opts));
 }
 
 bool register_backend(const std::string& name, TransportFactory factory) {

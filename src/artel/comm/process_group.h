@@ -108,6 +108,15 @@ struct GroupOptions {
   bool debug_checks = false;                    // verify op/seq/size/dtype agree across ranks before each collective
   size_t registered_bytes = 64ull << 20;        // shm/thread: per rank, memory alloc() can hand out
   size_t staging_bytes = 1ull << 20;            // shm/thread: per rank, each of the two scratch halves; >= 4096
+  size_t message_bytes = 128ull << 10;          // shm/thread: per ordered pair of ranks, the buffer of send/recv; >= 64
+};
+
+// Settings of a subgroup that differ from its parent's (0: the parent's).
+struct NewGroupOptions {
+  // A send that fits in the free part of this buffer is copied in at once on
+  // the sender's thread and completes without its receiver (see send()); size
+  // it to the messages a pipeline keeps in flight.
+  size_t message_bytes = 0;
 };
 
 // Reads ARTEL_RANK, ARTEL_WORLD_SIZE, ARTEL_JOB_ID (set by `artel launch`) into
@@ -135,6 +144,10 @@ class ProcessGroup {
   const GroupOptions& options() const;
 
   // Point-to-point (tagged, tag >= 0). isend/irecv are these; call ->wait() to block.
+  // A send that fits in the transport's buffer while the group has nothing
+  // else queued (shm/thread: GroupOptions::message_bytes) is copied out on the
+  // calling thread and returns completed: no hand-off to the progress thread,
+  // which on a busy machine may wait milliseconds for a core.
   WorkPtr send(const Tensor& t, int dst, int tag = 0);
   WorkPtr recv(Tensor t, int src, int tag = 0);
 
@@ -162,7 +175,7 @@ class ProcessGroup {
   // relative to other new_group calls; a rank not in the list gets nullptr
   // (and need not call). Groups are independent: each has its own progress
   // thread and sequence numbers.
-  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const NewGroupOptions& opts = {});
 
   // A tensor in memory the backend can move without copies ("registered"
   // memory, e.g. inside the shm segment); plain memory when it has none.

@@ -67,6 +67,22 @@ WorkPtr Progress::submit(const std::string& op, uint64_t seq, OpFn fn, bool urge
   return work;
 }
 
+WorkPtr Progress::run_now_if(const std::string& op, const std::function<bool(const OpContext&)>& fn) {
+  std::unique_lock exec(exec_, std::try_to_lock);
+  if (!exec.owns_lock() || is_broken_.load(std::memory_order_acquire)) return nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || !queue_.empty()) return nullptr;  // keep issue order
+  }
+  OpContext ctx{op, 0, group_, Clock::now() + timeout_, &aborted_};
+  const int64_t start = trace::enabled() ? trace::now_ns() : 0;
+  if (!fn(ctx)) return nullptr;
+  if (start) trace::record({op, "comm", trace_track_, start, trace::now_ns() - start, trace::current_step(), -1});
+  auto work = std::make_shared<Work>(shared_from_this(), op, 0);
+  work->finish(nullptr);
+  return work;
+}
+
 void Progress::thread_loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {

@@ -42,6 +42,11 @@ class Progress : public std::enable_shared_from_this<Progress> {
   // it does not sit up to one poll interval in the queue.
   WorkPtr submit(const std::string& op, uint64_t seq, OpFn fn, bool urgent = false);
 
+  // Runs `fn` on the calling thread if the group is idle (nothing queued or
+  // running); `fn` returns false, having done nothing, when it cannot finish
+  // without waiting. Returns the completed Work, or nullptr (then submit()).
+  WorkPtr run_now_if(const std::string& op, const std::function<bool(const OpContext&)>& fn);
+
   // For Work::wait: runs queued ops on the calling thread, up to and including
   // `work`, if no one else is running them. Returns false if someone is.
   bool help(const Work& work, Clock::time_point deadline);

@@ -35,6 +35,11 @@ size_t SegmentTransport::readable(int src) const {
   return ch->head.load(std::memory_order_acquire) - ch->tail.load(std::memory_order_relaxed);
 }
 
+size_t SegmentTransport::writable(int dst) const {
+  ChannelControl* ch = layout_.channel(base_, rank_, dst);
+  return layout_.channel_bytes - (ch->head.load(std::memory_order_relaxed) - ch->tail.load(std::memory_order_acquire));
+}
+
 void SegmentTransport::write_bytes(int dst, const std::byte* p, size_t n, const OpContext& ctx) {
   ChannelControl* ch = layout_.channel(base_, rank_, dst);
   std::byte* ring = layout_.channel_data(base_, rank_, dst);
@@ -139,6 +144,15 @@ void SegmentTransport::send(int dst, Tag tag, const void* data, size_t nbytes, c
   WireHeader hdr{tag, nbytes};
   write_bytes(dst, reinterpret_cast<const std::byte*>(&hdr), sizeof hdr, ctx);
   write_bytes(dst, static_cast<const std::byte*>(data), nbytes, ctx);
+}
+
+bool SegmentTransport::try_send(int dst, Tag tag, const void* data, size_t nbytes, const OpContext& ctx) {
+  check_peer(dst, world_, ctx);
+  // Only this rank writes the ring and the reader only frees space, so room
+  // seen now stays: the writes below never wait.
+  if (dst != rank_ && writable(dst) < sizeof(WireHeader) + nbytes) return false;
+  send(dst, tag, data, nbytes, ctx);
+  return true;
 }
 
 void SegmentTransport::recv(int src, Tag tag, void* data, size_t nbytes, const OpContext& ctx) {

@@ -30,6 +30,7 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
   ARTEL_CHECK(cfg.world >= 1 && cfg.rank >= 0 && cfg.rank < cfg.world, "rank ", cfg.rank, " is outside a world of ",
               cfg.world, " ranks (need 0 <= rank < world_size)");
   ARTEL_CHECK(cfg.half_bytes >= 4096, "staging_bytes must be >= 4096, got ", cfg.half_bytes);
+  ARTEL_CHECK(cfg.channel_bytes >= 64, "message_bytes must be >= 64, got ", cfg.channel_bytes);
   const auto deadline = Clock::now() + cfg.timeout;
   const bool creator = cfg.rank == 0;
   std::shared_ptr<Segment> seg;
@@ -136,11 +137,13 @@ uint64_t SegmentTransport::handle_of(const void* p, size_t nbytes) const {
   return static_cast<uint64_t>(static_cast<const std::byte*>(p) - arena_->base());
 }
 
-std::unique_ptr<Transport> SegmentTransport::split(const std::vector<int>& ranks, const std::string& id) {
+std::unique_ptr<Transport> SegmentTransport::split(const std::vector<int>& ranks, const std::string& id,
+                                                   const GroupOptions& opts) {
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   ARTEL_CHECK(it != ranks.end(), "split: rank ", rank_, " is not in ", rank_list(ranks));
   SegmentConfig cfg = cfg_;
   cfg.name = cfg_.name + "." + id;
+  cfg.channel_bytes = opts.message_bytes;
   cfg.rank = static_cast<int>(it - ranks.begin());
   cfg.world = static_cast<int>(ranks.size());
   return connect(cfg);

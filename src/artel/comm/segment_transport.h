@@ -46,10 +46,12 @@ class SegmentTransport final : public Transport, public SharedMemory {
   void recv(int src, Tag tag, void* data, size_t nbytes, const OpContext& ctx) override;
   void send_recv(int dst, Tag send_tag, const void* send_data, size_t send_bytes, int src, Tag recv_tag, void* recv_data,
                  size_t recv_bytes, const OpContext& ctx) override;
+  bool try_send(int dst, Tag tag, const void* data, size_t nbytes, const OpContext& ctx) override;
   void enter(uint64_t seq) override;
   std::vector<int> missing(uint64_t seq) const override;
   void abort() override;
-  std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id) override;
+  std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
+                                   const GroupOptions& opts) override;
   Tensor alloc(const Shape& shape, DType dtype) override { return arena_->alloc(shape, dtype); }
   SharedMemory* shared() override { return this; }
 
@@ -84,6 +86,7 @@ class SegmentTransport final : public Transport, public SharedMemory {
   void write_bytes(int dst, const std::byte* p, size_t n, const OpContext& ctx);
   void read_bytes(int src, std::byte* p, size_t n, const OpContext& ctx);
   size_t readable(int src) const;
+  size_t writable(int dst) const;
   bool pump(int src);  // moves available bytes of `src` into stashes; true if any
   void pump_all();
   bool take_stashed(int src, Tag tag, void* data, size_t nbytes, const OpContext& ctx);

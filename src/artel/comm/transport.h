@@ -78,6 +78,12 @@ class Transport {
   // Sends to `dst` and receives from `src` at the same time (a ring step).
   virtual void send_recv(int dst, Tag send_tag, const void* send_data, size_t send_bytes, int src, Tag recv_tag,
                          void* recv_data, size_t recv_bytes, const OpContext& ctx) = 0;
+  // Sends only if the whole message can be handed over now, without waiting
+  // for anyone (it fits in the transport's buffer); otherwise returns false
+  // having sent nothing. Lets a caller send on its own thread, no hand-off.
+  virtual bool try_send(int /*dst*/, Tag /*tag*/, const void* /*data*/, size_t /*nbytes*/, const OpContext& /*ctx*/) {
+    return false;
+  }
 
   // This rank starts collective `seq` (1, 2, ...); lets missing() name the ranks
   // that have not. A transport that cannot tell returns an empty list.
@@ -90,8 +96,10 @@ class Transport {
 
   // The transport of a subgroup of `ranks` (this transport's numbering, sorted);
   // called by the members only, in the same order on each. `id` is unique per
-  // subgroup within the job.
-  virtual std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id) = 0;
+  // subgroup within the job; `opts` are the subgroup's options (its rank and
+  // size already set), for the settings a transport reads at creation.
+  virtual std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
+                                           const GroupOptions& opts) = 0;
 
   // Memory the transport moves without copies; plain memory when it has none.
   virtual Tensor alloc(const Shape& shape, DType dtype) = 0;

@@ -20,7 +20,7 @@ std::shared_ptr<comm::ProcessGroup> mine(comm::ProcessGroup& world, const std::v
 
 }  // namespace
 
-MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp) {
+MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes) {
   MeshGroups g;
   g.topology = Topology::for_world(world->size(), pp, tp);
   const int rank = world->rank();
@@ -40,8 +40,8 @@ MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, i
   for (const auto& pipe : topo.group_ranks(Axis::pp)) {
     for (int s = 0; s + 1 < P; ++s) {
       std::vector<int> pair = {pipe[static_cast<size_t>(s)], pipe[static_cast<size_t>(s + 1)]};
-      auto activations = world->new_group(pair);
-      auto grads = world->new_group(pair);
+      auto activations = world->new_group(pair, {.message_bytes = link_message_bytes});
+      auto grads = world->new_group(pair, {.message_bytes = link_message_bytes});
       if (!activations) continue;
       if (rank == pair[0]) g.links.activations_to_next = activations, g.links.grads_from_next = grads;
       else g.links.activations_from_prev = activations, g.links.grads_to_prev = grads;

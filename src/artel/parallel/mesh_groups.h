@@ -33,6 +33,9 @@ struct MeshGroups {
 };
 
 // Throws Error (before creating anything) when pp · tp does not divide the world.
-MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp);
+// `link_message_bytes` (0: the world's GroupOptions::message_bytes) sizes each
+// pipeline link's buffer: when the activations a stage sends ahead fit, its
+// sends complete at once on its own thread and never wait for the receiver.
+MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes = 0);
 
 }  // namespace artel::parallel

@@ -29,13 +29,23 @@ std::string svg_path(const std::string& trace) {
   return trace + ".svg";
 }
 
+// Room on each pipeline link for every micro-batch's activation (or gradient)
+// of a step, so no send waits for its receiver; up to a cap, past which sends
+// stream through the buffer (slower, still correct).
+size_t link_message_bytes(const TrainConfig& cfg) {
+  constexpr size_t kHeader = 64, kCap = 64ull << 20;
+  const size_t rows = static_cast<size_t>(cfg.batch_size / cfg.micro_batches);
+  const size_t message = rows * static_cast<size_t>(cfg.block_size * cfg.n_embd) * sizeof(float) + kHeader;
+  return std::min(kCap, message * static_cast<size_t>(cfg.micro_batches));
+}
+
 }  // namespace
 
 MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, MeshOptions opts)
     : cfg_(std::move(cfg)), run_(run), world_(std::move(world)) {
   cfg_.validate();
   mesh_ = std::make_unique<GptMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
-                                                                     static_cast<int>(cfg_.tp)));
+                                                                     static_cast<int>(cfg_.tp), link_message_bytes(cfg_)));
   const parallel::MeshGroups& g = mesh_->groups();
   WorkerHooks h;
   h.rank = g.coord.dp;

@@ -294,7 +294,8 @@ void MpiTransport::barrier_members(const std::vector<int>& ranks, const OpContex
   }
 }
 
-std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, const std::string& id) {
+std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, const std::string& id,
+                                               const GroupOptions& /*opts: MPI buffers messages itself*/) {
   OpContext ctx{"new_group " + id};
   ctx.deadline = Clock::now() + timeout_;
   barrier_members(ranks, ctx);

@@ -58,7 +58,8 @@ class MpiTransport : public Transport {
   void enter(uint64_t seq) override {}
   std::vector<int> missing(uint64_t seq) const override { return {}; }
   void abort() override { aborted_ = true; }
-  std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id) override;
+  std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
+                                   const GroupOptions& opts) override;
   Tensor alloc(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype); }
 
   // MPI's own collectives on this group (algorithm "native").
