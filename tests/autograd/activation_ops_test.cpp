@@ -28,6 +28,17 @@ TEST(Activation, GeluMatchesTorchExact) {
   gradcheck([](std::vector<Variable>& v) { return gelu(v[0]); }, {random_tensor({3, 7}, 1, 2.0f)});
 }
 
+// GELU's backward writes into its output gradient when nothing else holds it.
+// add hands one gradient to both GELUs: the first must not overwrite it.
+TEST(Activation, GeluGradientWithASharedAndThenAnUnsharedOutputGradient) {
+  gradcheck([](std::vector<Variable>& v) { return mul(add(gelu(v[0]), gelu(mul(v[0], 0.5f))), 3.0f); },
+            {random_tensor({3, 7}, 2, 2.0f)});
+  Variable x(random_tensor({2, 3}, 3), true);
+  Tensor w = Tensor::full({2, 3}, 1.0f);
+  gelu(x).backward(w);
+  for (float v : w.to_vector()) EXPECT_EQ(v, 1.0f) << "the caller's output gradient must stay untouched";
+}
+
 TEST(Activation, ReluAndTanh) {
   Variable x(Tensor::from_vector({-2, -0.5f, 0.5f, 3}, {4}));
   EXPECT_EQ(relu(x).value().to_vector(), (std::vector<float>{0, 0, 0.5f, 3}));

@@ -71,5 +71,13 @@ TEST(Engine, NoGradRecordsNothing) {
   EXPECT_THROW(y.backward(), Error);
 }
 
+TEST(Engine, ReusableGradIsTheOutputGradientOnlyWhenNothingElseHoldsIt) {
+  Tensor g = Tensor::zeros({4});
+  EXPECT_TRUE(reusable_grad(g).same_storage(g));
+  Tensor alias = g.view({2, 2});
+  EXPECT_FALSE(reusable_grad(g).same_storage(g));
+  EXPECT_EQ(reusable_grad(g).shape(), g.shape());
+}
+
 }  // namespace
 }  // namespace artel::autograd

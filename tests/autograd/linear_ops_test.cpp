@@ -1,4 +1,4 @@
-// matmul and linear: values against naive loops, gradients by finite differences.
+// matmul, linear and linear_add: values against naive loops, gradients by finite differences.
 #include <gtest/gtest.h>
 
 #include "artel/autograd/ops.h"
@@ -35,6 +35,42 @@ TEST(Linear, InputWithoutGradGetsNone) {
   EXPECT_FALSE(x.grad().defined());
   EXPECT_TRUE(w.grad().defined());
   EXPECT_FLOAT_EQ(b.grad().data<float>()[0], 3.0f);  // Σ over 3 rows of 1
+}
+
+TEST(LinearAdd, EqualsResidualPlusLinear) {
+  Tensor x = random_tensor({2, 3, 4}, 1), w = random_tensor({5, 4}, 2), b = random_tensor({5}, 3);
+  Tensor r = random_tensor({2, 3, 5}, 4);
+  std::vector<float> fused = linear_add(Variable(x), Variable(w), Variable(b), Variable(r)).value().to_vector();
+  std::vector<float> plain = add(Variable(r), linear(Variable(x), Variable(w), Variable(b))).value().to_vector();
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_NEAR(fused[i], plain[i], 1e-5) << "element " << i;
+}
+
+TEST(LinearAdd, Gradients) {
+  auto op = [](std::vector<Variable>& in) { return linear_add(in[0], in[1], in[2], in[3]); };
+  gradcheck(op, {random_tensor({2, 3, 4}, 1), random_tensor({5, 4}, 2), random_tensor({5}, 3),
+                 random_tensor({2, 3, 5}, 4)});
+  gradcheck([](std::vector<Variable>& in) { return linear_add(in[0], in[1], Variable(), in[2]); },
+            {random_tensor({3, 4}, 5), random_tensor({2, 4}, 6), random_tensor({3, 2}, 7)});
+  // The residual also feeds the product: both paths reach it.
+  gradcheck([](std::vector<Variable>& in) { return linear_add(in[0], in[1], in[2], in[0]); },
+            {random_tensor({3, 4}, 8), random_tensor({4, 4}, 9), random_tensor({4}, 10)});
+}
+
+TEST(LinearAdd, ResidualOfTheWrongShapeNamesTheOp) {
+  Variable x(random_tensor({3, 4}, 1)), w(random_tensor({2, 4}, 2)), b(random_tensor({2}, 3));
+  EXPECT_THROW(
+      {
+        try {
+          linear_add(x, w, b, Variable(random_tensor({3, 4}, 4)));
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("linear_add: residual [3, 4] does not match the output [3, 2]"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(linear_add(x, w, b, Variable()), Error);
 }
 
 TEST(Matmul, ForwardAndGradients) {

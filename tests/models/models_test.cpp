@@ -212,6 +212,28 @@ TEST(Gpt, DropoutOnlyInTrainingMode) {
   EXPECT_EQ(m.forward(ids).value().to_vector(), first);
 }
 
+// forward_onto(r, x) is r + forward(x): fused into c_proj when dropout is
+// inactive, the plain sum (same dropout draws) when it is active.
+TEST(GptBlock, ForwardOntoIsTheResidualPlusTheForward) {
+  Rng init(3, 0);
+  Tensor x = Tensor::empty({2, 4, 16}), r = Tensor::empty({2, 4, 16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = init.normal(), r.data<float>()[i] = init.normal();
+  for (float p : {0.0f, 0.3f}) {
+    auto drop = std::make_shared<Rng>(5, 1);
+    CausalSelfAttention attn(16, 2, p, init, drop);
+    GptMlp mlp(16, p, init, drop);
+    for (nn::Layer* layer : {static_cast<nn::Layer*>(&attn), static_cast<nn::Layer*>(&mlp)}) {
+      RngState s = drop->state();
+      std::vector<float> plain = autograd::add(Variable(r), layer->forward(Variable(x))).value().to_vector();
+      drop->set_state(s);
+      std::vector<float> fused = layer == &attn ? attn.forward_onto(Variable(r), Variable(x)).value().to_vector()
+                                                : mlp.forward_onto(Variable(r), Variable(x)).value().to_vector();
+      ASSERT_EQ(fused.size(), plain.size());
+      for (size_t i = 0; i < fused.size(); ++i) EXPECT_NEAR(fused[i], plain[i], 1e-5) << "p " << p << " element " << i;
+    }
+  }
+}
+
 TEST(Gpt, GenerateSamplesReproduciblyAndCropsToTheBlock) {
   Gpt m(tiny_gpt());
   Rng r1(3), r2(3);

@@ -28,7 +28,7 @@ Variable gelu(const Variable& x) {
   Tensor dydx = Tensor::empty(x.shape());
   kernels::gelu_forward_with_derivative(x.numel(), xp, y.data<float>(), dydx.data<float>());
   return make_result(y, {x}, "gelu", [dydx](const Tensor& g, std::vector<Tensor>& gi) {
-    gi[0] = Tensor::empty(g.shape());
+    gi[0] = reusable_grad(g);
     kernels::multiply(g.numel(), g.data<float>(), dydx.data<float>(), gi[0].data<float>());
   });
 }

@@ -3,7 +3,8 @@
 // Note [Gradient ownership]: an op's backward may hand back its grad_output
 // itself, or a view of it, for several inputs (add returns g for both). So a
 // gradient received from the graph is "borrowed": it is stored as is the first
-// time and copied before anything is added into it in place.
+// time and copied before anything is added into it in place — unless by then
+// the stored tensor is the only one left holding its storage.
 #include <unordered_map>
 #include <unordered_set>
 
@@ -26,6 +27,8 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
   }
   ARTEL_CHECK(into.numel() == g.numel(), "backward: gradient of shape ", shape_str(g.shape()),
               " where ", shape_str(into.shape()), " was expected");
+  // A borrowed gradient that nothing else holds any more is ours after all.
+  owned = owned || into.storage().use_count() == 1;
   if (!owned) {  // the first sum goes to a fresh tensor: one pass, no copy first
     Tensor sum = Tensor::empty(into.shape());
     kernels::add_to(sum.data<float>(), into.data<float>(), g.data<float>(), g.numel());

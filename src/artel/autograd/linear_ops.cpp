@@ -1,7 +1,8 @@
-// matmul and linear: one GEMM forward, two in backward (dX skipped when x
-// needs no gradient, e.g. a network's input). Leading dimensions of the left
+// matmul, linear and linear_add: one GEMM forward, two in backward (dX
+// skipped when x needs no gradient, e.g. a network's input). Leading dimensions of the left
 // operand are flattened into rows without copying.
 #include "artel/autograd/ops.h"
+#include "artel/kernels/elementwise.h"
 #include "artel/kernels/gemm.h"
 #include "artel/kernels/layout.h"
 #include "artel/kernels/reduce.h"
@@ -44,24 +45,30 @@ Variable matmul(const Variable& a, const Variable& b) {
   });
 }
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-  ARTEL_CHECK(x.value().dim() >= 1 && weight.value().dim() == 2 && x.shape().back() == weight.size(1),
-              "linear: input ", shape_str(x.shape()), " does not match weight ", shape_str(weight.shape()),
+namespace {
+
+void check_linear(const char* op, const Variable& x, const Variable& weight, const Variable& bias) {
+  ARTEL_CHECK(x.value().dim() >= 1 && weight.value().dim() == 2 && x.shape().back() == weight.size(1), op,
+              ": input ", shape_str(x.shape()), " does not match weight ", shape_str(weight.shape()),
               " (hint: x (..., in), weight (out, in))");
-  int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
-  ARTEL_CHECK(!bias.defined() || (bias.value().dim() == 1 && bias.size(0) == out), "linear: bias ",
+  ARTEL_CHECK(!bias.defined() || (bias.value().dim() == 1 && bias.size(0) == weight.size(0)), op, ": bias ",
               shape_str(bias.defined() ? bias.shape() : Shape{}), " does not match weight ", shape_str(weight.shape()),
               " (hint: bias is (out))");
-  Tensor y = Tensor::empty(with_last(x.shape(), out));
+}
+
+// y = x·Wᵀ + beta·y (beta 1: y holds what the product is added to; 0: y is
+// uninitialised), recorded as op `name` over `inputs` = {x, weight, bias[,
+// residual]}. A residual's gradient is the output gradient itself (Note
+// [Gradient ownership]).
+Variable linear_onto(Tensor y, float beta, std::vector<Variable> inputs, const char* name) {
+  const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
+  int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
   Tensor xv = x.value(), wv = weight.value();
-  // The bias is laid into y first and the GEMM adds onto it (beta = 1): no
-  // extra pass, since a beta = 0 GEMM clears C first anyway.
-  if (bias.defined()) kernels::repeat_row(M, out, bias.value().data<float>(), y.data<float>());
-  kernels::gemm(false, true, M, out, in, 1.0f, xv.data<float>(), wv.data<float>(), bias.defined() ? 1.0f : 0.0f,
-                y.data<float>());
+  kernels::gemm(false, true, M, out, in, 1.0f, xv.data<float>(), wv.data<float>(), beta, y.data<float>());
   bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
-  return make_result(y, {x, weight, bias}, "linear",
-                     [xv, wv, M, in, out, gx, gw, gb](const Tensor& g, std::vector<Tensor>& gi) {
+  bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
+  return make_result(y, std::move(inputs), name,
+                     [xv, wv, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
                        if (gx) {  // dX = dY · W
                          gi[0] = Tensor::empty(xv.shape());
                          kernels::gemm(false, false, M, in, out, 1.0f, g.data<float>(), wv.data<float>(), 0.0f,
@@ -76,7 +83,36 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
                          Tensor& db = grad_output_buffer(gi, 2, {out});
                          kernels::column_sums(M, out, g.data<float>(), db.data<float>());
                        }
+                       if (gr) gi[3] = g;
                      });
+}
+
+}  // namespace
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  check_linear("linear", x, weight, bias);
+  int64_t M = rows_of(x.shape()), out = weight.size(0);
+  // The bias is laid into y first and the GEMM adds onto it (beta = 1): no
+  // extra pass, since a beta = 0 GEMM clears C first anyway.
+  Tensor y = Tensor::empty(with_last(x.shape(), out));
+  if (bias.defined()) kernels::repeat_row(M, out, bias.value().data<float>(), y.data<float>());
+  return linear_onto(y, bias.defined() ? 1.0f : 0.0f, {x, weight, bias}, "linear");
+}
+
+Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual) {
+  check_linear("linear_add", x, weight, bias);
+  Shape shape = with_last(x.shape(), weight.size(0));
+  ARTEL_CHECK(residual.defined() && residual.shape() == shape, "linear_add: residual ",
+              shape_str(residual.defined() ? residual.shape() : Shape{}), " does not match the output ",
+              shape_str(shape), " (hint: the residual has the linear layer's output shape)");
+  // residual (+ bias) laid into y in one pass; the GEMM then adds onto it.
+  Tensor y = Tensor::empty(shape);
+  if (bias.defined())
+    kernels::binary(kernels::BinaryOp::add, kernels::plan_broadcast(shape, shape, bias.shape()),
+                    residual.value().data<float>(), bias.value().data<float>(), y.data<float>());
+  else
+    y.copy_from(residual.value());
+  return linear_onto(y, 1.0f, {x, weight, bias, residual}, "linear_add");
 }
 
 }  // namespace artel::autograd

@@ -20,6 +20,10 @@ namespace artel::autograd {
 Variable matmul(const Variable& a, const Variable& b);
 // x (..., in), weight (out, in), bias (out) or undefined -> (..., out).
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+// residual + linear(x, weight, bias) as one op (a transformer block's residual
+// connection): the residual is laid into the GEMM's output with the bias, so
+// the sum costs no pass of its own. residual has the output's shape.
+Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual);
 
 // ---- elementwise, numpy broadcasting (trailing dimensions aligned)
 Variable add(const Variable& a, const Variable& b);

@@ -47,6 +47,11 @@ Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Sha
   return t;
 }
 
+Tensor reusable_grad(const Tensor& grad_output) {
+  if (grad_output.storage().use_count() == 1) return grad_output;
+  return Tensor::empty(grad_output.shape());
+}
+
 void Variable::add_grad_ready_hook(GradReadyHook hook) {
   ARTEL_CHECK(is_leaf() && requires_grad(), "grad-ready hooks are for leaves that require grad");
   impl_->hooks.push_back(std::move(hook));

@@ -98,7 +98,7 @@ class Node {
   // Fills grad_inputs[i] for every input that needs a gradient; leaves the
   // others undefined. grad_inputs[i] arrives undefined, or holding a leaf's
   // gradient destination, which the op may write into (grad_output_buffer) or
-  // replace. Must not modify grad_output.
+  // replace. Must not modify grad_output, except through reusable_grad().
   void backward(const Tensor& grad_output, std::vector<Tensor>& grad_inputs) const { backward_(grad_output, grad_inputs); }
 
  private:
@@ -116,6 +116,12 @@ Variable make_result(Tensor value, std::vector<Variable> inputs, const char* nam
 // destination the engine left in grad_inputs[i] (Note [Gradient destinations]),
 // or a fresh one of `shape`. The op must overwrite all of it.
 Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape);
+
+// For backward functions: grad_output itself when the engine holds the only
+// reference to its storage (nobody else can see it), so an elementwise op may
+// overwrite it with its input's gradient; else a fresh tensor of its shape.
+// Saves a buffer, and the cache misses of writing to new memory.
+Tensor reusable_grad(const Tensor& grad_output);
 
 // True when input i of the op being recorded needs a gradient (for backward
 // functions: skip work whose result nobody needs).

@@ -30,7 +30,7 @@ void tanh_backward(int64_t n, const float* y, const float* dy, float* dx);
 // mask[i] = 0 with probability p, else 1/(1-p); draws n uniforms from rng in order.
 void dropout_mask(int64_t n, float p, Rng& rng, float* mask);
 
-// out[i] = a[i] · b[i] (dropout forward and backward: x · mask, dy · mask).
+// out[i] = a[i] · b[i] (dropout forward and backward: x · mask, dy · mask); out may be a.
 void multiply(int64_t n, const float* a, const float* b, float* out);
 
 }  // namespace artel::kernels

@@ -149,10 +149,20 @@ void lower_t_times(int64_t t, int64_t hs, const float* l, int64_t ldl, const flo
 }
 
 // dst (hs, tp) = srcᵀ for src (T, hs) with rows ld apart; columns T..tp zero.
+// Whole 16 × 16 tiles go through registers; ragged edges element by element.
 void transpose_padded(int64_t t, int64_t tp, int64_t hs, const float* src, int64_t ld, float* dst) {
-  for (int64_t e = 0; e < hs; ++e) {
-    for (int64_t j = 0; j < t; ++j) dst[e * tp + j] = src[j * ld + e];
-    std::fill(dst + e * tp + t, dst + (e + 1) * tp, 0.0f);
+  for (int64_t e0 = 0; e0 < hs; e0 += kLanes) {
+    int64_t j0 = 0;
+    for (; e0 + kLanes <= hs && j0 + kLanes <= t; j0 += kLanes) {
+      v16 tile[kLanes];
+      for (int64_t r = 0; r < kLanes; ++r) tile[r] = load16(src + (j0 + r) * ld + e0);
+      transpose16(tile);
+      for (int64_t r = 0; r < kLanes; ++r) store16(dst + (e0 + r) * tp + j0, tile[r]);
+    }
+    for (int64_t e = e0; e < std::min(hs, e0 + kLanes); ++e) {
+      for (int64_t j = j0; j < t; ++j) dst[e * tp + j] = src[j * ld + e];
+      std::fill(dst + e * tp + t, dst + (e + 1) * tp, 0.0f);
+    }
   }
 }
 

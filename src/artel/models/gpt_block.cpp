@@ -3,6 +3,18 @@
 #include "artel/autograd/ops.h"
 
 namespace artel::models {
+namespace {
+
+// residual + drop(proj(h)). With the dropout inactive (p = 0, or eval) that is
+// one linear_add: the residual goes into the GEMM's output with the bias
+// instead of costing an add of its own. Same parameters either way.
+Variable project_onto(const Variable& residual, nn::Linear& proj, nn::Dropout& drop, const Variable& h) {
+  if (drop.p() == 0.0f || !drop.is_training())
+    return autograd::linear_add(h, proj.weight(), proj.bias(), residual);
+  return autograd::add(residual, drop.forward(proj.forward(h)));
+}
+
+}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init,
                                          std::shared_ptr<Rng> drop)
@@ -13,9 +25,16 @@ CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float d
 }
 
 Variable CausalSelfAttention::forward(const Variable& x) {
-  Variable qkv = c_attn_->forward(x);                           // (B, T, 3C)
-  Variable y = autograd::causal_self_attention(qkv, n_head_);  // (B, T, C)
-  return resid_dropout_->forward(c_proj_->forward(y));
+  return resid_dropout_->forward(c_proj_->forward(heads(x)));
+}
+
+Variable CausalSelfAttention::forward_onto(const Variable& residual, const Variable& x) {
+  return project_onto(residual, *c_proj_, *resid_dropout_, heads(x));
+}
+
+Variable CausalSelfAttention::heads(const Variable& x) {
+  Variable qkv = c_attn_->forward(x);                     // (B, T, 3C)
+  return autograd::causal_self_attention(qkv, n_head_);  // (B, T, C)
 }
 
 GptMlp::GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
@@ -29,6 +48,10 @@ Variable GptMlp::forward(const Variable& x) {
   return dropout_->forward(c_proj_->forward(gelu_->forward(c_fc_->forward(x))));
 }
 
+Variable GptMlp::forward_onto(const Variable& residual, const Variable& x) {
+  return project_onto(residual, *c_proj_, *dropout_, gelu_->forward(c_fc_->forward(x)));
+}
+
 Block::Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(n_embd));
   attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, init, drop));
@@ -37,8 +60,8 @@ Block::Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shar
 }
 
 Variable Block::forward(const Variable& x) {
-  Variable h = autograd::add(x, attn_->forward(ln_1_->forward(x)));
-  return autograd::add(h, mlp_->forward(ln_2_->forward(h)));
+  Variable h = attn_->forward_onto(x, ln_1_->forward(x));  // x + attn(ln_1(x))
+  return mlp_->forward_onto(h, ln_2_->forward(h));         // h + mlp(ln_2(h))
 }
 
 }  // namespace artel::models

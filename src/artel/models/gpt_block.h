@@ -4,6 +4,9 @@
 //   x = x + attn(ln_1(x))        // (B, T, C)
 //   x = x + mlp(ln_2(x))
 //
+// Each residual add is done inside the branch's c_proj (autograd::linear_add)
+// whenever that branch's dropout is inactive, instead of as a pass of its own.
+//
 // Dropout sits where nanoGPT puts it on the residual branches (attn.resid_dropout,
 // mlp.dropout); the dropout on attention probabilities (nanoGPT's attn_dropout)
 // is omitted, because the fused attention kernel never materialises them.
@@ -25,8 +28,11 @@ class CausalSelfAttention : public nn::Layer {
  public:
   CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop);
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, C)
+  // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
+  Variable forward_onto(const Variable& residual, const Variable& x);
 
  private:
+  Variable heads(const Variable& x);  // c_attn and attention: (B, T, C) -> (B, T, C), before c_proj
   int64_t n_head_;
   std::shared_ptr<nn::Linear> c_attn_, c_proj_;
   std::shared_ptr<nn::Dropout> resid_dropout_;
@@ -36,6 +42,8 @@ class GptMlp : public nn::Layer {
  public:
   GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop);
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, 4C) -> (B, T, C)
+  // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
+  Variable forward_onto(const Variable& residual, const Variable& x);
 
  private:
   std::shared_ptr<nn::Linear> c_fc_, c_proj_;
