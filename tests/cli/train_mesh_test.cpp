@@ -67,9 +67,12 @@ TEST_F(TrainMeshRuns, PrintsTheLayoutAndWhatEachStageHeld) {
   EXPECT_NE(r.out.find("layout dp 1 x pp 2 x tp 1; 4 micro-batch(es) of 2 rows, gpipe; blocks per stage [0,2) [2,4)"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("      0  [0,2)                   4"), std::string::npos) << "GPipe holds all M:\n" << r.out;
-  r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule 1f1b" + out("f"));
+  r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule 1f1b --stage-layers cost" + out("f"));
   ok(r);
-  EXPECT_NE(r.out.find("      0  [0,2)                   2"), std::string::npos) << "1F1B holds at most P:\n" << r.out;
+  const size_t stage0 = r.out.find("      0  [0,");  // the blocks per stage are measured here
+  ASSERT_NE(stage0, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(stage0 + 14, 20), "                   2") << "1F1B holds at most P:\n" << r.out;
+  EXPECT_NE(r.out.find("balanced by measured ms per micro-batch: embeddings "), std::string::npos) << r.out;
 }
 
 TEST_F(TrainMeshRuns, ResumedRunIsIdenticalToAnUninterruptedOne) {
@@ -133,6 +136,7 @@ TEST_F(TrainMeshRuns, BadLayoutsFailBeforeAnyWorkerStarts) {
   fails("--nproc 2 --tp 2 --data " + std::string(ARTEL_SOURCE_DIR) + "/data/tinyshakespeare.txt",
         "does not divide the vocabulary of 65");
   fails("--nproc 2 --pp 2 --batch-size 6 --micro-batches 4", "does not divide --batch-size 6");
+  fails("--nproc 2 --pp 2 --stage-layers fast", "neither params, cost nor a list of block counts");
   fails("--nproc 2 --pp 2 --model mlp", "model mlp has no tensor- or pipeline-parallel form");
   fails("--nproc 2 --pp 2 --stage-layers 1,2", "adds up to 3 blocks");
   fails("--nproc 2 --pp 2 --schedule zigzag", "unknown schedule 'zigzag'");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "artel/core/error.h"
+#include "artel/parallel/gpt_shard.h"
 
 namespace artel::parallel {
 namespace {
@@ -24,6 +25,34 @@ TEST(GptSharding, BalancedStagesAreContiguousAndEven) {
   big_vocab.vocab_size = 50000;
   EXPECT_EQ(balanced_stages(big_vocab, 2), (std::vector<BlockRange>{{0, 1}, {1, 4}}));
   EXPECT_THROW(balanced_stages(gpt(2), 3), Error);
+}
+
+TEST(GptSharding, StagesBalanceWhateverCostsTheyAreGiven) {
+  // A head as costly as three blocks: the last stage keeps one block.
+  EXPECT_EQ(balanced_stages(gpt(4), 2, {.embeddings = 0.1, .block = 1, .head = 3}),
+            (std::vector<BlockRange>{{0, 3}, {3, 4}}));
+  // Cheap ends: an even split.
+  EXPECT_EQ(balanced_stages(gpt(8), 4, {.embeddings = 0.01, .block = 1, .head = 0.05}),
+            (std::vector<BlockRange>{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));
+  EXPECT_THROW(balanced_stages(gpt(2), 3, {.block = 1}), Error);
+}
+
+// With a large vocabulary the head (lm_head product and loss) outweighs a
+// block many times over while holding no parameters of its own: measured
+// costs move blocks off the last stage, where parameter counts move them onto it.
+TEST(GptSharding, MeasuredCostsSeeTheHeadThatParameterCountsMiss) {
+  models::ModelConfig c = gpt(4);
+  c.vocab_size = 8192, c.n_embd = 32, c.n_head = 2, c.block_size = 16;
+  GptShard whole(c, {.stage = 0, .stages = 1, .blocks = {0, 4}});
+  PieceCosts ms = whole.measure_costs(/*rows=*/2, /*repeats=*/3);
+  EXPECT_GT(ms.block, 0);
+  EXPECT_GT(ms.head, 2 * ms.block);
+  for (const auto& [name, p] : whole.named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
+  std::vector<BlockRange> by_cost = balanced_stages(c, 2, ms), by_params = balanced_stages(c, 2);
+  EXPECT_GT(by_cost[0].size(), by_cost[1].size());
+  EXPECT_LT(by_params[0].size(), by_params[1].size());
+  GptShard stage(c, {.stage = 0, .stages = 2, .blocks = {0, 2}});
+  EXPECT_THROW(stage.measure_costs(2, 3), Error);
 }
 
 TEST(GptSharding, ExplicitStagesMustCoverEveryBlockOnce) {

@@ -1,5 +1,8 @@
 #include "artel/parallel/gpt_shard.h"
 
+#include <algorithm>
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -8,12 +11,42 @@
 #include "artel/models/gpt_block.h"
 #include "artel/nn/dropout.h"
 #include "artel/nn/embedding.h"
+#include "artel/nn/init.h"
 #include "artel/nn/layer_norm.h"
 #include "artel/parallel/gpt_tensor_parallel_block.h"
 #include "artel/parallel/tensor_parallel.h"
 #include "artel/parallel/tensor_parallel_layers.h"
 
 namespace artel::parallel {
+namespace {
+
+Tensor random_normal(const Shape& shape, Rng& rng) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  nn::init::normal(t, 0.0f, 1.0f, rng);
+  return t;
+}
+
+Tensor random_tokens(const Shape& shape, int64_t vocab, Rng& rng) {
+  Tensor t = Tensor::empty(shape, DType::i64);
+  int64_t* x = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] = static_cast<int64_t>(rng.below(static_cast<uint64_t>(vocab)));
+  return t;
+}
+
+// Median milliseconds of `repeats` calls of `run`, after one untimed call.
+double median_ms(int repeats, const std::function<void()>& run) {
+  run();
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    run();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
+  return ms[static_cast<size_t>(repeats / 2)];
+}
+
+}  // namespace
 
 // Blocks named by their index in the whole model ("2", "3" on a stage
 // holding blocks [2, 4)), so parameter names match the single-worker ones.
@@ -105,6 +138,32 @@ void GptShard::load_from_full(const nn::StateDict& full) {
                 ", the shard holds ", shape_str(p.value().shape()));
     p.value().copy_from(part);
   }
+}
+
+// measure_costs times the pieces one by one so that a pipeline can be cut by
+// what its stages compute rather than by what they store. Each piece runs on
+// inputs of the shape it sees in training; its backward is seeded with a
+// fixed random gradient, so no op takes a shortcut for zeros.
+PieceCosts GptShard::measure_costs(int64_t rows, int repeats) {
+  ARTEL_CHECK(place_.stages == 1 && !place_.tp && place_.blocks.size() == cfg_.n_layer,
+              "measuring stage costs needs a shard of the whole model, got stage ", place_.stage, " of ",
+              place_.stages);
+  ARTEL_CHECK(rows >= 1 && repeats >= 1, "measuring stage costs: ", rows, " rows, ", repeats, " repeats");
+  const int64_t T = cfg_.block_size;
+  const Shape hidden{rows, T, cfg_.n_embd};
+  Rng rng(cfg_.seed, /*stream=*/0xC057);
+  const Tensor ids = random_tokens({rows, T}, cfg_.vocab_size, rng);
+  const Tensor targets = random_tokens({rows * T}, cfg_.vocab_size, rng);
+  const Tensor seed_grad = random_normal(hidden, rng);
+  const Variable input(random_normal(hidden, rng), /*requires_grad=*/true);
+  nn::Layer& block = *transformer_->h->blocks.front();
+
+  PieceCosts costs;
+  costs.embeddings = median_ms(repeats, [&] { embed(ids).backward(seed_grad); });
+  costs.block = median_ms(repeats, [&] { block.forward(input).backward(seed_grad); });
+  costs.head = median_ms(repeats, [&] { head_loss(input, targets).backward(); });
+  zero_grad();
+  return costs;
 }
 
 }  // namespace artel::parallel

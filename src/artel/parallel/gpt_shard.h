@@ -60,6 +60,12 @@ class GptShard : public nn::Module {
 
   Rng& dropout_rng() { return *dropout_rng_; }
 
+  // Milliseconds of one forward + backward of each piece (balanced_stages'
+  // PieceCosts) on a micro-batch of `rows` sequences of block_size tokens:
+  // the median of `repeats` runs after one warm-up. Needs a shard holding the
+  // whole model (one stage, no tensor parallelism); leaves no gradients.
+  PieceCosts measure_costs(int64_t rows, int repeats);
+
  private:
   Variable embed(const Tensor& ids);
   Variable head_loss(const Variable& x, const Tensor& targets);

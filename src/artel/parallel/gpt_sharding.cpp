@@ -24,25 +24,35 @@ void check_stage_count(const models::ModelConfig& cfg, int stages) {
 
 }  // namespace
 
+PieceCosts parameter_costs(const models::ModelConfig& cfg) {
+  const double C = static_cast<double>(cfg.n_embd);
+  return {.embeddings = static_cast<double>(cfg.vocab_size + cfg.block_size) * C,
+          .block = 12 * C * C + 13 * C,
+          .head = 2 * C};  // ln_f; the lm_head is wte, counted on the first stage
+}
+
 std::vector<BlockRange> balanced_stages(const models::ModelConfig& cfg, int stages) {
+  return balanced_stages(cfg, stages, parameter_costs(cfg));
+}
+
+std::vector<BlockRange> balanced_stages(const models::ModelConfig& cfg, int stages, const PieceCosts& costs) {
   check_stage_count(cfg, stages);
-  const int64_t L = cfg.n_layer, C = cfg.n_embd;
-  const int64_t block = 12 * C * C + 13 * C;
-  const int64_t embed = (cfg.vocab_size + cfg.block_size) * C, final_norm = 2 * C;
-  // cost(s, a, b): parameters of stage s holding blocks [a, b).
+  const int64_t L = cfg.n_layer;
+  // cost(s, a, b): stage s holding blocks [a, b).
   auto cost = [&](int s, int64_t a, int64_t b) {
-    return (b - a) * block + (s == 0 ? embed : 0) + (s == stages - 1 ? final_norm : 0);
+    return static_cast<double>(b - a) * costs.block + (s == 0 ? costs.embeddings : 0) +
+           (s == stages - 1 ? costs.head : 0);
   };
   // best[s][b]: the smallest largest-stage cost of stages 0..s-1 holding blocks [0, b).
-  const int64_t inf = std::numeric_limits<int64_t>::max();
-  std::vector<std::vector<int64_t>> best(stages + 1, std::vector<int64_t>(L + 1, inf));
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(L + 1, inf));
   std::vector<std::vector<int64_t>> cut(stages + 1, std::vector<int64_t>(L + 1, 0));
   best[0][0] = 0;
   for (int s = 1; s <= stages; ++s)
     for (int64_t b = s; b <= L; ++b)
       for (int64_t a = s - 1; a < b; ++a) {
         if (best[s - 1][a] == inf) continue;
-        int64_t worst = std::max(best[s - 1][a], cost(s - 1, a, b));
+        double worst = std::max(best[s - 1][a], cost(s - 1, a, b));
         if (worst < best[s][b]) best[s][b] = worst, cut[s][b] = a;  // ties: the earliest cut, fewer blocks first
       }
   std::vector<BlockRange> ranges(stages);

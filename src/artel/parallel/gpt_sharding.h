@@ -7,6 +7,7 @@
 // split is written once.
 //
 //   auto stages = balanced_stages(cfg, /*stages=*/2);        // {{0, 2}, {2, 4}}
+//   auto timed = balanced_stages(cfg, 2, measured_costs);     // by milliseconds instead
 //   ShardKind k = shard_kind("transformer.h.0.attn.c_attn.weight");   // qkv_rows
 //   Tensor mine = take_shard(full, k, /*part=*/1, /*parts=*/2);
 //   Tensor back = join_shards({part0, part1}, k);            // == full
@@ -29,10 +30,24 @@ struct BlockRange {
   bool operator==(const BlockRange&) const = default;
 };
 
+// What the pieces of the GPT weigh when it is cut into stages: one block (all
+// blocks are alike), the embeddings (first stage only) and the head — final
+// LayerNorm, lm_head and loss (last stage only). Either parameter counts, or
+// measured milliseconds of a micro-batch's forward + backward
+// (GptShard::measure_costs): the two disagree most on the head, which holds
+// almost no parameters of its own (it is tied to wte) but computes the
+// largest matrix product when the vocabulary is large.
+struct PieceCosts {
+  double embeddings = 0;
+  double block = 0;
+  double head = 0;
+};
+PieceCosts parameter_costs(const models::ModelConfig& cfg);
+
 // Contiguous, non-empty ranges of the n_layer blocks, one per stage, that
-// minimise the largest stage's parameter count (the embeddings count on the
-// first stage, the final LayerNorm on the last). Throws when there are more
-// stages than blocks.
+// minimise the largest stage's cost; ties go to the earliest cut. Throws when
+// there are more stages than blocks. Without costs: parameter_costs(cfg).
+std::vector<BlockRange> balanced_stages(const models::ModelConfig& cfg, int stages, const PieceCosts& costs);
 std::vector<BlockRange> balanced_stages(const models::ModelConfig& cfg, int stages);
 // An explicit split: blocks per stage (e.g. {1, 3}); each >= 1, summing to n_layer.
 std::vector<BlockRange> explicit_stages(const models::ModelConfig& cfg, const std::vector<int64_t>& blocks_per_stage);

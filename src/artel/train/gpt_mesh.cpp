@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -65,8 +66,7 @@ bool GptMesh::holds_loss() const { return shard_->last_stage() && shard_->tp_ran
 nn::NamedParameters GptMesh::shard(models::Model& full) {
   const models::ModelConfig& mc = full.config();
   const int P = static_cast<int>(cfg_.pp);
-  std::vector<int64_t> counts = cfg_.stage_layer_counts();
-  stages_ = counts.empty() ? parallel::balanced_stages(mc, P) : parallel::explicit_stages(mc, counts);
+  stages_ = partition(full);
   const int stage = groups_.coord.pp;
   shard_ = std::make_unique<parallel::GptShard>(
       mc, parallel::ShardPlace{.stage = stage, .stages = P, .blocks = stages_[stage], .tp = groups_.tp.get()});
@@ -78,6 +78,32 @@ nn::NamedParameters GptMesh::shard(models::Model& full) {
   for (auto& [name, p] : params)
     if (P > 1 && parallel::is_tied_embedding(name)) tied_embedding_ = p;
   return params;
+}
+
+// --stage-layers: explicit counts, or balanced by parameters (the default) or
+// by measured cost.
+std::vector<parallel::BlockRange> GptMesh::partition(const models::Model& full) {
+  const models::ModelConfig& mc = full.config();
+  const int P = static_cast<int>(cfg_.pp);
+  std::vector<int64_t> counts = cfg_.stage_layer_counts();
+  if (!counts.empty()) return parallel::explicit_stages(mc, counts);
+  if (cfg_.stage_layers != "cost" || P == 1) return parallel::balanced_stages(mc, P);
+  measured_ = measured_costs(full);
+  return parallel::balanced_stages(mc, P, *measured_);
+}
+
+// Every worker times the pieces on its own core, and the average over the
+// world is used, so all of them cut the model the same way.
+parallel::PieceCosts GptMesh::measured_costs(const models::Model& full) {
+  const models::ModelConfig& mc = full.config();
+  parallel::GptShard whole(mc, {.stage = 0, .stages = 1, .blocks = {0, mc.n_layer}});
+  whole.load_from_full(full.state_dict());
+  const parallel::PieceCosts mine = whole.measure_costs(cfg_.batch_size / cfg_.micro_batches, /*repeats=*/5);
+  Tensor t = Tensor::empty({3}, DType::f64);
+  double* d = t.data<double>();
+  d[0] = mine.embeddings, d[1] = mine.block, d[2] = mine.head;
+  groups_.world->all_reduce(t, {.op = comm::ReduceOp::avg})->wait();
+  return {.embeddings = d[0], .block = d[1], .head = d[2]};
 }
 
 void GptMesh::start_data_parallel(const parallel::DdpOptions& opts) {
@@ -310,6 +336,12 @@ std::string GptMesh::describe() const {
                                  t.degree(parallel::Axis::tp), "; ", cfg_.micro_batches, " micro-batch(es) of ",
                                  cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule, "; blocks per stage");
   for (const parallel::BlockRange& r : stages_) s += detail::concat(" [", r.first, ",", r.last, ")");
+  if (measured_) {
+    char costs[160];
+    std::snprintf(costs, sizeof costs, ", balanced by measured ms per micro-batch: embeddings %.3f, block %.3f, head %.3f",
+                  measured_->embeddings, measured_->block, measured_->head);
+    s += costs;
+  }
   return s;
 }
 

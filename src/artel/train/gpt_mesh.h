@@ -16,7 +16,9 @@
 //   Trainer t(cfg, run, {... .model_parallel = &mesh});   // calls mesh.shard(full)
 #pragma once
 
+
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "artel/comm/gather_named.h"
@@ -71,12 +73,15 @@ class GptMesh : public ModelParallel {
   bool holds_loss() const;  // the last stage's tensor-parallel rank 0
 
  private:
+  std::vector<parallel::BlockRange> partition(const models::Model& full);
+  parallel::PieceCosts measured_costs(const models::Model& full);
   comm::NamedTensors gather_to_root(const comm::NamedTensors& mine, const std::function<std::string(const std::string&)>& param_of);
   bool counts_in_norm(const std::string& name) const;
 
   TrainConfig cfg_;
   parallel::MeshGroups groups_;
   std::vector<parallel::BlockRange> stages_;
+  std::optional<parallel::PieceCosts> measured_;  // --stage-layers cost: what the split was balanced by
   parallel::ScheduleKind schedule_;
   std::unique_ptr<parallel::GptShard> shard_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;

@@ -57,7 +57,7 @@ const std::vector<Field>& fields() {
       {"pp", &TrainConfig::pp, "pipeline stages (gpt): split the blocks into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
       {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b"},
-      {"stage_layers", &TrainConfig::stage_layers, "blocks per pipeline stage, e.g. 1,3 (default: balanced by parameters)"},
+      {"stage_layers", &TrainConfig::stage_layers, "pipeline stages: params (balanced by parameter count, the default), cost (by measured forward + backward time) or blocks per stage, e.g. 1,3"},
       {"trace", &TrainConfig::trace, "write a Chrome-trace timeline (and a pipeline SVG) to this file"},
       {"n_layer", &TrainConfig::n_layer, "GPT blocks"},
       {"n_head", &TrainConfig::n_head, "GPT attention heads"},
@@ -218,7 +218,7 @@ void TrainConfig::validate() const {
 
 std::vector<int64_t> TrainConfig::stage_layer_counts() const {
   std::vector<int64_t> counts;
-  if (stage_layers.empty()) return counts;
+  if (stage_layers.empty() || stage_layers == "params" || stage_layers == "cost") return counts;
   std::istringstream is(stage_layers);
   std::string item;
   while (std::getline(is, item, ',')) {
@@ -230,8 +230,8 @@ std::vector<int64_t> TrainConfig::stage_layer_counts() const {
       used = 0;
     }
     if (used == 0 || used != item.size())
-      throw Error("--stage-layers '" + stage_layers + "' is not a comma-separated list of block counts",
-                  "write e.g. --stage-layers 1,3");
+      throw Error("--stage-layers '" + stage_layers + "' is neither params, cost nor a list of block counts",
+                  "write --stage-layers params, cost, or block counts like 1,3");
     counts.push_back(v);
   }
   return counts;

@@ -68,7 +68,7 @@ struct TrainConfig {
   int64_t pp = 1;                   // pipeline stages, in [1, n_layer]
   int64_t micro_batches = 1;        // micro-batches per step of one replica, >= 1, divides batch_size
   std::string schedule = "1f1b";    // gpipe | 1f1b
-  std::string stage_layers;         // blocks per stage, e.g. "1,3"; "" = balanced by parameter count
+  std::string stage_layers;         // "params" (or ""), "cost", or blocks per stage, e.g. "1,3"
   std::string trace;                // write a Chrome trace (and for pipelines an SVG) to this file; "" = none
 
   // ---- GPT shape (ignored by mlp, cnn)
@@ -83,7 +83,7 @@ struct TrainConfig {
   // Tensor or pipeline parallelism, or micro-batches: the run goes through
   // the model-parallel mesh (gpt only).
   bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
-  // stage_layers as numbers ({} when empty); throws on malformed text.
+  // stage_layers as numbers ({} for params or cost); throws on malformed text.
   std::vector<int64_t> stage_layer_counts() const;
   // Every field by its key (for metrics / logs: the run records its own config).
   nlohmann::json to_json() const;
