@@ -17,6 +17,25 @@ TEST(TrainBench, MedianAfterWarmupIsTheHarnessStatistic) {
   EXPECT_THROW(median_after_warmup({1, 2}, 2), Error);
 }
 
+TEST(TrainBench, ReplaysTheLastStepsRecordedProducts) {
+  std::vector<float> a(64 * 64, 1.0f), c(64 * 64);
+  kernels::GemmRecorder outer;
+  {
+    kernels::GemmRecorder rec;  // the innermost recorder records
+    for (int step = 0; step < 2; ++step) {
+      kernels::gemm(false, false, 64, 64, 64, 1.0f, a.data(), a.data(), 0.0f, c.data());
+      kernels::gemm(true, false, 64, 32, 64, 1.0f, a.data(), a.data(), 0.0f, c.data());
+    }
+    ASSERT_EQ(rec.calls().size(), 4u);
+    EXPECT_EQ(rec.calls()[1].trans_a, true);
+    EXPECT_EQ(rec.calls()[1].n, 32);
+    EXPECT_GT(replay_step_gemms_ms(rec.calls(), 2, 3), 0.0);
+    EXPECT_EQ(replay_step_gemms_ms(rec.calls(), 3, 3), 0.0);  // 4 products do not make 3 equal steps
+  }
+  EXPECT_TRUE(outer.calls().empty());
+  EXPECT_EQ(c[0], 64.0f);  // the replay wrote into its own scratch, not into c
+}
+
 TEST(TrainBench, ParsesOnlyThePeerSummaryLine) {
   EXPECT_EQ(parse_peer_median_ms(R"({"event": "summary", "median_ms": 63.5, "mean_ms": 64})"), 63.5);
   EXPECT_FALSE(parse_peer_median_ms(R"({"event": "config", "median_ms": 1})"));

@@ -11,57 +11,24 @@
 namespace artel::kernels {
 namespace {
 
-// Every loop below works on whole 16-float vectors (simd.h): rows of scores
-// and probabilities are padded to Tp = round_up(T, 16) columns, zero past the
-// diagonal.
+// Layout: the probabilities of one (b, h) are kept transposed, Pᵀ (T, Tp):
+// row j holds P[i][j] for the queries i in its 16-float lanes. Scores are
+// computed that way, 16 queries per vector (a "query block"), so the softmax
+// over j (and its backward) runs down columns of vectors: lane-wise max, exp,
+// sums and products, no horizontal reductions, no per-row masks but on the
+// block's diagonal.
 
 const vi16 kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-// Row i of the scaled scores s (Tp entries, the first round_up(i + 1, 16)
-// finite) -> its probabilities over j ≤ i, zeros after. The vector holding the
-// diagonal starts at `last`; its lanes past the diagonal are masked to -inf.
-void causal_softmax_row(float* s, int64_t i, int64_t tp) {
-  const int64_t last = i / kLanes * kLanes;
-  const vi16 keep = kLane <= static_cast<int32_t>(i - last);
-  store16(s + last, keep ? load16(s + last) : splat(-INFINITY));
-  v16 mv = load16(s);
-  for (int64_t j = kLanes; j <= last; j += kLanes) {
-    v16 x = load16(s + j);
-    mv = x > mv ? x : mv;
-  }
-  const float m = hmax(mv);
-  v16 sum{};  // the masked lanes add ~1e-38 each to a sum ≥ 1: nothing
-  for (int64_t j = 0; j <= last; j += kLanes) {
-    v16 e = exp_nonpositive(load16(s + j) - m);
-    sum += e;
-    store16(s + j, e);
-  }
-  const float inv = 1.0f / hsum(sum);
-  for (int64_t j = 0; j < last; j += kLanes) store16(s + j, load16(s + j) * inv);
-  store16(s + last, keep ? load16(s + last) * inv : v16{});
-  for (int64_t j = last + kLanes; j < tp; j += kLanes) store16(s + j, v16{});
-}
-
-// dP row (from dY Vᵀ) -> dS = scale · P ∘ (dP − Σ dP ∘ P), in place. p is zero
-// past the diagonal, so whole vectors are exact and dS is zero there too.
-void softmax_backward_row(float* ds, const float* p, int64_t i, int64_t tp, float scale) {
-  const int64_t nv = (i + kLanes) / kLanes * kLanes;
-  v16 acc{};
-  for (int64_t j = 0; j < nv; j += kLanes) acc += load16(ds + j) * load16(p + j);
-  const float dot = hsum(acc);
-  for (int64_t j = 0; j < nv; j += kLanes) store16(ds + j, scale * load16(p + j) * (load16(ds + j) - dot));
-  for (int64_t j = nv; j < tp; j += kLanes) store16(ds + j, v16{});
-}
-
-// ---- register-blocked products over the causal triangle
+// ---- register-blocked products
 //
-// All three products of attention have the form
+// All products of attention have the form
 //   out[r][c] = alpha · Σ_{k0 ≤ k < k1} coef[r·cs_r + k·cs_k] · vec[k·ldv + c]
-// (scores: coef = q rows, vec = kᵀ; P·v and dS·k: coef = a lower-triangular
-// row block, vec = v or k; Pᵀ·dY and dSᵀ·q: coef = a lower-triangular column
-// block read down its rows). One micro-kernel keeps R × 16V accumulators in
-// vector registers. OpenBLAS is slower here: at T = 64 its packing and call
-// overhead outweigh the arithmetic, and it cannot skip the masked triangle.
+// (scores Sᵀ = K Qᵀ: coef = k rows, vec = Qᵀ; P·v, dS·k: coef = a column block
+// of Pᵀ or dSᵀ; Pᵀ·dY, dSᵀ·q: coef = rows of Pᵀ or dSᵀ). One micro-kernel keeps
+// R × 16V accumulators in vector registers. OpenBLAS is slower here: at T = 64
+// its packing and call overhead outweigh the arithmetic, and it cannot skip
+// the masked triangle.
 struct Operand {
   const float* coef;
   int64_t cs_r, cs_k;
@@ -118,33 +85,79 @@ void rows_panel(Operand o, int64_t rows, int64_t width, int64_t k0, int64_t k1, 
   for (int64_t r = 0; r < rows; ++r, o.coef += o.cs_r) row_block<1>(o, width, k0, k1, alpha, out + r * ldo, ldo);
 }
 
-// s (T, tp) = alpha · a bᵀ where bt = bᵀ (hs, tp), a rows lda apart. Row block
-// [i0, i0 + kRows) is computed up to column round_up(i0 + kRows, 16) only: entries
-// j ≤ i are what softmax reads; the ones past the diagonal are ignored.
-void causal_scores(int64_t t, int64_t tp, int64_t hs, float alpha, const float* a, int64_t lda, const float* bt,
-                   float* s) {
-  for (int64_t i0 = 0; i0 < t; i0 += kRows) {
-    int64_t rows = std::min<int64_t>(kRows, t - i0);
-    int64_t width = std::min(tp, (i0 + rows + 15) / 16 * 16);
-    rows_panel({a + i0 * lda, lda, 1, bt, tp}, rows, width, 0, hs, alpha, s + i0 * tp, tp);
+constexpr int64_t kBlock = 32;  // queries per block: two 16-float vectors of lanes
+
+// Transposed scores (or dP) of one query block: out[j][l] = alpha · Σ_e a[j][e] ·
+// bt[e][l] for j < nj and the nq ≤ 32 lanes l, a rows lda apart, bt and out rows
+// ldb and ldo apart. Rows j ≥ q0 + 16 skip the first 16 lanes: all masked.
+void block_scores(int64_t q0, int64_t nq, int64_t nj, int64_t hs, float alpha, const float* a, int64_t lda,
+                  const float* bt, int64_t ldb, float* out, int64_t ldo) {
+  const int64_t halves = nq > 16 ? 2 : 1;
+  for (int64_t j0 = 0; j0 < nj; j0 += kRows) {
+    const int64_t skip = j0 >= q0 + 16 ? 1 : 0, rows = std::min<int64_t>(kRows, nj - j0);
+    Operand o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
+    float* dst = out + j0 * ldo + 16 * skip;
+    if (rows == kRows) {
+      if (halves - skip == 2) micro<kRows, 2>(o, 0, hs, alpha, dst, ldo);
+      else micro<kRows, 1>(o, 0, hs, alpha, dst, ldo);
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r, o.coef += lda, dst += ldo) {
+      if (halves - skip == 2) micro<1, 2>(o, 0, hs, alpha, dst, ldo);
+      else micro<1, 1>(o, 0, hs, alpha, dst, ldo);
+    }
   }
 }
 
-// out (T, hs) = l · r, l (T, T) lower-triangular with rows ldl apart.
-void lower_times(int64_t t, int64_t hs, const float* l, int64_t ldl, const float* r, int64_t ldr, float* out,
-                 int64_t ldo) {
-  for (int64_t i0 = 0; i0 < t; i0 += kRows) {
-    int64_t rows = std::min<int64_t>(kRows, t - i0);
-    rows_panel({l + i0 * ldl, ldl, 1, r, ldr}, rows, hs, 0, i0 + rows, 1.0f, out + i0 * ldo, ldo);
+// Softmax down the columns of one query block's scores s (nj rows ld apart,
+// lanes = queries i0 + l): over j ≤ i, zeros for j > i and for lanes past T.
+void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t t) {
+  v16 m = splat(-INFINITY);
+  for (int64_t j = 0; j < i0; ++j) {
+    v16 x = load16(s + j * ld);
+    m = x > m ? x : m;
+  }
+  for (int64_t j = i0; j < nj; ++j) {  // the diagonal 16 × 16 block: lane l keeps j ≤ i0 + l
+    v16 x = load16(s + j * ld);
+    x = kLane >= static_cast<int32_t>(j - i0) ? x : splat(-INFINITY);
+    m = x > m ? x : m;
+  }
+  v16 sum{};  // the masked entries add ~1e-38 each to a sum ≥ 1: nothing
+  for (int64_t j = 0; j < nj; ++j) {
+    v16 e = exp_nonpositive(load16(s + j * ld) - m);
+    e = j < i0 || kLane >= static_cast<int32_t>(j - i0) ? e : v16{};
+    sum += e;
+    store16(s + j * ld, e);
+  }
+  const v16 inv = kLane < static_cast<int32_t>(t - i0) ? 1.0f / sum : v16{};
+  for (int64_t j = 0; j < nj; ++j) store16(s + j * ld, load16(s + j * ld) * inv);
+}
+
+// dP of one query block (nj rows ld apart) -> dS = scale · P ∘ (dP − Σ_j dP ∘ P)
+// in place. p is zero where j > i, so dS is too.
+void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, float scale) {
+  v16 dot{};
+  for (int64_t j = 0; j < nj; ++j) dot += load16(ds + j * ld) * load16(p + j * ld);
+  for (int64_t j = 0; j < nj; ++j) store16(ds + j * ld, scale * load16(p + j * ld) * (load16(ds + j * ld) - dot));
+}
+
+// out rows q0 .. q0+31 (< t) = L rows, L = P or dS given transposed (lt, rows
+// ld apart, this block's lanes at lt), times r (T, hs): row i sums j ≤ i.
+void block_times(int64_t q0, int64_t t, int64_t hs, const float* lt, int64_t ld, const float* r, int64_t ldr,
+                 float* out, int64_t ldo) {
+  for (int64_t s = 0; s < kBlock && q0 + s < t; s += kRows) {
+    int64_t rows = std::min<int64_t>(kRows, t - q0 - s);
+    rows_panel({lt + s, 1, ld, r, ldr}, rows, hs, 0, q0 + s + rows, 1.0f, out + s * ldo, ldo);
   }
 }
 
-// out (T, hs) = lᵀ · r, l (T, T) lower-triangular with rows ldl apart.
-void lower_t_times(int64_t t, int64_t hs, const float* l, int64_t ldl, const float* r, int64_t ldr, float* out,
+// out (T, hs) = L(T, T)ᵀ · r for lower-triangular L given transposed (lt, rows
+// ld apart): row j sums i ≥ j.
+void lower_t_times(int64_t t, int64_t hs, const float* lt, int64_t ld, const float* r, int64_t ldr, float* out,
                    int64_t ldo) {
   for (int64_t j0 = 0; j0 < t; j0 += kRows) {
     int64_t rows = std::min<int64_t>(kRows, t - j0);
-    rows_panel({l + j0, 1, ldl, r, ldr}, rows, hs, j0, t, 1.0f, out + j0 * ldo, ldo);
+    rows_panel({lt + j0 * ld, ld, 1, r, ldr}, rows, hs, j0, t, 1.0f, out + j0 * ldo, ldo);
   }
 }
 
@@ -184,38 +197,49 @@ Head head_of(const AttentionDims& d, const float* qkv, int64_t b, int64_t h) {
 
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
+  const int64_t tq = (t + kBlock - 1) / kBlock * kBlock;  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> kt(static_cast<size_t>(hs * tp));
+    std::vector<float> qt(static_cast<size_t>(hs * tq));
     for (int64_t item = i0; item < i1; ++item) {
       int64_t b = item / d.n_head, h = item % d.n_head;
       Head x = head_of(d, qkv, b, h);
-      float* p = probs + item * t * tp;  // (b, h) is item-major: (B, n_head, T, Tp)
-      transpose_padded(t, tp, hs, x.k, x.ld, kt.data());
-      causal_scores(t, tp, hs, scale, x.q, x.ld, kt.data(), p);
-      for (int64_t i = 0; i < t; ++i) causal_softmax_row(p + i * tp, i, tp);
-      lower_times(t, hs, p, tp, x.v, x.ld, y + b * t * c + h * hs, c);
+      float* pt = probs + item * t * tp;  // Pᵀ of (b, h): (B, n_head, T, Tp), item-major
+      float* yb = y + b * t * c + h * hs;
+      transpose_padded(t, tq, hs, x.q, x.ld, qt.data());
+      for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+        const int64_t nq = std::min(kBlock, t - q0);
+        block_scores(q0, nq, q0 + nq, hs, scale, x.k, x.ld, qt.data() + q0, tq, pt + q0, tp);
+        for (int64_t l0 = 0; l0 < nq; l0 += 16)
+          causal_softmax_block(pt + q0 + l0, tp, q0 + l0, std::min(t, q0 + l0 + 16), t);
+        block_times(q0, t, hs, pt + q0, tp, x.v, x.ld, yb + q0 * c, c);
+      }
     }
   });
 }
 
 void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
+  const int64_t tq = (t + kBlock - 1) / kBlock * kBlock;  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> vt(static_cast<size_t>(hs * tp)), ds(static_cast<size_t>(t * tp));  // dP, then dS in place
+    std::vector<float> gt(static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp), 0.0f);  // dSᵀ
     for (int64_t item = i0; item < i1; ++item) {
       int64_t b = item / d.n_head, h = item % d.n_head;
       Head x = head_of(d, qkv, b, h);
-      const float* p = probs + item * t * tp;
+      const float* pt = probs + item * t * tp;
       const float* g = dy + b * t * c + h * hs;   // dY rows, C apart
       float* dq = dqkv + b * t * 3 * c + h * hs;  // dq, dk, dv rows, 3C apart
-      transpose_padded(t, tp, hs, x.v, x.ld, vt.data());
-      causal_scores(t, tp, hs, 1.0f, g, c, vt.data(), ds.data());  // dP = dY Vᵀ
-      for (int64_t i = 0; i < t; ++i) softmax_backward_row(ds.data() + i * tp, p + i * tp, i, tp, scale);
-      lower_times(t, hs, ds.data(), tp, x.k, x.ld, dq, x.ld);        // dQ = dS K (scale folded into dS)
+      transpose_padded(t, tq, hs, g, c, gt.data());
+      for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+        const int64_t nq = std::min(kBlock, t - q0);
+        block_scores(q0, nq, q0 + nq, hs, 1.0f, x.v, x.ld, gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
+        for (int64_t l0 = 0; l0 < nq; l0 += 16)
+          softmax_backward_block(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale);
+        block_times(q0, t, hs, ds.data() + q0, tp, x.k, x.ld, dq + q0 * x.ld, x.ld);  // dQ = dS K
+      }
       lower_t_times(t, hs, ds.data(), tp, x.q, x.ld, dq + c, x.ld);  // dK = dSᵀ Q
-      lower_t_times(t, hs, p, tp, g, c, dq + 2 * c, x.ld);           // dV = Pᵀ dY
+      lower_t_times(t, hs, pt, tp, g, c, dq + 2 * c, x.ld);           // dV = Pᵀ dY
     }
   });
 }

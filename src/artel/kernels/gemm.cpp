@@ -19,9 +19,15 @@ void sgemm(const GemmArgs& g) {
 // Below this many multiply-adds a GEMM is not worth splitting.
 constexpr int64_t kMinSplitWork = 1 << 18;
 
+thread_local GemmRecorder* t_recorder = nullptr;
+
 }  // namespace
 
+GemmRecorder::GemmRecorder() : outer_(t_recorder) { t_recorder = this; }
+GemmRecorder::~GemmRecorder() { t_recorder = outer_; }
+
 void gemm(const GemmArgs& g) {
+  if (t_recorder) t_recorder->calls_.push_back(g);
   int threads = num_threads();
   if (threads == 1 || g.m * g.n * g.k < kMinSplitWork) return sgemm(g);
   // Split the larger of M and N into blocks that keep the kernel's tiles whole.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace artel::kernels {
 
@@ -31,5 +32,24 @@ void gemm(const GemmArgs& g);
 // Row-major shorthand with tight leading dimensions.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c);
+
+// While alive, keeps the arguments of every gemm() called on this thread, so
+// a benchmark can replay a step's products alone — the floor under the rest
+// of the step. Recorders nest; the innermost one records.
+//
+//   GemmRecorder rec;  run_step();  rec.calls();   // one GemmArgs per product
+class GemmRecorder {
+ public:
+  GemmRecorder();
+  ~GemmRecorder();
+  GemmRecorder(const GemmRecorder&) = delete;
+  GemmRecorder& operator=(const GemmRecorder&) = delete;
+  const std::vector<GemmArgs>& calls() const { return calls_; }
+
+ private:
+  friend void gemm(const GemmArgs& g);
+  std::vector<GemmArgs> calls_;
+  GemmRecorder* outer_;
+};
 
 }  // namespace artel::kernels

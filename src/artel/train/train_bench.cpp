@@ -1,8 +1,10 @@
 #include "artel/train/train_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -53,8 +55,12 @@ BenchResult bench_artel(const BenchCase& c) {
   run.evaluate = false;
   run.sample = false;
   Trainer trainer(cfg, run);
+  // At 1 thread every product runs on this thread, where the recorder sees it.
+  std::optional<kernels::GemmRecorder> products;
+  if (c.threads == 1) products.emplace();
   RunSummary s = trainer.run();
   BenchResult r;
+  if (products) r.gemm_ms = replay_step_gemms_ms(products->calls(), cfg.steps, /*repeats=*/10);
   r.bench = c;
   r.bench.steps = cfg.steps;
   r.median_ms = median_after_warmup(s.step_ms, c.warmup);
@@ -63,6 +69,28 @@ BenchResult bench_artel(const BenchCase& c) {
   r.items_per_s = static_cast<double>(trainer.items_per_step()) / (r.median_ms / 1e3);
   r.final_loss = s.losses.back();
   return r;
+}
+
+double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t steps, int repeats) {
+  if (steps <= 0 || calls.empty() || calls.size() % static_cast<size_t>(steps) != 0) return 0;
+  std::vector<kernels::GemmArgs> step(calls.end() - static_cast<int64_t>(calls.size()) / steps, calls.end());
+  int64_t a = 0, b = 0, c = 0;
+  for (const kernels::GemmArgs& g : step) {
+    a = std::max(a, (g.trans_a ? g.k : g.m) * g.lda);
+    b = std::max(b, (g.trans_b ? g.n : g.k) * g.ldb);
+    c = std::max(c, g.m * g.ldc);
+  }
+  Tensor scratch = Tensor::empty({a + b + c}, DType::f32);
+  std::fill_n(scratch.data<float>(), a + b + c, 0.01f);
+  for (kernels::GemmArgs& g : step) g.a = scratch.data<float>(), g.b = g.a + a, g.c = const_cast<float*>(g.b) + b;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    for (const kernels::GemmArgs& g : step) kernels::gemm(g);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
+  return ms[static_cast<size_t>(repeats / 2)];
 }
 
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "artel/kernels/gemm.h"
 #include "artel/train/train_config.h"
 
 namespace artel::train {
@@ -35,6 +36,7 @@ struct BenchResult {
   int64_t timed_steps = 0;
   double items_per_s = 0; // samples (w1, cnn) or tokens (w2) per second at the median
   double final_loss = 0;  // the last step's loss, a sanity check that it trained
+  double gemm_ms = 0;     // 1 thread: the last step's GEMMs replayed alone, median (0: not measured)
 };
 
 // The recipe of a workload (baselines.md), to run `steps` steps on `threads`
@@ -43,6 +45,11 @@ TrainConfig bench_config(const BenchCase& c);
 int64_t default_bench_steps(const std::string& workload);
 
 BenchResult bench_artel(const BenchCase& c);
+
+// Median milliseconds of one step's matrix products alone: the last `calls`
+// / `steps` of them (every step makes the same ones) run `repeats` times on
+// scratch operands. 0 when the calls do not split evenly into steps.
+double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t steps, int repeats);
 
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
 double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
