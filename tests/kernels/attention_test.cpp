@@ -94,26 +94,56 @@ TEST(Attention, MatchesReferenceWithTinyHeadsAndOneStep) {
   expect_matches({2, 1, 8, 4}, 1);
   expect_matches({1, 17, 6, 2}, 1);  // hs = 3: all scalar columns
 }
+// T around the 16-lane vectors and the 32-query blocks (one, two or three
+// blocks, a last block of one or of 17 queries), head sizes of one, two and
+// three vectors.
+TEST(Attention, MatchesReferenceAcrossBlockEdges) {
+  for (int64_t t : {7, 16, 17, 32, 33, 49, 64, 65})
+    for (int64_t hs : {16, 32, 48}) {
+      SCOPED_TRACE(testing::Message() << "T " << t << ", head size " << hs);
+      expect_matches({1, t, 2 * hs, 2}, 1);
+    }
+}
 TEST(Attention, MatchesReferenceOnTwoThreads) { expect_matches({3, 40, 64, 2}, 2); }
+TEST(Attention, ResultsDoNotDependOnTheThreadSplit) {
+  const AttentionDims d{3, 33, 96, 3};  // 9 (b, h) items: uneven halves
+  const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
+  std::vector<float> qkv = random_values(n_qkv, 4), dy = random_values(n_y, 5);
+  std::vector<float> y[2], dqkv[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<float> probs(d.probs_numel());
+    y[threads - 1].resize(n_y);
+    dqkv[threads - 1].resize(n_qkv);
+    attention_forward(d, qkv.data(), y[threads - 1].data(), probs.data());
+    attention_backward(d, qkv.data(), probs.data(), dy.data(), dqkv[threads - 1].data());
+  }
+  set_num_threads(1);
+  EXPECT_EQ(y[0], y[1]);
+  EXPECT_EQ(dqkv[0], dqkv[1]);
+}
 
-TEST(Attention, ProbabilitiesAreCausalRowsThatSumToOne) {
-  AttentionDims d{1, 21, 16, 2};
+// probs holds Pᵀ per (b, h): element [j][i] = P[i][j], written for i ≥ 16·⌊j/16⌋.
+TEST(Attention, SavedProbabilitiesAreCausalColumnsThatSumToOne) {
+  AttentionDims d{1, 37, 16, 2};
   std::vector<float> qkv = random_values(d.batch * d.time * 3 * d.channels, 3);
   std::vector<float> y(d.batch * d.time * d.channels), probs(d.probs_numel(), NAN);
   attention_forward(d, qkv.data(), y.data(), probs.data());
-  const int64_t tp = d.padded_time();
-  for (int64_t h = 0; h < d.n_head; ++h)
-    for (int64_t i = 0; i < d.time; ++i) {
-      double sum = 0;
-      for (int64_t j = 0; j < tp; ++j) {
-        float p = probs[(h * d.time + i) * tp + j];
-        if (j > i) {
-          EXPECT_EQ(p, 0.0f) << "row " << i << " column " << j;
+  const int64_t t = d.time, tp = d.padded_time();
+  for (int64_t h = 0; h < d.n_head; ++h) {
+    std::vector<double> sum(tp, 0.0);
+    for (int64_t j = 0; j < t; ++j)
+      for (int64_t i = j / 16 * 16; i < tp; ++i) {
+        float p = probs[(h * t + j) * tp + i];
+        if (i < j || i >= t) {
+          EXPECT_EQ(p, 0.0f) << "head " << h << " key " << j << " query " << i;
+        } else {
+          EXPECT_GT(p, 0.0f) << "head " << h << " key " << j << " query " << i;
         }
-        sum += p;
+        sum[i] += p;
       }
-      EXPECT_NEAR(sum, 1.0, 1e-6);
-    }
+    for (int64_t i = 0; i < t; ++i) EXPECT_NEAR(sum[i], 1.0, 1e-6) << "head " << h << " query " << i;
+  }
 }
 
 }  // namespace

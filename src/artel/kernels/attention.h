@@ -8,6 +8,8 @@
 // The B·n_head (b, h) items are split over artel's threads. Inside one,
 // register-blocked products stop at the diagonal block, so most of the masked
 // upper triangle is never computed (about half the FLOPs of a full attention).
+// P is computed and kept transposed (queries along the vectors' lanes), so the
+// softmax runs lane-wise down columns instead of reducing across each row.
 //
 //   AttentionDims d{B, T, C, n_head};
 //   std::vector<float> probs(d.probs_numel());
@@ -29,8 +31,9 @@ struct AttentionDims {
   int64_t probs_numel() const { return batch * n_head * time * padded_time(); }
 };
 
-// qkv (B, T, 3C) -> y (B, T, C) and probs (B, n_head, T, Tp); probs past the
-// diagonal are written as 0. Requires n_head > 0 dividing C (the op checks).
+// qkv (B, T, 3C) -> y (B, T, C) and probs (B, n_head, T, Tp), which holds each
+// (b, h)'s Pᵀ: probs[b][h][j][i] = P[i][j]. Written for i ≥ 16·⌊j/16⌋ (zero where
+// i < j or i ≥ T); the rest is never read. Requires n_head > 0 dividing C (the op checks).
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs);
 
 // From dy (B, T, C), the forward's qkv and probs: dqkv (B, T, 3C) = [dq | dk | dv],
