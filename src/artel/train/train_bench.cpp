@@ -81,8 +81,9 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
     c = std::max(c, g.m * g.ldc);
   }
   Tensor scratch = Tensor::empty({a + b + c}, DType::f32);
-  std::fill_n(scratch.data<float>(), a + b + c, 0.01f);
-  for (kernels::GemmArgs& g : step) g.a = scratch.data<float>(), g.b = g.a + a, g.c = const_cast<float*>(g.b) + b;
+  float* s = scratch.data<float>();
+  std::fill_n(s, a + b + c, 0.01f);
+  for (kernels::GemmArgs& g : step) g.a = s, g.b = s + a, g.c = s + a + b;
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
