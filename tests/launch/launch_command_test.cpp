@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -59,6 +60,45 @@ TEST(LaunchCommand, DefaultThreadsSplitTheCores) {
   std::string t = "T=" + std::to_string(std::max(1, available_cores() / 2));
   EXPECT_EQ(lines_of(r.out).size(), 2u);
   for (const auto& l : lines_of(r.out)) EXPECT_THAT(l, HasSubstr(t));
+}
+
+// "0-2,5" (a /proc Cpus_allowed_list) -> {0, 1, 2, 5}.
+std::vector<int> parse_cpu_list(const std::string& list) {
+  std::vector<int> cpus;
+  std::istringstream in(list);
+  for (std::string range; std::getline(in, range, ',');) {
+    int lo = 0, hi = 0;
+    if (std::sscanf(range.c_str(), "%d-%d", &lo, &hi) != 2) hi = lo;
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Each worker's allowed cores, by rank, from what it read in /proc.
+std::map<int, std::vector<int>> cores_of_workers(const std::vector<std::string>& options) {
+  auto r = launch(options, "echo \"cpus $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, std::vector<int>> cores;
+  std::regex line(R"(\[(\d+)\] cpus ([0-9,-]+))");
+  for (const auto& l : lines_of(r.out)) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(l, m, line)) << l;
+    cores[std::stoi(m[1])] = parse_cpu_list(m[2]);
+  }
+  return cores;
+}
+
+TEST(LaunchCommand, BindsEachWorkerToItsOwnCoresWhenTheyFit) {
+  const std::vector<int> mine = allowed_cores();
+  if (mine.size() < 2) GTEST_SKIP() << "binding two workers needs two cores";
+  auto bound = cores_of_workers({"-n", "2", "--threads", "1"});
+  EXPECT_EQ(bound, (std::map<int, std::vector<int>>{{0, {mine[0]}}, {1, {mine[1]}}}));
+  auto unbound = cores_of_workers({"-n", "2", "--threads", "1", "--bind-to", "none"});
+  EXPECT_EQ(unbound, (std::map<int, std::vector<int>>{{0, mine}, {1, mine}}));
+  const std::string too_many = std::to_string(mine.size() + 1);
+  auto oversubscribed = cores_of_workers({"-n", too_many, "--threads", "1"});
+  ASSERT_EQ(oversubscribed.size(), mine.size() + 1);
+  for (const auto& [rank, cores] : oversubscribed) EXPECT_EQ(cores, mine) << "rank " << rank;
 }
 
 TEST(LaunchCommand, PrefixesWholeLinesOfStdoutAndStderr) {

@@ -8,6 +8,7 @@
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 #include "artel/launch/attempt.h"
+#include "artel/launch/core_binding.h"
 
 namespace artel::launch {
 namespace {
@@ -55,6 +56,15 @@ TEST(LaunchConfig, SplitsTheCoresUnlessToldOtherwise) {
   EXPECT_EQ(c.threads_per_worker(), 1);
   c.threads = 7;
   EXPECT_EQ(c.threads_per_worker(), 7);
+}
+
+TEST(CoreBinding, GivesEachWorkerItsOwnRunOfCoresWhenTheyFit) {
+  using Cores = std::vector<std::vector<int>>;
+  EXPECT_EQ(core_binding(2, 1, {0, 1}), (Cores{{0}, {1}}));
+  EXPECT_EQ(core_binding(2, 2, {0, 2, 4, 6, 8}), (Cores{{0, 2}, {4, 6}}));  // the allowed ids, not 0..n-1
+  EXPECT_EQ(core_binding(1, 1, {3}), (Cores{{3}}));
+  EXPECT_EQ(core_binding(4, 1, {0, 1}), (Cores(4))) << "oversubscribed workers stay unbound";
+  EXPECT_EQ(core_binding(2, 2, {0, 1, 2}), (Cores(2)));
 }
 
 TEST(Launcher, JobIdsDifferBetweenAttempts) {

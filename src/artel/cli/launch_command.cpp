@@ -1,4 +1,4 @@
-// `artel launch -n N [--max-restarts R] [--threads T] [--timeout-grace S] -- CMD ARGS...`:
+// `artel launch -n N [--max-restarts R] [--threads T] [--bind-to core|none] [--timeout-grace S] -- CMD ARGS...`:
 // starts N workers of CMD with ARTEL_RANK etc. set (see docs/LAUNCH.md). The
 // work is done by artel::launch::launch; this file only turns argv into a
 // LaunchConfig.
@@ -15,6 +15,7 @@ namespace {
 int run_launch(int argc, char** argv) {
   launch::LaunchConfig config;
   int threads = 0;
+  std::string bind_to = "core";
   CLI::App app{"Start N workers of a command, each told its rank (like torchrun). Workers see ARTEL_RANK, "
                "ARTEL_WORLD_SIZE, ARTEL_LOCAL_RANK, ARTEL_JOB_ID, ARTEL_NUM_THREADS, ARTEL_RESTART_COUNT.",
                "artel launch"};
@@ -22,12 +23,16 @@ int run_launch(int argc, char** argv) {
   app.add_option("--max-restarts", config.max_restarts,
                  "after a worker fails, stop all and start them again, up to this many times (default 0)");
   auto* threads_opt = app.add_option("--threads", threads, "ARTEL_NUM_THREADS per worker (default: cores / N, at least 1)");
+  app.add_option("--bind-to", bind_to, "core: each worker bound to its own T cores when N x T fit on this "
+                                       "process's cores; none: unbound (default core)")
+      ->check(CLI::IsMember({"core", "none"}));
   app.add_option("--timeout-grace", config.grace_s,
                  "seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
   app.add_option("command", config.command, "the command each worker runs, after `--`");
   app.footer("example: artel launch -n 4 -- sh -c 'echo rank $ARTEL_RANK of $ARTEL_WORLD_SIZE'");
   if (!parse_flags(app, argc, argv, "see `artel launch --help`; the workers' command goes after `--`")) return 0;
   if (threads_opt->count() > 0) config.threads = threads;
+  config.bind_to_core = bind_to == "core";
   return launch::launch(config);
 }
 

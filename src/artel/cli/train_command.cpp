@@ -84,6 +84,7 @@ struct JobFlags {
   double timeout_s = 300;        // a collective that waits longer fails, naming the missing ranks
   bool resume = false;
   int max_restarts = 0;
+  std::string bind_to = "core";  // core: each worker on its own cores when they fit | none
 };
 
 // The main job's global batch (W2's 12 rows) split over as many workers as
@@ -114,6 +115,7 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   lc.command = std::move(command);
   lc.nproc = job.nproc;
   lc.max_restarts = job.max_restarts;
+  lc.bind_to_core = job.bind_to == "core";
   if (cfg.threads > 0) lc.threads = static_cast<int>(cfg.threads);
   lc.grace_s = 2.0;  // workers keep nothing to flush: checkpoints are written atomically
   return launch::launch(lc);
@@ -197,6 +199,9 @@ int run_train(int argc, char** argv) {
   app.add_option("--max-restarts", job.max_restarts, "with --nproc: restart all workers after a failure up to R "
                                                      "times; they resume from the newest checkpoint [default 0]")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--bind-to", job.bind_to, "with --nproc: core binds each worker to its own --threads cores when "
+                                           "they fit, none leaves them to the scheduler [default core]")
+      ->check(CLI::IsMember({"core", "none"}));
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   for (const auto& k : train::config_keys())

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -134,11 +135,19 @@ void set_num_threads(int n) {
 
 int num_threads() { return pool().threads(); }
 
-int available_cores() {
+std::vector<int> allowed_cores() {
+  std::vector<int> cores;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  } else {
+    for (int c = 0; c < static_cast<int>(std::thread::hardware_concurrency()); ++c) cores.push_back(c);
+  }
+  return cores;
 }
+
+int available_cores() { return std::max(1, static_cast<int>(allowed_cores().size())); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   pool().run(n, grain, fn);

@@ -11,13 +11,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace artel {
 
 // n >= 1. Also sets OpenBLAS to one thread: artel splits GEMMs itself.
 void set_num_threads(int n);
 int num_threads();
-// Cores this process may run on (sched_getaffinity).
+// Cores this process may run on (sched_getaffinity): their ids in increasing
+// order, and how many.
+std::vector<int> allowed_cores();
 int available_cores();
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain`

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "artel/core/threads.h"
+#include "artel/launch/core_binding.h"
 #include "artel/launch/exit_status.h"
 #include "artel/launch/line_prefixer.h"
 #include "artel/launch/signal_relay.h"
@@ -36,8 +38,11 @@ class Attempt {
       : config_(config), relay_(relay), spec_(spec) {}
 
   AttemptResult run() {
+    std::vector<std::vector<int>> cores(static_cast<size_t>(config_.nproc));
+    if (config_.bind_to_core) cores = core_binding(config_.nproc, config_.threads_per_worker(), allowed_cores());
     for (int rank = 0; rank < config_.nproc; ++rank) {
-      workers_.push_back(WorkerProcess::spawn(config_.command, worker_environment(config_, spec_, rank), relay_));
+      workers_.push_back(WorkerProcess::spawn(config_.command, worker_environment(config_, spec_, rank), relay_,
+                                              cores[static_cast<size_t>(rank)]));
       std::string prefix = std::to_string(rank);
       prefix.insert(0, 1, '[').append("] ");  // not "[" + ...: GCC 12 warns falsely (-Wrestrict)
       out_.emplace_back(prefix, config_.out_fd);

@@ -1,6 +1,7 @@
 #include "artel/launch/worker_process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,9 +35,12 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 // In the child, between fork and exec: only async-signal-safe calls. Reports
 // exec's errno through `report` (closed by exec on success: O_CLOEXEC).
+// A binding the kernel refuses (a core taken offline since) leaves the worker
+// unbound rather than failing the job.
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, Pipe out, Pipe err, int report,
-                             const SignalRelay& relay) {
+                             const SignalRelay& relay, const cpu_set_t* cores) {
   ::setpgid(0, 0);
+  if (cores) (void)::sched_setaffinity(0, sizeof(cpu_set_t), cores);
   relay.restore_in_child();
   ::dup2(out.write, STDOUT_FILENO);
   ::dup2(err.write, STDERR_FILENO);
@@ -58,12 +62,16 @@ int read_exec_errno(int report) {
 }  // namespace
 
 WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                                   const SignalRelay& relay) {
+                                   const SignalRelay& relay, const std::vector<int>& cores) {
   ARTEL_CHECK(!argv.empty(), "a worker needs a command");
   std::vector<char*> c_argv = c_strings(argv), c_env = c_strings(env);  // before fork: no malloc after
+  cpu_set_t core_set;
+  CPU_ZERO(&core_set);
+  for (int c : cores) CPU_SET(c, &core_set);
   Pipe out = make_pipe(), err = make_pipe(), report = make_pipe();
   pid_t pid = ::fork();
-  if (pid == 0) exec_child(c_argv.data(), c_env.data(), out, err, report.write, relay);
+  if (pid == 0)
+    exec_child(c_argv.data(), c_env.data(), out, err, report.write, relay, cores.empty() ? nullptr : &core_set);
   int fork_errno = errno;
   for (int fd : {out.write, err.write, report.write}) ::close(fd);
   if (pid < 0) {

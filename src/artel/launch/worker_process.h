@@ -20,9 +20,10 @@ class SignalRelay;
 
 class WorkerProcess {
  public:
-  // argv[0] is looked up on PATH; env is the complete environment ("K=V").
+  // argv[0] is looked up on PATH; env is the complete environment ("K=V");
+  // a non-empty `cores` binds the worker (and all it starts) to those cores.
   static WorkerProcess spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                             const SignalRelay& relay);
+                             const SignalRelay& relay, const std::vector<int>& cores = {});
 
   WorkerProcess(WorkerProcess&& other) noexcept;
   WorkerProcess& operator=(WorkerProcess&&) = delete;
