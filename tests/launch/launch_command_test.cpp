@@ -88,15 +88,15 @@ std::map<int, std::vector<int>> cores_of_workers(const std::vector<std::string>&
   return cores;
 }
 
-TEST(LaunchCommand, BindsEachWorkerToItsOwnCoresWhenTheyFit) {
+TEST(LaunchCommand, BindsEachWorkerToItsOwnCoresWhenAskedAndTheyFit) {
   const std::vector<int> mine = allowed_cores();
   if (mine.size() < 2) GTEST_SKIP() << "binding two workers needs two cores";
-  auto bound = cores_of_workers({"-n", "2", "--threads", "1"});
+  auto bound = cores_of_workers({"-n", "2", "--threads", "1", "--bind-to", "core"});
   EXPECT_EQ(bound, (std::map<int, std::vector<int>>{{0, {mine[0]}}, {1, {mine[1]}}}));
-  auto unbound = cores_of_workers({"-n", "2", "--threads", "1", "--bind-to", "none"});
-  EXPECT_EQ(unbound, (std::map<int, std::vector<int>>{{0, mine}, {1, mine}}));
+  auto unbound = cores_of_workers({"-n", "2", "--threads", "1"});
+  EXPECT_EQ(unbound, (std::map<int, std::vector<int>>{{0, mine}, {1, mine}})) << "unbound unless asked";
   const std::string too_many = std::to_string(mine.size() + 1);
-  auto oversubscribed = cores_of_workers({"-n", too_many, "--threads", "1"});
+  auto oversubscribed = cores_of_workers({"-n", too_many, "--threads", "1", "--bind-to", "core"});
   ASSERT_EQ(oversubscribed.size(), mine.size() + 1);
   for (const auto& [rank, cores] : oversubscribed) EXPECT_EQ(cores, mine) << "rank " << rank;
 }

@@ -15,7 +15,7 @@ namespace {
 int run_launch(int argc, char** argv) {
   launch::LaunchConfig config;
   int threads = 0;
-  std::string bind_to = "core";
+  std::string bind_to = "none";
   CLI::App app{"Start N workers of a command, each told its rank (like torchrun). Workers see ARTEL_RANK, "
                "ARTEL_WORLD_SIZE, ARTEL_LOCAL_RANK, ARTEL_JOB_ID, ARTEL_NUM_THREADS, ARTEL_RESTART_COUNT.",
                "artel launch"};
@@ -24,7 +24,7 @@ int run_launch(int argc, char** argv) {
                  "after a worker fails, stop all and start them again, up to this many times (default 0)");
   auto* threads_opt = app.add_option("--threads", threads, "ARTEL_NUM_THREADS per worker (default: cores / N, at least 1)");
   app.add_option("--bind-to", bind_to, "core: each worker bound to its own T cores when N x T fit on this "
-                                       "process's cores; none: unbound (default core)")
+                                       "process's cores; none: unbound (default none)")
       ->check(CLI::IsMember({"core", "none"}));
   app.add_option("--timeout-grace", config.grace_s,
                  "seconds between SIGTERM and SIGKILL when stopping workers (default 5)");

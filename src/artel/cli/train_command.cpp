@@ -84,7 +84,7 @@ struct JobFlags {
   double timeout_s = 300;        // a collective that waits longer fails, naming the missing ranks
   bool resume = false;
   int max_restarts = 0;
-  std::string bind_to = "core";  // core: each worker on its own cores when they fit | none
+  std::string bind_to = "none";  // core: each worker on its own cores when they fit | none
 };
 
 // The main job's global batch (W2's 12 rows) split over as many workers as
@@ -200,7 +200,7 @@ int run_train(int argc, char** argv) {
                                                      "times; they resume from the newest checkpoint [default 0]")
       ->check(CLI::Range(0, 1000));
   app.add_option("--bind-to", job.bind_to, "with --nproc: core binds each worker to its own --threads cores when "
-                                           "they fit, none leaves them to the scheduler [default core]")
+                                           "they fit, none leaves them to the scheduler [default none]")
       ->check(CLI::IsMember({"core", "none"}));
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;

@@ -5,7 +5,8 @@
 // then waits for the one that was held back. When the workers' threads fit on
 // the cores the launcher may use, worker r gets its own run of `threads`
 // cores; when they do not fit, nobody is bound (binding would only stack
-// workers on the same cores).
+// workers on the same cores). Binding is asked for (--bind-to core): a bound
+// worker cannot escape anything else that runs on its core (docs/LAUNCH.md).
 //
 //   core_binding(2, 1, {0, 1})  ->  {{0}, {1}}
 //   core_binding(4, 1, {0, 1})  ->  {{}, {}, {}, {}}   // oversubscribed: unbound

@@ -25,7 +25,7 @@ struct LaunchConfig {
   int nproc = 1;                     // workers, in [1, kMaxWorkers]
   int max_restarts = 0;              // times to restart all workers after a failure, >= 0
   std::optional<int> threads;        // ARTEL_NUM_THREADS, >= 1; unset: max(1, cores / nproc)
-  bool bind_to_core = true;          // each worker on its own cores when they fit (core_binding.h)
+  bool bind_to_core = false;         // each worker on its own cores when they fit (core_binding.h)
   double grace_s = 5.0;              // SIGTERM -> SIGKILL when stopping workers, in (0, 3600] seconds
   int out_fd = STDOUT_FILENO;        // where the workers' prefixed stdout lines go
   int err_fd = STDERR_FILENO;        // their stderr lines, and the launcher's own messages
