@@ -99,5 +99,20 @@ TEST(TrainBench, RunTimesComeFromTheStepLines) {
   EXPECT_THROW(read_run_times(path + ".absent", 0), Error);
 }
 
+TEST(TrainBench, ScalingOverRoundsIsTheRatioOfEachSidesMedian) {
+  // A slow spell in round 2 slows both sides; the medians leave it out.
+  ScalingSummary s = summarize_scaling({{4.0, 5.0, 0.10}, {8.0, 9.0, 0.30}, {4.2, 4.8, 0.05}});
+  EXPECT_DOUBLE_EQ(s.one_ms, 4.2);
+  EXPECT_DOUBLE_EQ(s.many_ms, 5.0);
+  EXPECT_DOUBLE_EQ(s.efficiency, 4.2 / 5.0);
+  EXPECT_DOUBLE_EQ(s.lowest, 4.0 / 5.0);
+  EXPECT_DOUBLE_EQ(s.highest, 8.0 / 9.0);
+  EXPECT_DOUBLE_EQ(s.sync_share, 0.10);
+  ScalingSummary one = summarize_scaling({{4.0, 5.0, 0.1}});
+  EXPECT_DOUBLE_EQ(one.efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(one.lowest, one.highest);
+  EXPECT_THROW(summarize_scaling({}), Error);
+}
+
 }  // namespace
 }  // namespace artel::train

@@ -38,6 +38,7 @@ struct BenchArgs {
   int timeout_s = 900;
   bool json = false;
   bool scaling = false;        // data-parallel scaling instead of ms/step
+  int repeat = 1;              // scaling: rounds, each timing every side once
 };
 
 std::string shell_quote(const std::string& s) {
@@ -155,35 +156,70 @@ train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c)
   }
 }
 
+// One line of the scaling table. `round` is "" for a single round, else
+// "#k" or "median" (the medians over rounds).
+void print_scaling_row(const BenchArgs& a, const std::string& workload, const std::string& round, int64_t steps,
+                       const train::ScalingSummary& s, const std::optional<train::ScalingSummary>& peer) {
+  if (a.json) {
+    nlohmann::json j = {{"workload", workload},
+                        {"artel_1x1_ms", s.one_ms},
+                        {"artel_2x1_ms", s.many_ms},
+                        {"artel_efficiency", s.efficiency},
+                        {"sync_share", s.sync_share}};
+    if (!round.empty()) j["round"] = round;
+    if (s.lowest != s.highest) j["artel_efficiency_range"] = {s.lowest, s.highest};
+    if (peer) j["torch_1x1_ms"] = peer->one_ms, j["torch_2x1_ms"] = peer->many_ms, j["torch_efficiency"] = peer->efficiency;
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  char torch[64] = "        -         -       -";
+  if (peer) std::snprintf(torch, sizeof torch, "%9.2f %9.2f %7.3f", peer->one_ms, peer->many_ms, peer->efficiency);
+  std::string label = workload;
+  if (!round.empty()) label.append(" ").append(round);
+  std::printf("%-11s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", label.c_str(), static_cast<long long>(steps), s.one_ms,
+              s.many_ms, s.efficiency, 100 * s.sync_share, torch);
+  std::fflush(stdout);
+}
+
 // Scaling efficiency = throughput(2 workers x 1 thread) / (2 x throughput(1 x 1)) = median_1 / median_2
-// (the per-worker batch is the recipe's in both), for artel and the PyTorch harness's DDP.
+// (the per-worker batch is the recipe's in both), for artel and the PyTorch harness's DDP. Each of the
+// --repeat rounds runs artel 1 x 1, artel 2 x 1, then PyTorch's two, so all four see the same machine.
 void bench_scaling(const BenchArgs& a, const std::string& harness) {
-  std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
-              "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
-  std::printf("%-8s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "steps", "artel_1x1", "artel_2x1", "eff",
-              "sync", "torch_1x1", "torch_2x1", "eff");
+  if (!a.json) {
+    std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
+                "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
+    if (a.repeat > 1)
+      std::printf("# %d rounds, each artel 1x1, artel 2x1, torch 1x1, torch 2x1; 'median' = the medians over rounds "
+                  "and their ratio\n", a.repeat);
+    std::printf("%-11s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "steps", "artel_1x1", "artel_2x1", "eff",
+                "sync", "torch_1x1", "torch_2x1", "eff");
+  }
   for (const auto& w : a.workloads) {
     train::BenchCase one{.workload = w, .threads = 1, .steps = a.steps, .warmup = a.warmup, .data = "", .workers = 1};
     train::BenchCase two = one;
     two.workers = 2;
-    train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
-    std::optional<double> p1, p2;
-    if (!harness.empty()) p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
-    const double eff = t1.median_ms / t2.median_ms, share = t2.sync_ms / (t2.comp_ms + t2.sync_ms);
-    if (a.json) {
-      nlohmann::json j = {{"workload", w},           {"artel_1x1_ms", t1.median_ms}, {"artel_2x1_ms", t2.median_ms},
-                          {"artel_efficiency", eff}, {"sync_share", share},          {"t_comp_ms", t2.comp_ms},
-                          {"t_sync_ms", t2.sync_ms}};
-      if (p1 && p2) j["torch_1x1_ms"] = *p1, j["torch_2x1_ms"] = *p2, j["torch_efficiency"] = *p1 / *p2;
-      std::cout << j.dump() << std::endl;
-      continue;
+    const int64_t steps = train::bench_config(one).steps;
+    std::vector<train::ScalingRound> artel, torch;
+    for (int round = 1; round <= a.repeat; ++round) {
+      train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
+      artel.push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms)});
+      std::optional<double> p1, p2;
+      if (!harness.empty()) p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
+      if (p1 && p2) torch.push_back({*p1, *p2, 0});
+      if (a.repeat == 1) break;
+      const std::string numbered = std::string("#").append(std::to_string(round));
+      print_scaling_row(a, w, numbered, steps, train::summarize_scaling({artel.back()}),
+                        torch.empty() ? std::nullopt : std::optional(train::summarize_scaling({torch.back()})));
     }
-    char peer[64] = "        -         -       -";
-    if (p1 && p2) std::snprintf(peer, sizeof peer, "%9.2f %9.2f %7.3f", *p1, *p2, *p1 / *p2);
-    std::printf("%-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", w.c_str(),
-                static_cast<long long>(train::bench_config(one).steps), t1.median_ms, t2.median_ms, eff, 100 * share,
-                peer);
-    std::fflush(stdout);
+    const train::ScalingSummary s = train::summarize_scaling(artel);
+    std::optional<train::ScalingSummary> peer;
+    if (!torch.empty()) peer = train::summarize_scaling(torch);
+    print_scaling_row(a, w, a.repeat > 1 ? "median" : "", steps, s, peer);
+    if (a.repeat > 1 && !a.json) {
+      std::printf("# %s: efficiency per round %.3f .. %.3f", w.c_str(), s.lowest, s.highest);
+      if (peer) std::printf(" (PyTorch %.3f .. %.3f)", peer->lowest, peer->highest);
+      std::printf("\n");
+    }
   }
 }
 
@@ -202,7 +238,11 @@ int run_bench_train(int argc, char** argv) {
   app.add_flag("--scaling", a.scaling,
                "data-parallel scaling efficiency instead: `artel train --nproc 2 --threads 1` vs 1 x 1, next to "
                "the harness's --ddp 2 (default workloads w1,w2)");
+  app.add_option("--repeat", a.repeat,
+                 "with --scaling: rounds, each running 1 x 1 and 2 x 1 (and PyTorch's) once; reports every round and "
+                 "the medians over rounds (a noisy machine's slow spells then land on both sides)");
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
+  ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work

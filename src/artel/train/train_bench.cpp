@@ -124,6 +124,25 @@ std::vector<std::string> config_flags(const TrainConfig& cfg) {
   return flags;
 }
 
+ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds) {
+  ARTEL_CHECK(!rounds.empty(), "scaling summary of no rounds");
+  std::vector<double> one, many, share, eff;
+  for (const ScalingRound& r : rounds) {
+    one.push_back(r.one_ms);
+    many.push_back(r.many_ms);
+    share.push_back(r.sync_share);
+    eff.push_back(r.one_ms / r.many_ms);
+  }
+  ScalingSummary s;
+  s.one_ms = median_after_warmup(one, 0);
+  s.many_ms = median_after_warmup(many, 0);
+  s.efficiency = s.one_ms / s.many_ms;
+  s.lowest = *std::min_element(eff.begin(), eff.end());
+  s.highest = *std::max_element(eff.begin(), eff.end());
+  s.sync_share = median_after_warmup(share, 0);
+  return s;
+}
+
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {
   std::ifstream in(metrics_jsonl);
   if (!in) throw Error("cannot read " + metrics_jsonl, "the benchmark run wrote no metrics");

@@ -76,6 +76,21 @@ struct RunTimes {
 // Reads the step lines of a metrics.jsonl; throws when fewer than warmup + 1.
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup);
 
+// Rounds of a scaling measurement (`--repeat N`): each round times 1 worker
+// and then W workers, so a slow spell of a noisy machine lands on both sides
+// of one round rather than on one side of the comparison. The summary takes
+// the median of each side over the rounds; efficiency = their ratio, next to
+// the lowest and highest per-round efficiency.
+struct ScalingRound {
+  double one_ms = 0, many_ms = 0;  // median step time at 1 and at W workers
+  double sync_share = 0;           // exposed T_sync / (T_comp + T_sync) at W workers (0: not measured)
+};
+struct ScalingSummary {
+  double one_ms = 0, many_ms = 0, efficiency = 0, lowest = 0, highest = 0, sync_share = 0;
+};
+// Throws on no rounds.
+ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds);
+
 // median_ms of the harness's {"event": "summary", ...} line; nullopt for any other line.
 std::optional<double> parse_peer_median_ms(const std::string& line);
 
