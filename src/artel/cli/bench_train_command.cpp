@@ -243,6 +243,7 @@ int run_bench_train(int argc, char** argv) {
                  "the medians over rounds (a noisy machine's slow spells then land on both sides)");
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
+  ARTEL_CHECK(a.scaling || a.repeat == 1, "--repeat applies to --scaling only");
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
