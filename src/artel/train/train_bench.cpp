@@ -90,8 +90,7 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
     for (const kernels::GemmArgs& g : step) kernels::gemm(g);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
-  std::nth_element(ms.begin(), ms.begin() + repeats / 2, ms.end());
-  return ms[static_cast<size_t>(repeats / 2)];
+  return median_after_warmup(ms, 0);
 }
 
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
