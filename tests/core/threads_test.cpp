@@ -1,6 +1,7 @@
 #include "artel/core/threads.h"
 #include "artel/core/error.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -37,6 +38,13 @@ TEST(Threads, ConcurrentCallersAndNestingRunInline) {
   b.join();
   EXPECT_EQ(total.load(), 2 * 200 * 64);
   set_num_threads(1);
+}
+
+// ctest runs each test in its own process, so here nothing has set a thread
+// count yet: the pool's first use alone must keep OpenBLAS to one thread.
+TEST(Threads, OpenBlasIsSingleThreadedBeforeAnySetting) {
+  EXPECT_EQ(num_threads(), 1);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
 }
 
 TEST(Threads, RejectsZero) { EXPECT_THROW(set_num_threads(0), Error); }

@@ -37,6 +37,11 @@ thread_local bool t_in_parallel = false;
 
 class Pool {
  public:
+  // Every GEMM asks the pool for its thread count first, so this runs before
+  // OpenBLAS's first call: left alone, Debian's OpenBLAS starts a spinning
+  // thread per core, and a program that never calls set_num_threads would
+  // have them fight artel's threads and every other process for the cores.
+  Pool() { openblas_set_num_threads(1); }
   ~Pool() { resize(1); }
 
   void resize(int n) {
