@@ -19,6 +19,7 @@
 #include "artel/cli/bench_registry.h"
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
+#include "artel/core/threads.h"
 #include "artel/launch/launcher.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/train_bench.h"
@@ -70,6 +71,16 @@ std::vector<std::string> run_captured(const std::vector<std::string>& argv, int 
   return lines;
 }
 
+// Which GEMM kernels this run uses: OPENBLAS_CORETYPE is read when OpenBLAS
+// loads, and the PyTorch harness and `artel train` children inherit it, so
+// every side of a comparison runs the same kernels.
+std::string blas_line() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return "# OpenBLAS kernels: " + blas_kernels() +
+         (forced ? std::string(" (forced by OPENBLAS_CORETYPE=") + forced + "; PyTorch inherits it)"
+                 : std::string(" (OpenBLAS's pick for this CPU; OPENBLAS_CORETYPE unset)"));
+}
+
 // Where the peer harness is, or "" with the reason it is skipped in `why`.
 std::string find_torch_harness(const BenchArgs& a, std::string& why) {
   if (a.torch == "off") return why = "--torch off", "";
@@ -107,6 +118,7 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
                         {"timed_steps", r.timed_steps},  {"artel_median_ms", r.median_ms}, {"artel_mean_ms", r.mean_ms},
                         {"final_loss", r.final_loss}};
     if (r.gemm_ms > 0) j["artel_gemm_ms"] = r.gemm_ms;
+    j["blas_kernels"] = blas_kernels();
     if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
     std::cout << j.dump() << std::endl;
     return;
@@ -167,6 +179,7 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
                         {"artel_efficiency", s.efficiency},
                         {"sync_share", s.sync_share}};
     if (!round.empty()) j["round"] = round;
+    j["blas_kernels"] = blas_kernels();
     if (s.lowest != s.highest) j["artel_efficiency_range"] = {s.lowest, s.highest};
     if (peer) j["torch_1x1_ms"] = peer->one_ms, j["torch_2x1_ms"] = peer->many_ms, j["torch_efficiency"] = peer->efficiency;
     std::cout << j.dump() << std::endl;
@@ -188,6 +201,7 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
   if (!a.json) {
     std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
+    std::printf("%s\n", blas_line().c_str());
     if (a.repeat > 1)
       std::printf("# %d rounds, each artel 1x1, artel 2x1, torch 1x1, torch 2x1; 'median' = the medians over rounds "
                   "and their ratio\n", a.repeat);
@@ -261,6 +275,7 @@ int run_bench_train(int argc, char** argv) {
     std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
                 static_cast<long long>(a.warmup));
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
+    std::printf("%s\n", blas_line().c_str());
     std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone (OpenBLAS), the floor under artel_ms\n");
     std::printf("%-8s %7s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "steps", "artel_ms", "torch_ms",
                 "artel/torch", "artel_rate", "gemm_ms");

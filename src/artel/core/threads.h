@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace artel {
@@ -18,6 +19,10 @@ namespace artel {
 // n >= 1. Also sets OpenBLAS to one thread: artel splits GEMMs itself.
 void set_num_threads(int n);
 int num_threads();
+// The name of the kernels OpenBLAS runs ("Haswell", "Cooperlake", ...): its own
+// pick for this CPU, unless OPENBLAS_CORETYPE forces one. Benchmarks print it,
+// since the same machine's GEMMs run twice as fast with AVX-512 kernels.
+std::string blas_kernels();
 // Cores this process may run on (sched_getaffinity): their ids in increasing
 // order, and how many.
 std::vector<int> allowed_cores();
