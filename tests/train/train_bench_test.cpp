@@ -99,6 +99,18 @@ TEST(TrainBench, RunTimesComeFromTheStepLines) {
   EXPECT_THROW(read_run_times(path + ".absent", 0), Error);
 }
 
+TEST(TrainBench, RoundsCompareTheMedianOfEachSide) {
+  // The per-round ratios are 0.8, 0.846 and 0.7; the summary is the ratio of
+  // the sides' medians, 4.2 / 5.2, not the median ratio.
+  RatioOfMedians m = ratio_of_medians({{4.0, 5.0}, {4.4, 5.2}, {4.2, 6.0}});
+  EXPECT_DOUBLE_EQ(m.a_ms, 4.2);
+  EXPECT_DOUBLE_EQ(m.b_ms, 5.2);
+  EXPECT_DOUBLE_EQ(m.ratio, 4.2 / 5.2);
+  EXPECT_DOUBLE_EQ(m.lowest, 4.2 / 6.0);
+  EXPECT_DOUBLE_EQ(m.highest, 4.4 / 5.2);
+  EXPECT_THROW(ratio_of_medians({}), Error);
+}
+
 TEST(TrainBench, ScalingOverRoundsIsTheRatioOfEachSidesMedian) {
   // A slow spell in round 2 slows both sides; the medians leave it out.
   ScalingSummary s = summarize_scaling({{4.0, 5.0, 0.10}, {8.0, 9.0, 0.30}, {4.2, 4.8, 0.05}});

@@ -5,6 +5,7 @@
 //
 //   artel bench train                                 # everything (about 2 minutes)
 //   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
+//   artel bench train --workloads w2 --threads 1 --repeat 5   # medians over 5 interleaved rounds
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,7 +40,7 @@ struct BenchArgs {
   int timeout_s = 900;
   bool json = false;
   bool scaling = false;        // data-parallel scaling instead of ms/step
-  int repeat = 1;              // scaling: rounds, each timing every side once
+  int repeat = 1;              // rounds, each timing every side once
 };
 
 std::string shell_quote(const std::string& s) {
@@ -111,15 +112,20 @@ std::optional<double> torch_median_ms(const BenchArgs& a, const std::string& har
   throw Error("the PyTorch harness printed no summary line", "run " + harness + " by hand to see why");
 }
 
-void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<double> torch_ms) {
+// One row of the ms/step table. `round` is "" for a single round, else "#k"
+// or "median" (then `torch_range` holds the lowest and highest per-round ratio).
+void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<double> torch_ms,
+               const std::string& round = "", std::optional<std::pair<double, double>> torch_range = std::nullopt) {
   const char* unit = r.bench.workload == "w2" ? "tok/s" : "samples/s";
   if (a.json) {
     nlohmann::json j = {{"workload", r.bench.workload}, {"threads", r.bench.threads}, {"steps", r.bench.steps},
                         {"timed_steps", r.timed_steps},  {"artel_median_ms", r.median_ms}, {"artel_mean_ms", r.mean_ms},
                         {"final_loss", r.final_loss}};
+    if (!round.empty()) j["round"] = round;
     if (r.gemm_ms > 0) j["artel_gemm_ms"] = r.gemm_ms;
     j["blas_kernels"] = blas_kernels();
     if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
+    if (torch_range) j["artel_over_torch_range"] = {torch_range->first, torch_range->second};
     std::cout << j.dump() << std::endl;
     return;
   }
@@ -129,9 +135,39 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
     std::snprintf(peer, sizeof peer, "%.2f", *torch_ms);
     std::snprintf(ratio, sizeof ratio, "%.2f", r.median_ms / *torch_ms);
   }
-  std::printf("%-8s %7d %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", r.bench.workload.c_str(), r.bench.threads,
+  std::string label = r.bench.workload;
+  if (!round.empty()) label.append(" ").append(round);
+  std::printf("%-10s %7d %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", label.c_str(), r.bench.threads,
               static_cast<long long>(r.bench.steps), r.median_ms, peer, ratio, r.items_per_s, unit, gemms);
   std::fflush(stdout);
+}
+
+// Every round's measurements of one (workload, threads).
+struct BenchRounds {
+  std::vector<train::BenchResult> artel;
+  std::vector<double> torch_ms;  // empty when PyTorch did not run (no harness, or the CNN)
+};
+
+// The median row of `--repeat` rounds: artel's medians, and PyTorch's with
+// the ratio of the two medians and the range of the per-round ratios.
+void print_median_row(const BenchArgs& a, const BenchRounds& rounds) {
+  const train::BenchResult& first = rounds.artel.front();
+  std::vector<double> ms, gemm, mean;
+  for (const train::BenchResult& r : rounds.artel)
+    ms.push_back(r.median_ms), gemm.push_back(r.gemm_ms), mean.push_back(r.mean_ms);
+  train::BenchResult median = first;
+  median.median_ms = train::median_after_warmup(ms, 0);
+  median.mean_ms = train::median_after_warmup(mean, 0);
+  median.gemm_ms = train::median_after_warmup(gemm, 0);
+  median.items_per_s = first.items_per_s * first.median_ms / median.median_ms;  // the same items every step
+  if (rounds.torch_ms.size() != rounds.artel.size()) return print_row(a, median, std::nullopt, "median");
+  std::vector<std::pair<double, double>> pairs;
+  for (size_t i = 0; i < ms.size(); ++i) pairs.emplace_back(ms[i], rounds.torch_ms[i]);
+  const train::RatioOfMedians m = train::ratio_of_medians(pairs);
+  print_row(a, median, m.b_ms, "median", std::pair(m.lowest, m.highest));
+  if (!a.json)
+    std::printf("# %s, %d thread(s): artel/torch per round %.2f .. %.2f\n", first.bench.workload.c_str(),
+                first.bench.threads, m.lowest, m.highest);
 }
 
 void print_scaling(const std::map<std::pair<std::string, int>, double>& ms, const BenchArgs& a) {
@@ -253,11 +289,11 @@ int run_bench_train(int argc, char** argv) {
                "data-parallel scaling efficiency instead: `artel train --nproc 2 --threads 1` vs 1 x 1, next to "
                "the harness's --ddp 2 (default workloads w1,w2)");
   app.add_option("--repeat", a.repeat,
-                 "with --scaling: rounds, each running 1 x 1 and 2 x 1 (and PyTorch's) once; reports every round and "
-                 "the medians over rounds (a noisy machine's slow spells then land on both sides)");
+                 "rounds, each measuring every case on artel and then PyTorch once (with --scaling: 1 x 1 and 2 x 1 "
+                 "of each); reports every round and the medians over rounds (a noisy machine's slow spells then land "
+                 "on both sides)");
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
-  ARTEL_CHECK(a.scaling || a.repeat == 1, "--repeat applies to --scaling only");
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
@@ -277,19 +313,33 @@ int run_bench_train(int argc, char** argv) {
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
     std::printf("%s\n", blas_line().c_str());
     std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone (OpenBLAS), the floor under artel_ms\n");
-    std::printf("%-8s %7s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "steps", "artel_ms", "torch_ms",
+    if (a.repeat > 1)
+      std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
+                  "rounds and their ratio\n", a.repeat);
+    std::printf("%-10s %7s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "steps", "artel_ms", "torch_ms",
                 "artel/torch", "artel_rate", "gemm_ms");
   }
+  // Round by round, each (workload, threads) on artel and then on PyTorch.
+  std::map<std::pair<std::string, int>, BenchRounds> rounds;
+  for (int round = 1; round <= a.repeat; ++round)
+    for (const auto& w : a.workloads)
+      for (int t : a.threads) {
+        train::BenchCase c{.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = ""};
+        BenchRounds& seen = rounds[{w, t}];
+        seen.artel.push_back(train::bench_artel(c));
+        std::optional<double> peer;
+        if (!harness.empty() && (peer = torch_median_ms(a, harness, c))) seen.torch_ms.push_back(*peer);
+        print_row(a, seen.artel.back(), peer, a.repeat > 1 ? "#" + std::to_string(round) : "");
+      }
   std::map<std::pair<std::string, int>, double> artel_ms;
-  for (const auto& w : a.workloads) {
+  for (const auto& w : a.workloads)
     for (int t : a.threads) {
-      train::BenchCase c{.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = ""};
-      train::BenchResult r = train::bench_artel(c);
-      artel_ms[{w, t}] = r.median_ms;
-      std::optional<double> peer = harness.empty() ? std::nullopt : torch_median_ms(a, harness, c);
-      print_row(a, r, peer);
+      const BenchRounds& seen = rounds.at({w, t});
+      if (a.repeat > 1) print_median_row(a, seen);
+      std::vector<double> ms;
+      for (const train::BenchResult& r : seen.artel) ms.push_back(r.median_ms);
+      artel_ms[{w, t}] = train::median_after_warmup(ms, 0);
     }
-  }
   print_scaling(artel_ms, a);
   return 0;
 }

@@ -123,23 +123,27 @@ std::vector<std::string> config_flags(const TrainConfig& cfg) {
   return flags;
 }
 
+RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& rounds) {
+  ARTEL_CHECK(!rounds.empty(), "ratio of medians over no rounds");
+  std::vector<double> a, b, ratio;
+  for (const auto& [x, y] : rounds) a.push_back(x), b.push_back(y), ratio.push_back(x / y);
+  RatioOfMedians m;
+  m.a_ms = median_after_warmup(a, 0);
+  m.b_ms = median_after_warmup(b, 0);
+  m.ratio = m.a_ms / m.b_ms;
+  m.lowest = *std::min_element(ratio.begin(), ratio.end());
+  m.highest = *std::max_element(ratio.begin(), ratio.end());
+  return m;
+}
+
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds) {
   ARTEL_CHECK(!rounds.empty(), "scaling summary of no rounds");
-  std::vector<double> one, many, share, eff;
-  for (const ScalingRound& r : rounds) {
-    one.push_back(r.one_ms);
-    many.push_back(r.many_ms);
-    share.push_back(r.sync_share);
-    eff.push_back(r.one_ms / r.many_ms);
-  }
-  ScalingSummary s;
-  s.one_ms = median_after_warmup(one, 0);
-  s.many_ms = median_after_warmup(many, 0);
-  s.efficiency = s.one_ms / s.many_ms;
-  s.lowest = *std::min_element(eff.begin(), eff.end());
-  s.highest = *std::max_element(eff.begin(), eff.end());
-  s.sync_share = median_after_warmup(share, 0);
-  return s;
+  std::vector<std::pair<double, double>> times;
+  std::vector<double> share;
+  for (const ScalingRound& r : rounds) times.emplace_back(r.one_ms, r.many_ms), share.push_back(r.sync_share);
+  const RatioOfMedians m = ratio_of_medians(times);
+  return {.one_ms = m.a_ms, .many_ms = m.b_ms, .efficiency = m.ratio, .lowest = m.lowest, .highest = m.highest,
+          .sync_share = median_after_warmup(share, 0)};
 }
 
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "artel/kernels/gemm.h"
@@ -76,11 +77,19 @@ struct RunTimes {
 // Reads the step lines of a metrics.jsonl; throws when fewer than warmup + 1.
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup);
 
-// Rounds of a scaling measurement (`--repeat N`): each round times 1 worker
-// and then W workers, so a slow spell of a noisy machine lands on both sides
-// of one round rather than on one side of the comparison. The summary takes
-// the median of each side over the rounds; efficiency = their ratio, next to
-// the lowest and highest per-round efficiency.
+// Rounds of a comparison (`--repeat N`): each round times both sides (artel
+// and PyTorch, or 1 worker and W workers) one after the other, so a slow spell
+// of a noisy machine lands on both sides of one round rather than on one side
+// of the comparison. The summary takes the median of each side over the
+// rounds and their ratio, next to the lowest and highest per-round ratio.
+struct RatioOfMedians {
+  double a_ms = 0, b_ms = 0, ratio = 0, lowest = 0, highest = 0;  // ratio = a_ms / b_ms
+};
+// rounds: (a, b) per round. Throws on no rounds.
+RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& rounds);
+
+// A scaling measurement's rounds: efficiency = the ratio of the 1-worker and
+// W-worker medians.
 struct ScalingRound {
   double one_ms = 0, many_ms = 0;  // median step time at 1 and at W workers
   double sync_share = 0;           // exposed T_sync / (T_comp + T_sync) at W workers (0: not measured)
