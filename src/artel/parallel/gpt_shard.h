@@ -62,7 +62,7 @@ class GptShard : public nn::Module {
 
   // Milliseconds of one forward + backward of each piece (balanced_stages'
   // PieceCosts) on a micro-batch of `rows` sequences of block_size tokens:
-  // the median of `repeats` runs after one warm-up. Needs a shard holding the
+  // the fastest of `repeats` runs after one warm-up. Needs a shard holding the
   // whole model (one stage, no tensor parallelism); leaves no gradients.
   PieceCosts measure_costs(int64_t rows, int repeats);
 
