@@ -256,10 +256,11 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
       std::optional<double> p1, p2;
       if (!harness.empty()) p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
       if (p1 && p2) torch.push_back({*p1, *p2, 0});
-      if (a.repeat == 1) break;
-      const std::string numbered = std::string("#").append(std::to_string(round));
-      print_scaling_row(a, w, numbered, steps, train::summarize_scaling({artel.back()}),
-                        torch.empty() ? std::nullopt : std::optional(train::summarize_scaling({torch.back()})));
+      if (a.repeat > 1) {
+        const std::string numbered = std::string("#").append(std::to_string(round));
+        print_scaling_row(a, w, numbered, steps, train::summarize_scaling({artel.back()}),
+                          torch.empty() ? std::nullopt : std::optional(train::summarize_scaling({torch.back()})));
+      }
     }
     const train::ScalingSummary s = train::summarize_scaling(artel);
     std::optional<train::ScalingSummary> peer;

@@ -16,7 +16,6 @@
 //   Trainer t(cfg, run, {... .model_parallel = &mesh});   // calls mesh.shard(full)
 #pragma once
 
-
 #include <memory>
 #include <optional>
 #include <vector>
