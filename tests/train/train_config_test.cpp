@@ -48,6 +48,15 @@ TEST(TrainConfig, MlpDefaultsAreTheW1Recipe) {
   EXPECT_EQ(c.out, "runs/mlp");
 }
 
+TEST(TrainConfig, BucketSizesArePyTorchsUnlessGiven) {
+  parallel::BucketOptions b = resolve_config({}).bucket_options();
+  EXPECT_EQ(b.first_bucket_bytes, 1 << 20);
+  EXPECT_EQ(b.bucket_bytes, 25 << 20);
+  b = resolve_config({.overrides = {{"bucket_mb", "0.5"}, {"first_bucket_mb", "0.000001"}}}).bucket_options();
+  EXPECT_EQ(b.bucket_bytes, 1 << 19);
+  EXPECT_EQ(b.first_bucket_bytes, 4);  // at least one float
+}
+
 TEST(TrainConfig, FlagsOverrideJsonWhichOverridesDefaults) {
   ConfigSources src;
   src.json = nlohmann::json::parse(R"({"model": "mlp", "lr": 0.1, "batch_size": 64, "data-order": "sequential"})");
@@ -92,6 +101,8 @@ TEST(TrainConfig, BadValuesAreOneLineErrorsNamingTheKey) {
   EXPECT_NE(err({{"steps", "1.5"}}).find("--steps takes an integer"), std::string::npos);
   EXPECT_NE(err({{"n_head", "3"}}).find("multiple of n_head"), std::string::npos);
   EXPECT_NE(err({{"dropout", "1"}}).find("dropout must be in [0, 1)"), std::string::npos);
+  EXPECT_NE(err({{"bucket_mb", "0"}}).find("bucket_mb must be in (0, 4096], got 0"), std::string::npos);
+  EXPECT_NE(err({{"first_bucket_mb", "-1"}}).find("first_bucket_mb must be in (0, 4096], got -1"), std::string::npos);
   EXPECT_NE(err({{"steps", "5"}, {"epochs", "2"}}).find("give one of them"), std::string::npos);
   for (const auto& o : std::vector<std::map<std::string, std::string>>{{{"batch_size", "0"}}, {{"model", "x"}}})
     EXPECT_EQ(err(o).find('\n'), std::string::npos);

@@ -153,12 +153,14 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
   if (cfg.model_parallel()) {
     train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
     train::MeshOptions opts;
+    opts.ddp.buckets = cfg.bucket_options();
     opts.after_step = fault_injection(pg->rank(), restarts);
     train::MeshWorker worker(cfg, run, pg, opts);
     worker.run();
     return 0;
   }
   train::DataParallelOptions opts;
+  opts.ddp.buckets = cfg.bucket_options();
   opts.after_step = fault_injection(pg->rank(), restarts);
   train::DataParallelWorker worker(cfg, run, pg, opts);
   worker.run();

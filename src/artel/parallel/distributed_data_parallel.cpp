@@ -1,8 +1,23 @@
 #include "artel/parallel/distributed_data_parallel.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace artel::parallel {
+namespace {
+
+std::string kib_or_mib(int64_t bytes) {
+  char s[32];
+  if (bytes < 1024)
+    std::snprintf(s, sizeof s, "%lld B", static_cast<long long>(bytes));
+  else if (bytes < (1 << 20))
+    std::snprintf(s, sizeof s, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else
+    std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
+}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group,
                                                  const DdpOptions& opts)
@@ -47,6 +62,12 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (auto& [name, p] : params_) p.set_grad_destination(Tensor());
+}
+
+std::string DistributedDataParallel::describe() const {
+  std::string s = std::to_string(plan_.size()) + " all-reduce bucket" + (plan_.size() == 1 ? "" : "s") + ":";
+  for (size_t b = 0; b < plan_.size(); ++b) s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4);
+  return s;
 }
 
 Tensor DistributedDataParallel::slice_of(size_t param) const {

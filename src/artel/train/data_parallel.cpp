@@ -38,6 +38,7 @@ WorkerHooks DataParallelWorker::hooks(std::function<void(int64_t)> after_step) {
   h.loss_ready = [this](double local) { start_mean(local); };
   h.no_sync = [this] { return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_); };
   h.barrier = [this] { group_->barrier()->wait(); };
+  h.describe_sync = [this] { return ddp_->describe(); };
   h.after_step = std::move(after_step);
   return h;
 }

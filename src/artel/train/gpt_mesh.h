@@ -61,6 +61,8 @@ class GptMesh : public ModelParallel {
   // Data parallelism over the replicas (when dp > 1): DDP on the shard's
   // parameters. Call after shard(), before training.
   void start_data_parallel(const parallel::DdpOptions& opts);
+  // DDP's buckets ("" without data parallelism).
+  std::string describe_data_parallel() const { return ddp_ ? ddp_->describe() : ""; }
   // WorkerHooks::sync_gradients: DDP's wait plus the tied embedding's sum; exposed seconds.
   double sync_gradients();
   // WorkerHooks::mean_over_workers.

@@ -54,6 +54,7 @@ MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::Pr
   h.sync_gradients = [this] { return mesh_->sync_gradients(); };
   h.mean_over_workers = [this](double local) { return mesh_->reported_loss(local); };
   h.barrier = [this] { world_->barrier()->wait(); };
+  h.describe_sync = [this] { return mesh_->describe_data_parallel(); };
   h.after_step = std::move(opts.after_step);
   h.model_parallel = mesh_.get();
   trainer_ = std::make_unique<Trainer>(cfg_, run_, std::move(h));

@@ -51,6 +51,8 @@ const std::vector<Field>& fields() {
       {"log_every", &TrainConfig::log_every, "plain progress line every N steps when not on a terminal (0 = auto)"},
       {"generate", &TrainConfig::generate, "gpt: characters to sample and print after training"},
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
+      {"bucket_mb", &TrainConfig::bucket_mb, "data parallelism: MiB of gradients per all-reduce bucket (PyTorch's bucket_cap_mb)"},
+      {"first_bucket_mb", &TrainConfig::first_bucket_mb, "data parallelism: MiB of the first bucket, small so that communication starts early in backward"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree (gpt): split each block's matrices over T workers"},
@@ -148,6 +150,11 @@ void check_range(const char* key, bool ok, const std::string& range, double valu
 
 }  // namespace
 
+parallel::BucketOptions TrainConfig::bucket_options() const {
+  auto bytes = [](double mib) { return std::max<int64_t>(4, std::llround(mib * (1 << 20))); };
+  return {.first_bucket_bytes = bytes(first_bucket_mb), .bucket_bytes = bytes(bucket_mb)};
+}
+
 void TrainConfig::validate() const {
   check_one_of("model", model, {"gpt", "mlp", "cnn"});
   check_one_of("data_order", data_order, {"shuffle", "sequential"});
@@ -158,6 +165,9 @@ void TrainConfig::validate() const {
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));
   check_range("batch_size", batch_size >= 1, ">= 1", static_cast<double>(batch_size));
   check_range("accum", accum >= 1 && accum <= 4096, "in [1, 4096]", static_cast<double>(accum));
+  check_range("bucket_mb", std::isfinite(bucket_mb) && bucket_mb > 0 && bucket_mb <= 4096, "in (0, 4096]", bucket_mb);
+  check_range("first_bucket_mb", std::isfinite(first_bucket_mb) && first_bucket_mb > 0 && first_bucket_mb <= 4096,
+              "in (0, 4096]", first_bucket_mb);
   check_range("checkpoint_every", checkpoint_every >= 0, ">= 0", static_cast<double>(checkpoint_every));
   check_range("keep_checkpoints", keep_checkpoints >= 0, ">= 0", static_cast<double>(keep_checkpoints));
   check_range("seed", seed >= 0, ">= 0", static_cast<double>(seed));

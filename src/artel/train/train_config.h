@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artel/parallel/bucket_plan.h"
+
 namespace artel::train {
 
 struct TrainConfig {
@@ -58,6 +60,11 @@ struct TrainConfig {
   int64_t generate = 300;           // gpt: characters sampled after training and printed, >= 0
   double temperature = 0.8;         // sampling temperature, > 0 (nanoGPT sample.py uses 0.8)
 
+  // ---- data parallelism (parallel/bucket_plan.h): gradients travel in buckets,
+  // each all-reduced as soon as its gradients are final during backward
+  double bucket_mb = 25.0;          // MiB per bucket, > 0 (PyTorch's bucket_cap_mb)
+  double first_bucket_mb = 1.0;     // MiB of the first bucket, > 0: small, so communication starts early
+
   // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none
   int64_t keep_checkpoints = 3;     // >= 0; the newest K are kept; 0 = keep all
@@ -83,6 +90,8 @@ struct TrainConfig {
   // Tensor or pipeline parallelism, or micro-batches: the run goes through
   // the model-parallel mesh (gpt only).
   bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
+  // bucket_mb and first_bucket_mb in bytes, for DdpOptions.
+  parallel::BucketOptions bucket_options() const;
   // stage_layers as numbers ({} for params or cost); throws on malformed text.
   std::vector<int64_t> stage_layer_counts() const;
   // Every field by its key (for metrics / logs: the run records its own config).

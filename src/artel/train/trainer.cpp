@@ -106,6 +106,8 @@ void Trainer::announce() const {
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s)\n";
   if (hooks_.model_parallel) out() << "  layout " << hooks_.model_parallel->describe() << "\n";
+  if (const std::string sync = hooks_.describe_sync ? hooks_.describe_sync() : ""; !sync.empty())
+    out() << "  sync   " << sync << " (--first-bucket-mb, --bucket-mb)\n";
   if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
   out() << std::flush;
 }

@@ -90,6 +90,7 @@ struct WorkerHooks {
   std::function<void(double)> loss_ready;
   std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
   std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
+  std::function<std::string()> describe_sync;             // one line on gradient synchronisation ("" = none)
   std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
   // This worker holds a shard of the model (Note [Model-parallel seams] in
   // model_parallel.h); null = the whole model. rank / world_size then count
