@@ -111,6 +111,7 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   std::string svg = slurp(dir_ / "t.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 80);
   EXPECT_NE(r.out.find("ideal (P - 1)/(M + P - 1) = 0.2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unequal stages alone: 0."), std::string::npos) << r.out;
 
   // Data parallelism alone, and one process, trace too.
   ok(train(gpt() + " --batch-size 4 --nproc 2 --trace " + (dir_ / "dp.json").string() + out("dp")));

@@ -142,6 +142,36 @@ TEST(Utilisation, BusyIsTheUnionOfComputeOnly) {
   EXPECT_DOUBLE_EQ(u.idle_share[2], 1.0);
 }
 
+TEST(Utilisation, UnequalStagesImplyTheIdleOfTheirTimeline) {
+  // GPipe, M = 2: stage 1's pieces take twice stage 0's, so stage 0 waits
+  // for it: window 10 ms = sum of costs (2 + 4) + (M - 1) x slowest (4).
+  std::vector<SvgRow> rows = {
+      {"stage 0", {compute("forward", 0, 1, 0), compute("forward", 1, 1, 1), compute("backward", 7, 1, 1),
+                   compute("backward", 9, 1, 0)}},
+      {"stage 1", {compute("forward", 1, 2, 0), compute("forward", 3, 2, 1), compute("backward", 5, 2, 1),
+                   compute("backward", 7, 2, 0)}},
+  };
+  Utilisation u = utilisation(rows);
+  EXPECT_DOUBLE_EQ(u.window_ms, 10.0);
+  std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, 2);
+  ASSERT_EQ(implied.size(), 2u);
+  EXPECT_DOUBLE_EQ(implied[0], u.idle_share[0]);  // 0.6
+  EXPECT_DOUBLE_EQ(implied[1], u.idle_share[1]);  // 0.2
+  EXPECT_DOUBLE_EQ(implied[0], 0.6);
+}
+
+TEST(Utilisation, EqualStagesImplyTheIdealBubble) {
+  for (auto [p, m] : {std::pair{2, 8}, {4, 8}, {4, 1}, {3, 5}}) {
+    std::vector<double> implied = idle_of_unequal_stages(std::vector<double>(static_cast<size_t>(p), 7.0 * m), m);
+    for (double idle : implied) EXPECT_NEAR(idle, (p - 1.0) / (m + p - 1.0), 1e-12) << "P " << p << " M " << m;
+  }
+  // The last stage 25 % slower: the others wait for it, it waits only to fill.
+  std::vector<double> implied = idle_of_unequal_stages({8.0, 10.0}, 8);
+  EXPECT_NEAR(implied[0], 3.0 / 11, 1e-12);
+  EXPECT_NEAR(implied[1], 1.0 / 11, 1e-12);
+  EXPECT_EQ(idle_of_unequal_stages({0.0, 0.0}, 8), (std::vector<double>{0.0, 0.0}));
+}
+
 TEST(Utilisation, NoComputeMeansAnEmptyWindow) {
   Utilisation u = utilisation({{"a", {ev("send", "comm", "comm world", 0, kMs)}}});
   EXPECT_DOUBLE_EQ(u.window_ms, 0.0);

@@ -121,30 +121,40 @@ void MeshWorker::write_trace() {
   }
   const int64_t last = by_step[0].empty() ? 0 : by_step[0].rbegin()->first;
   if (P < 2 || last < 1) return;
-  // The idle share of each stage in each step after the first (warm-up); the
-  // median over steps, as a noisy machine's stalls land in single steps.
-  std::vector<std::vector<double>> idle(static_cast<size_t>(P));
+  // Per stage and step after the first (warm-up): the idle share, what the
+  // stages' unequal busy times alone imply, and the busy time. Medians over
+  // steps, as a noisy machine's stalls land in single steps.
+  std::vector<std::vector<double>> idle(static_cast<size_t>(P)), unequal(idle), busy(idle);
   std::vector<SvgRow> rows;
   for (int64_t k = last > 1 ? 2 : 1; k <= last; ++k) {
     rows.clear();
     for (int s = 0; s < P; ++s) rows.push_back({detail::concat("stage ", s), by_step[static_cast<size_t>(s)][k]});
     Utilisation u = utilisation(rows);
-    for (int s = 0; s < P; ++s) idle[static_cast<size_t>(s)].push_back(u.idle_share[static_cast<size_t>(s)]);
+    std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, M);
+    for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
+      idle[s].push_back(u.idle_share[s]);
+      unequal[s].push_back(implied[s]);
+      busy[s].push_back(u.busy_ms[s]);
+    }
   }
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
   const size_t steps = idle[0].size();
   const double ideal = static_cast<double>(P - 1) / (M + P - 1);
   const std::string svg = svg_path(cfg_.trace);
   write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, ", M = ", M, ": step ", last)));
   out() << "wrote " << svg << "\nbubble (idle share of a step, median over " << steps
         << " step(s)); ideal (P - 1)/(M + P - 1) = " << ideal << "\n";
-  for (int s = 0; s < P; ++s) {
-    std::vector<double>& v = idle[static_cast<size_t>(s)];
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    const double median = v[v.size() / 2];
-    char line[96];
-    std::snprintf(line, sizeof line, "  stage %d: %.3f (%.2fx ideal)\n", s, median, median / ideal);
+  for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
+    const double measured = median(idle[s]);
+    char line[160];
+    std::snprintf(line, sizeof line, "  stage %zu: %.3f (%.2fx ideal), busy %.1f ms a step; unequal stages alone: %.3f\n",
+                  s, measured, measured / ideal, median(busy[s]), median(unequal[s]));
     out() << line;
   }
+  out() << "  (unequal stages alone: the idle these busy times imply with no hand-over time or jitter)\n";
   out() << std::flush;
 }
 

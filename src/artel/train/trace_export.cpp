@@ -103,6 +103,19 @@ Utilisation utilisation(const std::vector<SvgRow>& rows) {
   return u;
 }
 
+std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches) {
+  const double m = micro_batches;
+  double sum = 0, max = 0;
+  for (double b : busy_ms) {
+    sum += b / m;
+    max = std::max(max, b / m);
+  }
+  const double window = sum + (m - 1) * max;
+  std::vector<double> idle;
+  for (double b : busy_ms) idle.push_back(window > 0 ? 1.0 - b / window : 0.0);
+  return idle;
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const char* hint = "check that the directory exists and is writable, and that the disk is not full";
