@@ -9,6 +9,7 @@
 #include "artel/core/trace.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/train/trace_export.h"
+#include "artel/train/train_bench.h"  // median_after_warmup
 #include "artel/train/trace_gather.h"
 
 namespace artel::train {
@@ -137,10 +138,6 @@ void MeshWorker::write_trace() {
       busy[s].push_back(u.busy_ms[s]);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   const size_t steps = idle[0].size();
   const double ideal = static_cast<double>(P - 1) / (M + P - 1);
   const std::string svg = svg_path(cfg_.trace);
@@ -148,10 +145,11 @@ void MeshWorker::write_trace() {
   out() << "wrote " << svg << "\nbubble (idle share of a step, median over " << steps
         << " step(s)); ideal (P - 1)/(M + P - 1) = " << ideal << "\n";
   for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
-    const double measured = median(idle[s]);
+    const double measured = median_after_warmup(idle[s], 0);
     char line[160];
     std::snprintf(line, sizeof line, "  stage %zu: %.3f (%.2fx ideal), busy %.1f ms a step; unequal stages alone: %.3f\n",
-                  s, measured, measured / ideal, median(busy[s]), median(unequal[s]));
+                  s, measured, measured / ideal, median_after_warmup(busy[s], 0),
+                  median_after_warmup(unequal[s], 0));
     out() << line;
   }
   out() << "  (unequal stages alone: the idle these busy times imply with no hand-over time or jitter)\n";
