@@ -167,17 +167,23 @@ void Progress::run_one(Item& item, Clock::time_point deadline) {
 }
 
 TimeoutError Progress::wait_timeout(const Work& work, Duration waited) const {
-  std::string running;
+  std::string running, broken;
   uint64_t seq = 0;
   {
     std::lock_guard lock(const_cast<std::mutex&>(mu_));
     running = running_op_;
     seq = running_seq_;
+    broken = broken_;
   }
+  std::string msg = work.description() + " not done after " + std::to_string(waited.count()) + " ms";
+  // An earlier op failed and this one is about to fail fast (run_one): that
+  // failure is the cause, and our own rank has not entered this op.
+  if (!broken.empty())
+    return TimeoutError(msg + "; the group is unusable after an earlier error: " + broken,
+                        "create a new group (all ranks) after a failed collective");
   // Name the ranks that have not reached the op the group is stuck on.
   uint64_t stuck = seq ? seq : work.seq();
   std::vector<int> missing = stuck ? transport_->missing(stuck) : std::vector<int>{};
-  std::string msg = work.description() + " not done after " + std::to_string(waited.count()) + " ms";
   if (!running.empty() && seq != work.seq()) msg += "; the group is still running " + running + " #" + std::to_string(seq);
   msg += missing.empty() ? "" : "; rank(s) " + rank_list(missing) + " have not reached #" + std::to_string(stuck);
   return TimeoutError(msg, "check that every rank issues the same collectives in the same order, or wait longer");
