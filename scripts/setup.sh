@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
 
-packages=(g++ cmake make pkg-config libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
+packages=(g++ cmake make pkg-config libdnnl-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -132,6 +132,22 @@ TEST_F(TrainCommand, ConfigFileWithFlagOverrides) {
   EXPECT_EQ(cfg["n_embd"], 16);
 }
 
+// The GEMM library changes only the rounding of the products: the same steps, the same losses to float precision.
+TEST_F(TrainCommand, BothGemmLibrariesTrainTheSameSteps) {
+  std::vector<double> losses[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string lib = i == 0 ? "onednn" : "openblas", out = "run-" + lib;
+    Result r = train("--model mlp --steps 3 --batch-size 32 --threads 1 --eval-batches 1 --gemm " + lib + " --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(lib + " GEMM"), std::string::npos) << r.out;
+    for (const auto& line : metrics(dir_ / out))
+      if (line.contains("loss")) losses[i].push_back(line["loss"].get<double>());
+  }
+  ASSERT_EQ(losses[0].size(), 3u);
+  ASSERT_EQ(losses[1].size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(losses[0][k], losses[1][k], 1e-4 * losses[0][k]) << "step " << k + 1;
+}
+
 TEST_F(TrainCommand, MlpReportsValidationAccuracy) {
   Result r = train("--model mlp --steps 2 --batch-size 32 --threads 1 --out run");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -150,6 +166,7 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--n-embd -4" + out, "n_embd must be >= 1");
   expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
   expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
+  expect_one_line_error("--gemm mkl" + out, "unknown gemm 'mkl'");
   expect_one_line_error("--data " + (dir_ / "missing.txt").string() + out, "missing.txt does not exist");
   std::ofstream(dir_ / "unknown.json") << R"({"learning_rate": 1})";
   expect_one_line_error("--config unknown.json" + out, "unknown config key 'learning_rate'");

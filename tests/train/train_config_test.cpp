@@ -97,6 +97,7 @@ TEST(TrainConfig, BadValuesAreOneLineErrorsNamingTheKey) {
   EXPECT_NE(err({{"steps", "-3"}}).find("steps must be >= 1"), std::string::npos);
   EXPECT_NE(err({{"n_embd", "-1"}}).find("n_embd must be >= 1"), std::string::npos);
   EXPECT_NE(err({{"data_order", "random"}}).find("unknown data_order 'random'"), std::string::npos);
+  EXPECT_NE(err({{"gemm", "mkl"}}).find("unknown gemm 'mkl'"), std::string::npos);
   EXPECT_NE(err({{"lr", "fast"}}).find("--lr takes a number, got 'fast'"), std::string::npos);
   EXPECT_NE(err({{"steps", "1.5"}}).find("--steps takes an integer"), std::string::npos);
   EXPECT_NE(err({{"n_head", "3"}}).find("multiple of n_head"), std::string::npos);

@@ -6,6 +6,7 @@
 //   artel bench train                                 # everything (about 2 minutes)
 //   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
 //   artel bench train --workloads w2 --threads 1 --repeat 5   # medians over 5 interleaved rounds
+//   artel bench train --gemm onednn,openblas          # also on PyTorch's own GEMM kernels
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,7 @@
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/gemm.h"
 #include "artel/launch/launcher.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/train_bench.h"
@@ -32,6 +35,7 @@ namespace {
 struct BenchArgs {
   std::vector<std::string> workloads = {"w1", "w2", "cnn"};
   std::vector<int> threads = {1, 2};
+  std::vector<std::string> gemms = {"onednn"};  // artel's GEMM libraries to measure, each in every round
   int64_t steps = 0;  // 0 = each workload's default
   int64_t warmup = 20;
   std::string torch = "auto";  // auto | on | off
@@ -72,14 +76,14 @@ std::vector<std::string> run_captured(const std::vector<std::string>& argv, int 
   return lines;
 }
 
-// Which GEMM kernels this run uses: OPENBLAS_CORETYPE is read when OpenBLAS
-// loads, and the PyTorch harness and `artel train` children inherit it, so
-// every side of a comparison runs the same kernels.
-std::string blas_line() {
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  return "# OpenBLAS kernels: " + blas_kernels() +
-         (forced ? std::string(" (forced by OPENBLAS_CORETYPE=") + forced + "; PyTorch inherits it)"
-                 : std::string(" (OpenBLAS's pick for this CPU; OPENBLAS_CORETYPE unset)"));
+// Which kernels multiply on each side. Debian's PyTorch calls OpenBLAS, whose
+// kernels OPENBLAS_CORETYPE (read when OpenBLAS loads, inherited by the
+// harness) may force; artel's --gemm openblas runs those same kernels.
+std::string gemm_lines(const BenchArgs& a) {
+  std::string s;
+  for (const std::string& g : a.gemms)
+    s += "# artel GEMM " + g + ": " + kernels::gemm_kernels(kernels::parse_gemm_library(g)) + "\n";
+  return s + "# PyTorch GEMM: " + kernels::gemm_kernels(kernels::GemmLibrary::openblas) + "\n";
 }
 
 // Where the peer harness is, or "" with the reason it is skipped in `why`.
@@ -123,7 +127,8 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
                         {"final_loss", r.final_loss}};
     if (!round.empty()) j["round"] = round;
     if (r.gemm_ms > 0) j["artel_gemm_ms"] = r.gemm_ms;
-    j["blas_kernels"] = blas_kernels();
+    j["gemm"] = r.bench.gemm;
+    j["gemm_kernels"] = kernels::gemm_kernels(kernels::parse_gemm_library(r.bench.gemm));
     if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
     if (torch_range) j["artel_over_torch_range"] = {torch_range->first, torch_range->second};
     std::cout << j.dump() << std::endl;
@@ -137,8 +142,9 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
   }
   std::string label = r.bench.workload;
   if (!round.empty()) label.append(" ").append(round);
-  std::printf("%-10s %7d %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", label.c_str(), r.bench.threads,
-              static_cast<long long>(r.bench.steps), r.median_ms, peer, ratio, r.items_per_s, unit, gemms);
+  std::printf("%-10s %7d %-8s %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", label.c_str(), r.bench.threads,
+              r.bench.gemm.c_str(), static_cast<long long>(r.bench.steps), r.median_ms, peer, ratio, r.items_per_s,
+              unit, gemms);
   std::fflush(stdout);
 }
 
@@ -166,19 +172,24 @@ void print_median_row(const BenchArgs& a, const BenchRounds& rounds) {
   const train::RatioOfMedians m = train::ratio_of_medians(pairs);
   print_row(a, median, m.b_ms, "median", std::pair(m.lowest, m.highest));
   if (!a.json)
-    std::printf("# %s, %d thread(s): artel/torch per round %.2f .. %.2f\n", first.bench.workload.c_str(),
-                first.bench.threads, m.lowest, m.highest);
+    std::printf("# %s, %d thread(s), %s: artel/torch per round %.2f .. %.2f\n", first.bench.workload.c_str(),
+                first.bench.threads, first.bench.gemm.c_str(), m.lowest, m.highest);
 }
 
-void print_scaling(const std::map<std::pair<std::string, int>, double>& ms, const BenchArgs& a) {
+// One measured case of the ms/step table.
+using CaseKey = std::tuple<std::string, int, std::string>;  // workload, threads, gemm
+
+void print_scaling(const std::map<CaseKey, double>& ms, const BenchArgs& a) {
   if (a.json) return;
-  for (const auto& w : a.workloads) {
-    auto one = ms.find({w, 1});
-    if (one == ms.end()) continue;
-    for (int t : a.threads)
-      if (t > 1 && ms.count({w, t}))
-        std::printf("%s: %d threads %.2fx the speed of 1 thread\n", w.c_str(), t, one->second / ms.at({w, t}));
-  }
+  for (const auto& w : a.workloads)
+    for (const auto& g : a.gemms) {
+      auto one = ms.find({w, 1, g});
+      if (one == ms.end()) continue;
+      for (int t : a.threads)
+        if (t > 1 && ms.count({w, t, g}))
+          std::printf("%s, %s: %d threads %.2fx the speed of 1 thread\n", w.c_str(), g.c_str(), t,
+                      one->second / ms.at({w, t, g}));
+    }
 }
 
 // One run of the real program: `artel train [--nproc W] <c's recipe> --out TMP`,
@@ -206,16 +217,16 @@ train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c)
 
 // One line of the scaling table. `round` is "" for a single round, else
 // "#k" or "median" (the medians over rounds).
-void print_scaling_row(const BenchArgs& a, const std::string& workload, const std::string& round, int64_t steps,
-                       const train::ScalingSummary& s, const std::optional<train::ScalingSummary>& peer) {
+void print_scaling_row(const BenchArgs& a, const std::string& workload, const std::string& gemm, const std::string& round,
+                       int64_t steps, const train::ScalingSummary& s, const std::optional<train::ScalingSummary>& peer) {
   if (a.json) {
     nlohmann::json j = {{"workload", workload},
+                        {"gemm", gemm},
                         {"artel_1x1_ms", s.one_ms},
                         {"artel_2x1_ms", s.many_ms},
                         {"artel_efficiency", s.efficiency},
                         {"sync_share", s.sync_share}};
     if (!round.empty()) j["round"] = round;
-    j["blas_kernels"] = blas_kernels();
     if (s.lowest != s.highest) j["artel_efficiency_range"] = {s.lowest, s.highest};
     if (peer) j["torch_1x1_ms"] = peer->one_ms, j["torch_2x1_ms"] = peer->many_ms, j["torch_efficiency"] = peer->efficiency;
     std::cout << j.dump() << std::endl;
@@ -225,8 +236,8 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
   if (peer) std::snprintf(torch, sizeof torch, "%9.2f %9.2f %7.3f", peer->one_ms, peer->many_ms, peer->efficiency);
   std::string label = workload;
   if (!round.empty()) label.append(" ").append(round);
-  std::printf("%-11s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", label.c_str(), static_cast<long long>(steps), s.one_ms,
-              s.many_ms, s.efficiency, 100 * s.sync_share, torch);
+  std::printf("%-11s %-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", label.c_str(), gemm.c_str(),
+              static_cast<long long>(steps), s.one_ms, s.many_ms, s.efficiency, 100 * s.sync_share, torch);
   std::fflush(stdout);
 }
 
@@ -237,39 +248,46 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
   if (!a.json) {
     std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
-    std::printf("%s\n", blas_line().c_str());
+    std::printf("%s", gemm_lines(a).c_str());
     if (a.repeat > 1)
-      std::printf("# %d rounds, each artel 1x1, artel 2x1, torch 1x1, torch 2x1; 'median' = the medians over rounds "
-                  "and their ratio\n", a.repeat);
-    std::printf("%-11s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "steps", "artel_1x1", "artel_2x1", "eff",
-                "sync", "torch_1x1", "torch_2x1", "eff");
+      std::printf("# %d rounds, each artel 1x1 and 2x1 (per GEMM library), torch 1x1, torch 2x1; 'median' = the "
+                  "medians over rounds and their ratio\n", a.repeat);
+    std::printf("%-11s %-8s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "gemm", "steps", "artel_1x1", "artel_2x1",
+                "eff", "sync", "torch_1x1", "torch_2x1", "eff");
   }
   for (const auto& w : a.workloads) {
-    train::BenchCase one{.workload = w, .threads = 1, .steps = a.steps, .warmup = a.warmup, .data = "", .workers = 1};
-    train::BenchCase two = one;
-    two.workers = 2;
-    const int64_t steps = train::bench_config(one).steps;
-    std::vector<train::ScalingRound> artel, torch;
+    std::map<std::string, std::vector<train::ScalingRound>> artel;  // by GEMM library
+    std::vector<train::ScalingRound> torch;
+    int64_t steps = 0;
     for (int round = 1; round <= a.repeat; ++round) {
-      train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
-      artel.push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms)});
-      std::optional<double> p1, p2;
-      if (!harness.empty()) p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
-      if (p1 && p2) torch.push_back({*p1, *p2, 0});
-      if (a.repeat > 1) {
-        const std::string numbered = std::string("#").append(std::to_string(round));
-        print_scaling_row(a, w, numbered, steps, train::summarize_scaling({artel.back()}),
-                          torch.empty() ? std::nullopt : std::optional(train::summarize_scaling({torch.back()})));
+      std::optional<train::ScalingSummary> peer_round;
+      for (const auto& g : a.gemms) {
+        train::BenchCase one{.workload = w, .threads = 1, .steps = a.steps, .warmup = a.warmup, .data = "",
+                             .workers = 1, .gemm = g};
+        train::BenchCase two = one;
+        two.workers = 2;
+        steps = train::bench_config(one).steps;
+        train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
+        artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms)});
+        if (g == a.gemms.front() && !harness.empty()) {  // PyTorch once a round, whatever artel multiplies with
+          std::optional<double> p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
+          if (p1 && p2) torch.push_back({*p1, *p2, 0}), peer_round = train::summarize_scaling({torch.back()});
+        }
+        if (a.repeat > 1)
+          print_scaling_row(a, w, g, std::string("#").append(std::to_string(round)), steps,
+                            train::summarize_scaling({artel[g].back()}), peer_round);
       }
     }
-    const train::ScalingSummary s = train::summarize_scaling(artel);
     std::optional<train::ScalingSummary> peer;
     if (!torch.empty()) peer = train::summarize_scaling(torch);
-    print_scaling_row(a, w, a.repeat > 1 ? "median" : "", steps, s, peer);
-    if (a.repeat > 1 && !a.json) {
-      std::printf("# %s: efficiency per round %.3f .. %.3f", w.c_str(), s.lowest, s.highest);
-      if (peer) std::printf(" (PyTorch %.3f .. %.3f)", peer->lowest, peer->highest);
-      std::printf("\n");
+    for (const auto& g : a.gemms) {
+      const train::ScalingSummary s = train::summarize_scaling(artel[g]);
+      print_scaling_row(a, w, g, a.repeat > 1 ? "median" : "", steps, s, peer);
+      if (a.repeat > 1 && !a.json) {
+        std::printf("# %s, %s: efficiency per round %.3f .. %.3f", w.c_str(), g.c_str(), s.lowest, s.highest);
+        if (peer) std::printf(" (PyTorch %.3f .. %.3f)", peer->lowest, peer->highest);
+        std::printf("\n");
+      }
     }
   }
 }
@@ -279,6 +297,10 @@ int run_bench_train(int argc, char** argv) {
   CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
   app.add_option("--workloads", a.workloads, "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn")->delimiter(',');
   app.add_option("--threads", a.threads, "thread counts to measure")->delimiter(',');
+  app.add_option("--gemm", a.gemms,
+                 "artel's GEMM libraries to measure, each in every round: onednn (the default, kernels compiled for "
+                 "this CPU), openblas (PyTorch's kernels on Debian)")
+      ->delimiter(',');
   app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120)");
   app.add_option("--warmup", a.warmup, "steps left out of the median");
   app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
@@ -299,6 +321,8 @@ int run_bench_train(int argc, char** argv) {
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
   for (int t : a.threads) ARTEL_CHECK(t >= 1, "--threads takes counts >= 1, got ", t);
+  for (const auto& g : a.gemms) kernels::parse_gemm_library(g);  // rejects unknown names before any work
+  ARTEL_CHECK(!a.gemms.empty(), "--gemm needs at least one library");
 
   std::string why;
   std::string harness = find_torch_harness(a, why);
@@ -312,35 +336,42 @@ int run_bench_train(int argc, char** argv) {
     std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
                 static_cast<long long>(a.warmup));
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
-    std::printf("%s\n", blas_line().c_str());
-    std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone (OpenBLAS), the floor under artel_ms\n");
+    std::printf("%s", gemm_lines(a).c_str());
+    std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone, the floor under artel_ms\n");
     if (a.repeat > 1)
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
                   "rounds and their ratio\n", a.repeat);
-    std::printf("%-10s %7s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "steps", "artel_ms", "torch_ms",
-                "artel/torch", "artel_rate", "gemm_ms");
+    std::printf("%-10s %7s %-8s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "gemm", "steps", "artel_ms",
+                "torch_ms", "artel/torch", "artel_rate", "gemm_ms");
   }
-  // Round by round, each (workload, threads) on artel and then on PyTorch.
-  std::map<std::pair<std::string, int>, BenchRounds> rounds;
+  // Round by round, each (workload, threads) on artel with each GEMM library and then once on PyTorch.
+  std::map<CaseKey, BenchRounds> rounds;
   for (int round = 1; round <= a.repeat; ++round)
     for (const auto& w : a.workloads)
       for (int t : a.threads) {
-        train::BenchCase c{.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = ""};
-        BenchRounds& seen = rounds[{w, t}];
-        seen.artel.push_back(train::bench_artel(c));
+        std::vector<train::BenchResult> runs;
+        for (const auto& g : a.gemms)
+          runs.push_back(train::bench_artel(
+              {.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = "", .workers = 1, .gemm = g}));
         std::optional<double> peer;
-        if (!harness.empty() && (peer = torch_median_ms(a, harness, c))) seen.torch_ms.push_back(*peer);
-        print_row(a, seen.artel.back(), peer, a.repeat > 1 ? "#" + std::to_string(round) : "");
+        if (!harness.empty()) peer = torch_median_ms(a, harness, runs.front().bench);
+        for (train::BenchResult& r : runs) {
+          BenchRounds& seen = rounds[{w, t, r.bench.gemm}];
+          if (peer) seen.torch_ms.push_back(*peer);
+          seen.artel.push_back(std::move(r));
+          print_row(a, seen.artel.back(), peer, a.repeat > 1 ? "#" + std::to_string(round) : "");
+        }
       }
-  std::map<std::pair<std::string, int>, double> artel_ms;
+  std::map<CaseKey, double> artel_ms;
   for (const auto& w : a.workloads)
-    for (int t : a.threads) {
-      const BenchRounds& seen = rounds.at({w, t});
-      if (a.repeat > 1) print_median_row(a, seen);
-      std::vector<double> ms;
-      for (const train::BenchResult& r : seen.artel) ms.push_back(r.median_ms);
-      artel_ms[{w, t}] = train::median_after_warmup(ms, 0);
-    }
+    for (int t : a.threads)
+      for (const auto& g : a.gemms) {
+        const BenchRounds& seen = rounds.at({w, t, g});
+        if (a.repeat > 1) print_median_row(a, seen);
+        std::vector<double> ms;
+        for (const train::BenchResult& r : seen.artel) ms.push_back(r.median_ms);
+        artel_ms[{w, t, g}] = train::median_after_warmup(ms, 0);
+      }
   print_scaling(artel_ms, a);
   return 0;
 }

@@ -140,8 +140,6 @@ void set_num_threads(int n) {
 
 int num_threads() { return pool().threads(); }
 
-std::string blas_kernels() { return openblas_get_corename(); }
-
 std::vector<int> allowed_cores() {
   std::vector<int> cores;
   cpu_set_t set;

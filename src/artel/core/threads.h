@@ -1,9 +1,10 @@
-// Thread control: one setting governs OpenBLAS and artel's own parallel loops.
+// Thread control: one setting governs the GEMM libraries and artel's own
+// parallel loops.
 //
-// OpenBLAS is kept single-threaded; artel splits work (GEMMs included) over its
-// own pool, whose idle threads spin for a few microseconds and then sleep on a
-// futex. Spinning forever is what makes two busy-waiting runtimes on two cores
-// slower than one (see ../shared/baselines.md).
+// OpenBLAS and oneDNN are kept single-threaded (kernels/gemm.h); artel splits
+// work (GEMMs included) over its own pool, whose idle threads spin for a few
+// microseconds and then sleep on a futex. Spinning forever is what makes two
+// busy-waiting runtimes on two cores slower than one (../shared/baselines.md).
 //
 //   set_num_threads(2);
 //   parallel_for(rows, 16, [&](int64_t begin, int64_t end) { ... });
@@ -19,10 +20,6 @@ namespace artel {
 // n >= 1. Also sets OpenBLAS to one thread: artel splits GEMMs itself.
 void set_num_threads(int n);
 int num_threads();
-// The name of the kernels OpenBLAS runs ("Haswell", "Cooperlake", ...): its own
-// pick for this CPU, unless OPENBLAS_CORETYPE forces one. Benchmarks print it,
-// since the same machine's GEMMs run twice as fast with AVX-512 kernels.
-std::string blas_kernels();
 // Cores this process may run on (sched_getaffinity): their ids in increasing
 // order, and how many.
 std::vector<int> allowed_cores();

@@ -1,16 +1,36 @@
 #include "artel/kernels/gemm.h"
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
+#include "artel/core/error.h"
 #include "artel/core/threads.h"
 
 namespace artel::kernels {
 namespace {
 
+std::atomic<GemmLibrary> g_library{GemmLibrary::onednn};
+
+void onednn_sgemm(const GemmArgs& g) {
+  // oneDNN parallelises with OpenMP over omp_get_max_threads(), a per-thread
+  // setting: one, so that artel's split is the only one and no OpenMP team
+  // of spinning threads is ever started.
+  thread_local const bool single_threaded = (omp_set_num_threads(1), true);
+  (void)single_threaded;
+  dnnl_status_t st = dnnl_sgemm(g.trans_a ? 'T' : 'N', g.trans_b ? 'T' : 'N', g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                g.ldb, g.beta, g.c, g.ldc);
+  ARTEL_CHECK(st == dnnl_success, "oneDNN sgemm of (", g.m, " x ", g.k, ") by (", g.k, " x ", g.n,
+              ") failed with status ", static_cast<int>(st));
+}
+
 void sgemm(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
+  if (g_library.load(std::memory_order_relaxed) == GemmLibrary::onednn) return onednn_sgemm(g);
   cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), g.alpha, g.a,
               static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta, g.c, static_cast<int>(g.ldc));
@@ -22,6 +42,43 @@ constexpr int64_t kMinSplitWork = 1 << 18;
 thread_local GemmRecorder* t_recorder = nullptr;
 
 }  // namespace
+
+GemmLibrary parse_gemm_library(const std::string& name) {
+  if (name == "onednn") return GemmLibrary::onednn;
+  if (name == "openblas") return GemmLibrary::openblas;
+  throw Error("unknown GEMM library '" + name + "'", "use onednn or openblas");
+}
+
+std::string to_string(GemmLibrary lib) { return lib == GemmLibrary::onednn ? "onednn" : "openblas"; }
+
+void set_gemm_library(GemmLibrary lib) { g_library.store(lib); }
+
+GemmLibrary gemm_library() { return g_library.load(); }
+
+std::string gemm_kernels(GemmLibrary lib) {
+  if (lib == GemmLibrary::openblas) {
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+    version = version.substr(version.find_first_not_of(' '), version.find_last_not_of(' ') - version.find_first_not_of(' ') + 1);
+    return version + ", " + openblas_get_corename() + " kernels" +
+           (forced ? std::string(" (forced by OPENBLAS_CORETYPE=") + forced + ")" : std::string(" (its pick for this CPU)"));
+  }
+  const dnnl_version_t* v = dnnl_version();
+  std::string isa;
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: isa = "SSE4.1"; break;
+    case dnnl_cpu_isa_avx: isa = "AVX"; break;
+    case dnnl_cpu_isa_avx2: isa = "AVX2"; break;
+    case dnnl_cpu_isa_avx2_vnni: isa = "AVX2 VNNI"; break;
+    case dnnl_cpu_isa_avx512_core: isa = "AVX-512"; break;
+    case dnnl_cpu_isa_avx512_core_vnni: isa = "AVX-512 VNNI"; break;
+    case dnnl_cpu_isa_avx512_core_bf16: isa = "AVX-512 BF16"; break;
+    case dnnl_cpu_isa_avx512_core_amx: isa = "AVX-512 AMX"; break;
+    default: isa = "other"; break;
+  }
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
+         isa + " kernels (compiled for this CPU)";
+}
 
 GemmRecorder::GemmRecorder() : outer_(t_recorder) { t_recorder = this; }
 GemmRecorder::~GemmRecorder() { t_recorder = outer_; }

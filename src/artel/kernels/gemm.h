@@ -1,18 +1,41 @@
-// GEMM through OpenBLAS (cblas_sgemm, row-major), split over artel's threads.
+// GEMM through oneDNN (dnnl_sgemm) or OpenBLAS (cblas_sgemm), row-major,
+// split over artel's threads.
 //
 //   C (M, N) = alpha · op(A) · op(B) + beta · C
 //   op(A) is (M, K): A itself (lda ≥ K) or, with trans_a, Aᵀ of a (K, M) A (lda ≥ M).
 //   op(B) is (K, N): B itself (ldb ≥ N) or, with trans_b, Bᵀ of an (N, K) B (ldb ≥ K).
 //
-// OpenBLAS runs single-threaded (core/threads.h); gemm() cuts C into blocks of
-// rows (or of columns when M is small) and runs one sgemm per thread, so the
-// one thread setting governs everything and idle threads sleep.
+// Both libraries run single-threaded (core/threads.h; oneDNN's OpenMP team is
+// set to one thread on every thread that calls it); gemm() cuts C into blocks
+// of rows (or of columns when M is small) and runs one sgemm per thread, so
+// the one thread setting governs everything and idle threads sleep.
+//
+// Which library: oneDNN by default. It compiles its kernels for the CPU it
+// runs on (AVX-512 where there is one), whatever OPENBLAS_CORETYPE says;
+// OpenBLAS is the library Debian's PyTorch calls, there for comparisons on
+// the same kernels (`--gemm openblas`).
+//
+//   set_gemm_library(parse_gemm_library("openblas"));
+//   gemm_kernels();   // "OpenBLAS 0.3.21, Haswell kernels (forced by OPENBLAS_CORETYPE=Haswell)"
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace artel::kernels {
+
+enum class GemmLibrary { onednn, openblas };
+
+// "onednn" | "openblas"; throws Error naming the choices otherwise.
+GemmLibrary parse_gemm_library(const std::string& name);
+std::string to_string(GemmLibrary lib);
+// Process-wide, like the thread count; onednn until set.
+void set_gemm_library(GemmLibrary lib);
+GemmLibrary gemm_library();
+// What runs the products under `lib`: library, version and kernels, for
+// benchmark headers (the same machine multiplies twice as fast with AVX-512).
+std::string gemm_kernels(GemmLibrary lib);
 
 struct GemmArgs {
   bool trans_a = false, trans_b = false;

@@ -7,6 +7,7 @@
 
 #include "artel/comm/gather_named.h"
 #include "artel/core/trace.h"
+#include "artel/kernels/gemm.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/train/trace_export.h"
 #include "artel/train/train_bench.h"  // median_after_warmup
@@ -45,6 +46,8 @@ size_t link_message_bytes(const TrainConfig& cfg) {
 MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, MeshOptions opts)
     : cfg_(std::move(cfg)), run_(run), world_(std::move(world)) {
   cfg_.validate();
+  // Before the mesh times its pieces (--stage-layers cost) with the library the run will use.
+  kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   mesh_ = std::make_unique<GptMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
                                                                      static_cast<int>(cfg_.tp), link_message_bytes(cfg_)));
   const parallel::MeshGroups& g = mesh_->groups();

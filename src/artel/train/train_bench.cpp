@@ -32,6 +32,7 @@ TrainConfig bench_config(const BenchCase& c) {
   TrainConfig cfg = default_config(c.workload == "w2" ? "gpt" : c.workload == "w1" ? "mlp" : "cnn");
   cfg.steps = steps;
   cfg.threads = c.threads;
+  cfg.gemm = c.gemm;
   cfg.generate = 0;
   cfg.data = c.data.empty() ? default_data_for(cfg.model) : c.data;
   cfg.validate();

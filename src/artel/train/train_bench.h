@@ -28,6 +28,7 @@ struct BenchCase {
   int64_t warmup = 20;          // first steps left out of the median, < steps
   std::string data;             // "" = the bundled data
   int workers = 1;              // data-parallel processes (scaling: `artel train --nproc`, the harness's --ddp)
+  std::string gemm = "onednn";  // the GEMM library (kernels/gemm.h); PyTorch keeps its own
 };
 
 struct BenchResult {

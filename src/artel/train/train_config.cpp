@@ -34,6 +34,7 @@ const std::vector<Field>& fields() {
       {"data_order", &TrainConfig::data_order, "shuffle | sequential"},
       {"seed", &TrainConfig::seed, "seed of weights, batch order and dropout"},
       {"threads", &TrainConfig::threads, "threads (0 = all available cores)"},
+      {"gemm", &TrainConfig::gemm, "matrix products: onednn (kernels compiled for this CPU) | openblas (the library of Debian's PyTorch)"},
       {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
       {"lr", &TrainConfig::lr, "peak learning rate"},
       {"momentum", &TrainConfig::momentum, "SGD momentum"},
@@ -160,6 +161,7 @@ void TrainConfig::validate() const {
   check_one_of("data_order", data_order, {"shuffle", "sequential"});
   check_one_of("optimizer", optimizer, {"adamw", "sgd"});
   check_one_of("lr_schedule", lr_schedule, {"constant", "cosine"});
+  check_one_of("gemm", gemm, {"onednn", "openblas"});
   ARTEL_CHECK(!out.empty(), "out must name a directory");
   check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));

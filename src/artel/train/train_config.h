@@ -38,6 +38,7 @@ struct TrainConfig {
   std::string data_order = "shuffle";  // shuffle | sequential (data/sampler.h, Note [Batch order])
   int64_t seed = 1337;              // >= 0: weights, batch order and dropout all derive from it
   int64_t threads = 0;              // >= 0; 0 = every core this process may use
+  std::string gemm = "onednn";      // onednn | openblas: the library behind every matrix product (kernels/gemm.h)
 
   // ---- optimizer (PyTorch semantics)
   std::string optimizer = "adamw";  // adamw | sgd

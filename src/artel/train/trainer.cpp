@@ -13,6 +13,7 @@
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
+#include "artel/kernels/gemm.h"
 #include "artel/models/gpt.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
@@ -55,6 +56,7 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
     : cfg_(std::move(cfg)), run_(run), hooks_(std::move(hooks)) {
   cfg_.validate();
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
+  kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
   data_ = data::open_dataset(cfg_.data, {.block_size = cfg_.block_size});
   check_model_fits_data();
@@ -104,7 +106,7 @@ void Trainer::announce() const {
         << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << hooks_.world_size
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
-        << num_threads() << " thread(s)\n";
+        << num_threads() << " thread(s), " << cfg_.gemm << " GEMM\n";
   if (hooks_.model_parallel) out() << "  layout " << hooks_.model_parallel->describe() << "\n";
   if (const std::string sync = hooks_.describe_sync ? hooks_.describe_sync() : ""; !sync.empty())
     out() << "  sync   " << sync << " (--first-bucket-mb, --bucket-mb)\n";

@@ -1,0 +1,97 @@
+#include "artel/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+
+namespace artel::kernels {
+namespace {
+
+// C = alpha · op(A) · op(B) + beta · C by the definition, in double.
+std::vector<float> reference(const GemmArgs& g, std::vector<float> c) {
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = 0; j < g.n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < g.k; ++p) {
+        double a = g.trans_a ? g.a[p * g.lda + i] : g.a[i * g.lda + p];
+        double b = g.trans_b ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+        s += a * b;
+      }
+      float& out = c[static_cast<size_t>(i * g.ldc + j)];
+      out = static_cast<float>(g.alpha * s + g.beta * out);
+    }
+  return c;
+}
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+// Every transposition, padded leading dimensions, alpha and beta, shapes that
+// split over threads by rows (M large) and by columns (M small): both
+// libraries must compute the same product as the definition.
+TEST(Gemm, BothLibrariesMatchTheDefinition) {
+  for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas})
+    for (int threads : {1, 2})
+      for (Shape s : {Shape{5, 7, 3}, Shape{130, 70, 40}, Shape{3, 300, 200}})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) {
+            set_gemm_library(lib);
+            set_num_threads(threads);
+            const int64_t pad = 3;
+            GemmArgs g{.trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k, .alpha = 0.5f};
+            g.lda = (ta ? s.m : s.k) + pad;
+            g.ldb = (tb ? s.k : s.n) + pad;
+            g.ldc = s.n + pad;
+            g.beta = 2.0f;
+            std::vector<float> a(static_cast<size_t>((ta ? s.k : s.m) * g.lda)),
+                b(static_cast<size_t>((tb ? s.n : s.k) * g.ldb)), c(static_cast<size_t>(s.m * g.ldc));
+            for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+            for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.23f * static_cast<float>(i));
+            for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
+            g.a = a.data(), g.b = b.data(), g.c = c.data();
+            const std::vector<float> want = reference(g, c);
+            gemm(g);
+            for (size_t i = 0; i < c.size(); ++i)
+              ASSERT_NEAR(c[i], want[i], 1e-4 * (1 + std::abs(want[i])))
+                  << to_string(lib) << " threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " ta " << ta
+                  << " tb " << tb << " at " << i;
+          }
+  set_gemm_library(GemmLibrary::onednn);
+  set_num_threads(1);
+}
+
+size_t thread_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// oneDNN parallelises with OpenMP, whose idle threads spin: at one artel
+// thread a product must start no thread at all (ctest runs each test in its
+// own process, so nothing else has started any).
+TEST(Gemm, OneDnnStartsNoThreadsOfItsOwn) {
+  set_gemm_library(GemmLibrary::onednn);
+  set_num_threads(1);
+  const size_t before = thread_count();
+  std::vector<float> a(512 * 512, 0.5f), b(512 * 512, 0.25f), c(512 * 512);
+  gemm(false, false, 512, 512, 512, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  EXPECT_FLOAT_EQ(c[0], 512 * 0.125f);
+  EXPECT_EQ(thread_count(), before);
+}
+
+TEST(Gemm, LibrariesByName) {
+  EXPECT_EQ(parse_gemm_library("onednn"), GemmLibrary::onednn);
+  EXPECT_EQ(parse_gemm_library(to_string(GemmLibrary::openblas)), GemmLibrary::openblas);
+  EXPECT_THROW(parse_gemm_library("mkl"), Error);
+  EXPECT_NE(gemm_kernels(GemmLibrary::onednn).find("oneDNN"), std::string::npos);
+  EXPECT_NE(gemm_kernels(GemmLibrary::openblas).find("OpenBLAS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace artel::kernels
