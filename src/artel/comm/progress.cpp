@@ -2,12 +2,17 @@
 
 #include <algorithm>
 
+#include "artel/core/threads.h"
 #include "artel/core/trace.h"
 
 namespace artel::comm {
 namespace {
-constexpr auto kLightPoll = std::chrono::microseconds(500);
-constexpr auto kStayLight = std::chrono::milliseconds(5);
+// How often the thread looks for queued ops while they keep coming (see
+// progress.h): often when it has a core to itself, rarely when its rank's
+// computation needs every core, since each look then takes the core from it.
+constexpr auto kPollWithSpareCore = std::chrono::microseconds(500);
+constexpr auto kPollWithoutSpareCore = std::chrono::milliseconds(10);
+constexpr auto kStayLight = std::chrono::milliseconds(5);  // at least two polls, then sleep until woken
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
@@ -87,8 +92,8 @@ void Progress::thread_loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (queue_.empty()) {
-      if (Clock::now() - last_activity_ < kStayLight) {
-        cv_.wait_for(lock, kLightPoll);
+      if (Clock::now() - last_activity_ < std::max<Clock::duration>(kStayLight, 2 * poll_interval())) {
+        cv_.wait_for(lock, poll_interval());
       } else {
         deep_sleep_ = true;
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -104,8 +109,14 @@ void Progress::thread_loop() {
       if (exec.owns_lock()) run_queue(nullptr, Clock::time_point::max());
     }
     lock.lock();
-    if (!queue_.empty()) cv_.wait_for(lock, kLightPoll);
+    if (!queue_.empty()) cv_.wait_for(lock, poll_interval());
   }
+}
+
+Clock::duration Progress::poll_interval() const {
+  static const int cores = available_cores();
+  const bool spare_core = transport_->size() * num_threads() < cores;
+  return spare_core ? Clock::duration(kPollWithSpareCore) : Clock::duration(kPollWithoutSpareCore);
 }
 
 bool Progress::help(const Work& work, Clock::time_point deadline) {
