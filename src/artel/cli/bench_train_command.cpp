@@ -22,7 +22,6 @@
 #include "artel/cli/bench_registry.h"
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
-#include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
 #include "artel/launch/launcher.h"
 #include "artel/train/bundled_data.h"

@@ -53,13 +53,11 @@ std::string to_string(GemmLibrary lib) { return lib == GemmLibrary::onednn ? "on
 
 void set_gemm_library(GemmLibrary lib) { g_library.store(lib); }
 
-GemmLibrary gemm_library() { return g_library.load(); }
-
 std::string gemm_kernels(GemmLibrary lib) {
   if (lib == GemmLibrary::openblas) {
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
     std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
-    version = version.substr(version.find_first_not_of(' '), version.find_last_not_of(' ') - version.find_first_not_of(' ') + 1);
+    version.erase(version.find_last_not_of(' ') + 1).erase(0, version.find_first_not_of(' '));
     return version + ", " + openblas_get_corename() + " kernels" +
            (forced ? std::string(" (forced by OPENBLAS_CORETYPE=") + forced + ")" : std::string(" (its pick for this CPU)"));
   }

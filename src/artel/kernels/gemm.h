@@ -32,7 +32,6 @@ GemmLibrary parse_gemm_library(const std::string& name);
 std::string to_string(GemmLibrary lib);
 // Process-wide, like the thread count; onednn until set.
 void set_gemm_library(GemmLibrary lib);
-GemmLibrary gemm_library();
 // What runs the products under `lib`: library, version and kernels, for
 // benchmark headers (the same machine multiplies twice as fast with AVX-512).
 std::string gemm_kernels(GemmLibrary lib);
