@@ -74,6 +74,14 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
         for (int j = 0; j < n; ++j)
           for (int64_t i = 0; i < count; ++i)
             check_equal(out, j * count + i, value(j, i, ReduceOp::sum), tag("all_gather", algo, d, ReduceOp::sum, count, false, reg));
+        // In place: `in` is this rank's block of `out`.
+        Tensor whole = make(pg, reg, {count * n}, d);
+        for (int64_t i = 0; i < count; ++i) set_element(whole, r * count + i, value(r, i, ReduceOp::sum));
+        pg.all_gather(whole.slice0(r * count, (r + 1) * count), whole, {algo})->wait();
+        for (int j = 0; j < n; ++j)
+          for (int64_t i = 0; i < count; ++i)
+            check_equal(whole, j * count + i, value(j, i, ReduceOp::sum),
+                        tag("all_gather in place", algo, d, ReduceOp::sum, count, false, reg));
       });
       for (ReduceOp op : so.ops)
         so.for_sizes(k++, [&](int64_t count, int variant) {  // reduce_scatter: rank j's element i is value(j, i)

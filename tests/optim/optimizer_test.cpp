@@ -236,5 +236,56 @@ TEST(ClipGradNorm, NeverScalesAGradientSharedWithAnotherLeaf) {
   EXPECT_EQ(shared.to_vector(), (std::vector<float>{3, 4}));
 }
 
+// shard(): two optimizers, each updating its half of every parameter (and
+// one of them nothing of the small one), put together are bit-identical to one
+// optimizer updating everything; step counts advance everywhere.
+TEST(Optimizer, ShardedHalvesPutTogetherEqualTheWholeStep) {
+  auto run = [](auto make, const std::vector<std::map<std::string, ElementRange>>& shards) {
+    std::vector<Variable> w, b;
+    std::vector<std::unique_ptr<Optimizer>> opts;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      w.push_back(make_param());
+      b.push_back(Variable(Tensor::from_vector({0.5f, -1.0f}, {2}), true));
+      opts.push_back(make(nn::NamedParameters{{"w", w[s]}, {"b", b[s]}}));
+      if (!shards[s].empty()) opts[s]->shard(shards[s]);
+    }
+    std::vector<float> got_w(4), got_b(2);
+    for (size_t step = 0; step < kGrads.size(); ++step)
+      for (size_t s = 0; s < shards.size(); ++s) {
+        w[s].set_grad(Tensor::from_vector(kGrads[step], {2, 2}));
+        b[s].set_grad(Tensor::from_vector({kGrads[step][1], kGrads[step][3]}, {2}));
+        opts[s]->step();
+      }
+    for (size_t s = 0; s < shards.size(); ++s) {
+      auto owned = [&](const std::string& name, int64_t i) {
+        return shards[s].empty() || (shards[s].at(name).begin <= i && i < shards[s].at(name).end);
+      };
+      for (int64_t i = 0; i < 4; ++i)
+        if (owned("w", i)) got_w[i] = w[s].value().to_vector()[i];
+      for (int64_t i = 0; i < 2; ++i)
+        if (owned("b", i)) got_b[i] = b[s].value().to_vector()[i];
+      EXPECT_EQ(opts[s]->state_dict().at("step.b").data<int64_t>()[0], 3);
+    }
+    got_w.insert(got_w.end(), got_b.begin(), got_b.end());
+    return got_w;
+  };
+  const std::vector<std::map<std::string, ElementRange>> whole = {{}},
+                                                          halves = {{{"w", {0, 3}}, {"b", {0, 2}}},
+                                                                    {{"w", {3, 4}}, {"b", {2, 2}}}};
+  auto sgd = [](nn::NamedParameters p) {
+    return std::make_unique<Sgd>(one_group(p, 0.1f, 0.01f), SgdOptions{.momentum = 0.9f, .nesterov = true});
+  };
+  auto adamw = [](nn::NamedParameters p) { return std::make_unique<AdamW>(decay_groups(p, 0.1f, 0.1f)); };
+  EXPECT_EQ(run(sgd, halves), run(sgd, whole));
+  EXPECT_EQ(run(adamw, halves), run(adamw, whole));
+}
+
+TEST(Optimizer, ShardRangesAreChecked) {
+  Variable p = make_param();
+  Sgd opt(one_group({{"p", p}}, 0.1f));
+  EXPECT_THAT([&] { opt.shard({{"p", {2, 5}}}); }, ThrowsMessage<Error>(HasSubstr("outside its 4 elements")));
+  EXPECT_THAT([&] { opt.shard({{"q", {0, 1}}}); }, ThrowsMessage<Error>(HasSubstr("no range for parameter 'p'")));
+}
+
 }  // namespace
 }  // namespace artel::optim

@@ -8,6 +8,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
+#include "artel/optim/sgd.h"
 #include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
@@ -113,6 +114,47 @@ TEST(DistributedDataParallel, UnusedParametersCountAsZeroWhenAllowed) {
     ddp.finish();
     for (float g : net.params[3].second.grad().to_vector()) EXPECT_EQ(g, 0.0f);
   });
+}
+
+// Sharded (ZeRO stage 1): each rank updates its block of every bucket and the
+// weights are all-gathered. After a few SGD steps with momentum and clipping,
+// every rank holds the weights of the replicated step (clipping's norm is
+// summed in another order: float rounding only), and the gathered optimizer
+// state is the replicated one.
+TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
+  Tensor x = randn({8, 3}, 9);
+  for (int world : {2, 4}) {
+    std::vector<std::vector<float>> replicated(4), sharded(4), momentum(4);
+    for (bool shard : {false, true}) {
+      comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
+        Net net(1);
+        optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
+        DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets, .shard_optimizer = shard});
+        ddp.shard(opt);
+        const int64_t share = 8 / world;
+        for (int step = 0; step < 3; ++step) {
+          opt.zero_grad();
+          net.loss(x.slice0(pg.rank() * share, (pg.rank() + 1) * share)).backward();
+          ddp.finish();
+          ddp.clip_grad_norm(0.05f);
+          ddp.step(opt);
+        }
+        ddp.gather_optimizer_state(opt);
+        for (size_t i = 0; i < net.params.size(); ++i) {
+          std::vector<float> w = net.params[i].second.value().to_vector();
+          std::vector<float> m = opt.buffers(net.params[i].first)[0].to_vector();
+          if (!shard && pg.rank() == 0) replicated[i] = w, momentum[i] = m;
+          if (!shard) continue;
+          if (pg.rank() == world - 1) sharded[i] = w;  // the weights of the last rank, the one furthest from 0
+          for (size_t j = 0; j < m.size(); ++j)  // every rank holds the whole state after the gather
+            EXPECT_NEAR(m[j], momentum[i][j], 1e-6f) << net.params[i].first << " momentum, rank " << pg.rank();
+        }
+      });
+    }
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t j = 0; j < replicated[i].size(); ++j)
+        EXPECT_NEAR(sharded[i][j], replicated[i][j], 1e-6f) << "param " << i << "[" << j << "] world " << world;
+  }
 }
 
 }  // namespace

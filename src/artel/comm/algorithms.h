@@ -72,9 +72,10 @@ void barrier_dissemination(Transport&, const Collective&, const OpContext&);
 // "native": the backend library's own (Transport::native(), e.g. MPI_Allreduce).
 void run_native(Transport&, const Collective&, const OpContext&);
 
-// memcpy that accepts null pointers when there is nothing to copy.
+// memcpy that accepts null pointers when there is nothing to copy, and a block
+// copied onto itself (an in-place all_gather's own block).
 inline void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n) std::memcpy(dst, src, n);
+  if (n && dst != src) std::memcpy(dst, src, n);
 }
 
 // Balanced split of n items into `parts`: part p is [part_begin(n, parts, p), part_begin(n, parts, p + 1)).

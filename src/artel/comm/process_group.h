@@ -158,7 +158,8 @@ class ProcessGroup {
   WorkPtr broadcast(Tensor t, const BroadcastOptions& opts = {});
   // The reduction lands in `t` on the root; other ranks' `t` are unspecified after.
   WorkPtr reduce(Tensor t, const ReduceOptions& opts = {});
-  // `out` holds size() blocks the size of `in`, in rank order.
+  // `out` holds size() blocks the size of `in`, in rank order. In place when
+  // `in` is this rank's block of `out`.
   WorkPtr all_gather(const Tensor& in, Tensor out, const AllGatherOptions& opts = {});
   // `in` holds size() blocks the size of `out`; rank r gets the reduction of block r.
   WorkPtr reduce_scatter(const Tensor& in, Tensor out, const ReduceScatterOptions& opts = {});

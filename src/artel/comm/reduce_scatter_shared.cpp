@@ -19,8 +19,16 @@ void reduce_scatter_shared(Transport& t, const Collective& c, const OpContext& c
   Handshake h = handshake(t, c, ctx, bytes * n, 0);
   if (h.all_registered) {
     for (int j = 0; j < n; ++j) srcs[j] = (j == r ? c.in : h.in[j]) + r * bytes;
-    reduce_sources(c.out, srcs.data(), n, c.count, c.dtype, c.op);
-    finish_reduce(c.out, c.count, c.dtype, c.op, n);
+    const bool aliased = c.out == srcs[static_cast<size_t>(r)];
+    if (aliased) {
+      reduce_sources(c.out, srcs.data(), n, c.count, c.dtype, c.op);
+      finish_reduce(c.out, c.count, c.dtype, c.op, n);
+    } else {
+      // One pass: reduce and average together.
+      std::byte* dst = c.out;
+      reduce_to_many(&dst, 1, reinterpret_cast<const std::byte* const*>(srcs.data()), n, c.count, c.dtype, c.op, n,
+                     false);
+    }
     sm.sync(ctx);
     return;
   }

@@ -4,29 +4,36 @@
 
 namespace artel::optim {
 
+double sum_of_squares(const float* d, int64_t n) {
+  // 16 f32 lanes vectorise (a single running sum would not); lanes are then
+  // summed in double.
+  double sq = 0;
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += d[i + j] * d[i + j];
+  for (; i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
+  for (float l : lanes) sq += l;
+  return sq;
+}
+
+float clip_coefficient(float norm, float max_norm) {
+  if (max_norm <= 0) return 1.0f;
+  float coef = max_norm / (norm + 1e-6f);
+  return coef < 1.0f ? coef : 1.0f;
+}
+
 float grad_norm(const std::vector<autograd::Variable>& params) {
   double sq = 0;
-  for (const auto& p : params) {
-    const Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    const float* d = g.data<float>();
-    // 16 f32 lanes vectorise (a single running sum would not); lanes and
-    // tensors are then summed in double.
-    float lanes[16] = {};
-    int64_t n = g.numel(), i = 0;
-    for (; i + 16 <= n; i += 16)
-      for (int j = 0; j < 16; ++j) lanes[j] += d[i + j] * d[i + j];
-    for (; i < n; ++i) sq += static_cast<double>(d[i]) * d[i];
-    for (float l : lanes) sq += l;
-  }
+  for (const auto& p : params)
+    if (p.grad().defined()) sq += sum_of_squares(p.grad().data<float>(), p.grad().numel());
   return static_cast<float>(std::sqrt(sq));
 }
 
 float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm) {
   float norm = grad_norm(params);
-  if (max_norm <= 0) return norm;
-  float coef = max_norm / (norm + 1e-6f);
-  if (!(coef < 1.0f)) return norm;
+  float coef = clip_coefficient(norm, max_norm);
+  if (coef == 1.0f) return norm;
   for (const auto& p : params) {
     autograd::VariableImpl* impl = p.impl();
     if (!impl->grad.defined()) continue;

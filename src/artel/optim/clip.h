@@ -15,4 +15,10 @@ namespace artel::optim {
 float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm);
 float grad_norm(const std::vector<autograd::Variable>& params);
 
+// The pieces, for gradients that live elsewhere (a sharded data-parallel step):
+// sum of d[i]² in the order grad_norm uses, and the factor gradients of total
+// norm `norm` are scaled by (1 when no clipping is due).
+double sum_of_squares(const float* d, int64_t n);
+float clip_coefficient(float norm, float max_norm);
+
 }  // namespace artel::optim

@@ -26,7 +26,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
                   "' is not a float32 tensor");
       ARTEL_CHECK(names.insert(name).second, "optimizer: parameter '", name, "' appears twice",
                   " (hint: each parameter belongs to one group)");
-      slots_.push_back(Slot{name, p, g, 0, {}});
+      slots_.push_back(Slot{name, p, g, 0, {}, {0, p.numel()}});
     }
   }
 }
@@ -42,8 +42,27 @@ void Optimizer::step() {
     if (first)
       for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros(s.param.shape()));
     ++s.steps;
-    update(s, groups_[s.group], grad, first);
+    if (s.owned.size() > 0) update(s, groups_[s.group], grad, first);
   }
+}
+
+void Optimizer::shard(const std::map<std::string, ElementRange>& owned) {
+  ARTEL_CHECK(owned.size() == slots_.size(), "optimizer: shard() got ranges for ", owned.size(), " parameters, it has ",
+              slots_.size());
+  for (Slot& s : slots_) {
+    auto it = owned.find(s.name);
+    ARTEL_CHECK(it != owned.end(), "optimizer: shard() got no range for parameter '", s.name, "'");
+    const ElementRange r = it->second;
+    ARTEL_CHECK(0 <= r.begin && r.begin <= r.end && r.end <= s.param.numel(), "optimizer: shard() range [", r.begin,
+                ", ", r.end, ") of '", s.name, "' is outside its ", s.param.numel(), " elements");
+    s.owned = r;
+  }
+}
+
+std::vector<Tensor> Optimizer::buffers(const std::string& name) const {
+  for (const Slot& s : slots_)
+    if (s.name == name) return s.buffers;
+  throw Error("optimizer: no parameter '" + name + "'");
 }
 
 void Optimizer::zero_grad() {

@@ -37,6 +37,12 @@ std::vector<ParamGroup> decay_groups(const nn::NamedParameters& params, float lr
 
 using OptimizerState = std::map<std::string, Tensor>;
 
+// Elements [begin, end) of a parameter's flat values (row-major).
+struct ElementRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 class Optimizer {
  public:
   // `buffer_kinds` names the f32 state tensors each parameter gets (shape of the
@@ -54,6 +60,20 @@ class Optimizer {
   // Read-only: the parameter lists are fixed at construction (state follows them).
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
+  // A sharded update (ZeRO stage 1, DistributedDataParallel): from now on
+  // step() writes only `owned[name]` of each parameter and of its state; the
+  // other elements belong to other ranks, which update them and send the new
+  // values. Every parameter must be named (an empty range updates nothing).
+  // Step counts still advance for every parameter with a gradient, so the
+  // state stays the unsharded one once the ranks' parts are put together.
+  // The update is elementwise, so the result is bit-identical to step().
+  void shard(const std::map<std::string, ElementRange>& owned);
+  // The state tensors of one parameter ({} before its first update), in
+  // buffer_kinds() order; they alias the optimizer's own, so writing them
+  // writes the state (how a sharded run gathers its parts).
+  std::vector<Tensor> buffers(const std::string& name) const;
+  const std::vector<std::string>& buffer_kinds() const { return kinds_; }
+
   // "step.<name>" (int64, shape {}) and "<kind>.<name>" for every parameter updated so far.
   OptimizerState state_dict() const;
   // Replaces the state; checks names, shapes and dtypes first and names what is wrong.
@@ -66,9 +86,11 @@ class Optimizer {
     size_t group;
     int64_t steps = 0;            // updates done so far (PyTorch's per-parameter state["step"])
     std::vector<Tensor> buffers;  // empty until the first update
+    ElementRange owned;           // the elements step() updates (all, unless shard() said otherwise)
   };
-  // Updates one parameter; slot.steps is already incremented and buffers exist
-  // (zero-filled on the first update; `first` says so).
+  // Updates elements slot.owned of one parameter (never empty); slot.steps is
+  // already incremented and buffers exist (zero-filled on the first update;
+  // `first` says so).
   virtual void update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) = 0;
 
  private:

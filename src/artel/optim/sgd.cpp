@@ -64,8 +64,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
 }
 
 void Sgd::update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) {
-  float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>();
-  sgd_update(slot.param.value().data<float>(), grad.data<float>(), buf, slot.param.numel(), group.lr,
+  const int64_t at = slot.owned.begin;
+  float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>() + at;
+  sgd_update(slot.param.value().data<float>() + at, grad.data<float>() + at, buf, slot.owned.size(), group.lr,
              group.weight_decay, options_, first);
 }
 

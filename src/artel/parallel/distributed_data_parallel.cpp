@@ -1,10 +1,17 @@
 #include "artel/parallel/distributed_data_parallel.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
+#include "artel/optim/clip.h"
+
 namespace artel::parallel {
 namespace {
+
+// Sharded: each rank's block of a bucket starts on a 64-byte line.
+constexpr int64_t kBlockAlign = 16;
 
 std::string kib_or_mib(int64_t bytes) {
   char s[32];
@@ -17,7 +24,30 @@ std::string kib_or_mib(int64_t bytes) {
   return s;
 }
 
+using Clock = std::chrono::steady_clock;
+
 }  // namespace
+
+// Note [Sharded optimizer step]
+// The optimizers are elementwise (optim/optimizer.h), so the step of one
+// element needs only that element's weight, averaged gradient and state. With
+// N ranks, rank r takes block r of every bucket (1/N of its elements, padded
+// to equal aligned blocks):
+//   - backward: the bucket is reduce-scattered instead of all-reduced; rank r
+//     receives the averaged gradients of block r only;
+//   - step: the optimizer updates block r only (Optimizer::shard), so each
+//     rank keeps its state current for 1/N of the elements and spends 1/N of
+//     the time;
+//   - then the weights are all-gathered in place: they live in registered
+//     per-bucket buffers laid out as the gradients (weights_), so block r of
+//     every rank lands in everyone's copy without a copy out.
+// reduce-scatter + all-gather is what a two-shot all-reduce moves anyway, so
+// the bytes on the wire do not change; the optimizer's work and its reads of
+// the state shrink N-fold. Every element is computed once, from the same
+// inputs as a replicated step would use, so the weights are bit-identical.
+// The state outside block r is stale on rank r; gather_optimizer_state() puts
+// the parts together before a checkpoint, which therefore stays the
+// unsharded one (any world size, sharded or not, can resume it).
 
 DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group,
                                                  const DdpOptions& opts)
@@ -27,8 +57,16 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   plan_ = plan_buckets(numels, opts_.buckets);
   bucket_of_.assign(params_.size(), -1);
   offset_of_.assign(params_.size(), 0);
+  const int64_t quantum = sharded() ? kBlockAlign * group_.size() : 1;
   for (size_t b = 0; b < plan_.size(); ++b) {
-    storage_.push_back(group_.alloc({plan_[b].numel}));
+    padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
+    storage_.push_back(group_.alloc({padded_[b]}));
+    storage_[b].zero();  // the padding takes part in the reductions
+    if (sharded()) {
+      averaged_.push_back(Tensor::zeros({padded_[b]}));
+      weights_.push_back(group_.alloc({padded_[b]}));
+      weights_[b].zero();
+    }
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
       offset_of_[static_cast<size_t>(plan_[b].params[j])] = plan_[b].offsets[j];
@@ -39,41 +77,60 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   arrived_.assign(params_.size(), false);
   for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
 
-  // Every replica starts from rank 0's weights: broadcast them bucket by bucket.
-  for (size_t b = 0; b < plan_.size(); ++b) {
-    float* flat = storage_[b].data<float>();
-    for (size_t j = 0; j < plan_[b].params.size(); ++j) {
-      const Tensor& v = params_[static_cast<size_t>(plan_[b].params[j])].second.value();
-      std::memcpy(flat + plan_[b].offsets[j], v.raw(), v.nbytes());
-    }
-    group_.broadcast(storage_[b], {.root = 0})->wait();
-    for (size_t j = 0; j < plan_[b].params.size(); ++j) {
-      Tensor& v = params_[static_cast<size_t>(plan_[b].params[j])].second.value();
-      std::memcpy(v.raw(), flat + plan_[b].offsets[j], v.nbytes());
-    }
-  }
-
+  broadcast_weights();
   for (size_t i = 0; i < params_.size(); ++i) {
     int index = static_cast<int>(i);
     params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); });
-    params_[i].second.set_grad_destination(slice_of(i));
+    params_[i].second.set_grad_destination(slice_of(storage_, i));
   }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  for (auto& [name, p] : params_) p.set_grad_destination(Tensor());
+  for (auto& [name, p] : params_) {
+    p.set_grad_destination(Tensor());
+    // The registered buffers go back to the group, which may hand them out again.
+    if (sharded()) p.value() = p.value().clone();
+  }
+}
+
+// Every replica starts from rank 0's weights: broadcast bucket by bucket. When
+// sharded, the parameters then live in weights_ (Note [Sharded optimizer step]).
+void DistributedDataParallel::broadcast_weights() {
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    Tensor flat = sharded() ? weights_[b] : storage_[b];
+    for (int param : plan_[b].params) {
+      const Tensor& v = params_[static_cast<size_t>(param)].second.value();
+      std::memcpy(flat.data<float>() + offset_of_[static_cast<size_t>(param)], v.raw(), v.nbytes());
+    }
+    group_.broadcast(flat, {.root = 0})->wait();
+    for (int param : plan_[b].params) {
+      const size_t i = static_cast<size_t>(param);
+      Tensor& v = params_[i].second.value();
+      if (sharded()) v = slice_of(weights_, i);
+      else std::memcpy(v.raw(), flat.data<float>() + offset_of_[i], v.nbytes());
+    }
+  }
+  if (!sharded())
+    for (Tensor& s : storage_) s.zero();
 }
 
 std::string DistributedDataParallel::describe() const {
-  std::string s = std::to_string(plan_.size()) + " all-reduce bucket" + (plan_.size() == 1 ? "" : "s") + ":";
+  std::string s = std::to_string(plan_.size()) + (sharded() ? " reduce-scatter bucket" : " all-reduce bucket") +
+                  (plan_.size() == 1 ? "" : "s") + ":";
   for (size_t b = 0; b < plan_.size(); ++b) s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4);
+  if (sharded()) s += "; optimizer sharded over " + std::to_string(group_.size()) + " ranks";
   return s;
 }
 
-Tensor DistributedDataParallel::slice_of(size_t param) const {
+Tensor DistributedDataParallel::slice_of(const std::vector<Tensor>& flat, size_t param) const {
   const autograd::Variable& p = params_[param].second;
   const int64_t off = offset_of_[param];
-  return storage_[static_cast<size_t>(bucket_of_[param])].slice0(off, off + p.numel()).view(p.shape());
+  return flat[static_cast<size_t>(bucket_of_[param])].slice0(off, off + p.numel()).view(p.shape());
+}
+
+optim::ElementRange DistributedDataParallel::block_of(size_t b) const {
+  const int64_t block = padded_[b] / group_.size();
+  return {group_.rank() * block, (group_.rank() + 1) * block};
 }
 
 void DistributedDataParallel::on_grad_ready(int param) {
@@ -92,12 +149,18 @@ void DistributedDataParallel::on_grad_ready(int param) {
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < static_cast<int>(plan_.size()) && pending_[static_cast<size_t>(next_launch_)] == 0) {
     size_t b = static_cast<size_t>(next_launch_++);
-    work_[b] = group_.all_reduce(storage_[b], {.op = comm::ReduceOp::avg});
+    if (sharded()) {
+      const optim::ElementRange block = block_of(b);
+      work_[b] = group_.reduce_scatter(storage_[b], averaged_[b].slice0(block.begin, block.end),
+                                       {.op = comm::ReduceOp::avg});
+    } else {
+      work_[b] = group_.all_reduce(storage_[b], {.op = comm::ReduceOp::avg});
+    }
   }
 }
 
 std::chrono::duration<double> DistributedDataParallel::finish() {
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (arrived_[i]) continue;
     ARTEL_CHECK(opts_.allow_unused_parameters, "parameter '", params_[i].first,
@@ -113,16 +176,88 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
     work_[b]->wait();
     work_[b].reset();
     pending_[b] = static_cast<int>(plan_[b].params.size());
-    for (size_t j = 0; j < plan_[b].params.size(); ++j) {
-      size_t i = static_cast<size_t>(plan_[b].params[j]);
-      autograd::Variable& p = params_[i].second;
+    for (int param : plan_[b].params) {
+      size_t i = static_cast<size_t>(param);
       // The averaged gradient is read in place from the bucket (no copy back).
-      p.set_grad(slice_of(i));
+      params_[i].second.set_grad(slice_of(sharded() ? averaged_ : storage_, i));
       arrived_[i] = false;
     }
   }
   next_launch_ = 0;
-  return std::chrono::steady_clock::now() - start;
+  return Clock::now() - start;
+}
+
+void DistributedDataParallel::shard(optim::Optimizer& opt) {
+  if (!sharded()) return;
+  std::map<std::string, optim::ElementRange> owned;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const optim::ElementRange block = block_of(static_cast<size_t>(bucket_of_[i]));
+    const int64_t off = offset_of_[i], n = params_[i].second.numel();
+    const int64_t begin = std::clamp(block.begin - off, int64_t{0}, n);
+    owned[params_[i].first] = {begin, std::clamp(block.end - off, begin, n)};
+  }
+  opt.shard(owned);
+}
+
+std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt) {
+  opt.step();
+  if (!sharded()) return {};
+  auto start = Clock::now();
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    const optim::ElementRange block = block_of(b);
+    work_[b] = group_.all_gather(weights_[b].slice0(block.begin, block.end), weights_[b]);
+  }
+  for (comm::WorkPtr& w : work_) {
+    w->wait();
+    w.reset();
+  }
+  return Clock::now() - start;
+}
+
+float DistributedDataParallel::clip_grad_norm(float max_norm) {
+  if (!sharded()) {
+    std::vector<autograd::Variable> params;
+    for (auto& [name, p] : params_) params.push_back(p);
+    return optim::clip_grad_norm(params, max_norm);
+  }
+  Tensor sq = Tensor::zeros({1}, DType::f64);
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    const optim::ElementRange block = block_of(b);
+    sq.data<double>()[0] += optim::sum_of_squares(averaged_[b].data<float>() + block.begin, block.size());
+  }
+  group_.all_reduce(sq)->wait();
+  const float norm = static_cast<float>(std::sqrt(sq.data<double>()[0]));
+  const float coef = optim::clip_coefficient(norm, max_norm);
+  if (coef == 1.0f) return norm;
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    const optim::ElementRange block = block_of(b);
+    float* g = averaged_[b].data<float>();
+    for (int64_t e = block.begin; e < block.end; ++e) g[e] *= coef;
+  }
+  return norm;
+}
+
+void DistributedDataParallel::gather_optimizer_state(optim::Optimizer& opt) {
+  if (!sharded()) return;
+  for (size_t k = 0; k < opt.buffer_kinds().size(); ++k) {
+    for (size_t b = 0; b < plan_.size(); ++b) {
+      // Every rank has the same step counts, so all skip or all gather.
+      if (opt.buffers(params_[static_cast<size_t>(plan_[b].params[0])].first).empty()) continue;
+      Tensor flat = group_.alloc({padded_[b]});
+      for (int param : plan_[b].params) {
+        const size_t i = static_cast<size_t>(param);
+        const Tensor state = opt.buffers(params_[i].first)[k];
+        std::memcpy(flat.data<float>() + offset_of_[i], state.raw(), state.nbytes());
+      }
+      const optim::ElementRange block = block_of(b);
+      group_.all_gather(flat.slice0(block.begin, block.end), flat)->wait();
+      for (int param : plan_[b].params) {
+        const size_t i = static_cast<size_t>(param);
+        Tensor state = opt.buffers(params_[i].first)[k];
+        std::memcpy(state.raw(), flat.data<float>() + offset_of_[i], state.nbytes());
+      }
+    }
+  }
 }
 
 }  // namespace artel::parallel

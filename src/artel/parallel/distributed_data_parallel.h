@@ -6,19 +6,27 @@
 // Parameters are broadcast from rank 0 at construction. Gradients are grouped
 // into buckets (bucket_plan.h) kept in the backend's registered memory; as
 // soon as every gradient of a bucket is final during backward (autograd's
-// grad-ready hooks), the bucket's all-reduce starts asynchronously, so
+// grad-ready hooks), the bucket's reduction starts asynchronously, so
 // communication overlaps the rest of backward. Each parameter's slice of its
 // bucket is its gradient destination (Note [Gradient destinations] in
 // autograd/variable.h): ops that can write a gradient in place (Linear's
-// weight and bias) put it straight into the bucket; others are copied in. finish() waits for all of them
-// and points every parameter's gradient at its averaged slice.
+// weight and bias) put it straight into the bucket; others are copied in.
+//
+// Two ways to take the step (Note [Sharded optimizer step]):
+// - replicated (PyTorch's DDP): each bucket is all-reduced, and every rank
+//   runs the whole optimizer step;
+// - sharded (DdpOptions::shard_optimizer, DeepSpeed's ZeRO stage 1): each
+//   bucket is reduce-scattered, every rank updates only its block of the
+//   bucket, and the new weights are all-gathered. Same bytes moved, 1/N of
+//   the optimizer's work per rank, and bit-identical weights.
 //
 //   DistributedDataParallel ddp(model.named_parameters(), *pg, {});
+//   ddp.shard(optimizer);       // once: which elements this rank updates
 //   for (...) {
 //     model.zero_grad();
-//     loss.backward();          // all-reduces start during this
+//     loss.backward();          // reductions start during this
 //     ddp.finish();             // exposed sync time is what this waits
-//     optimizer.step();
+//     ddp.step(optimizer);      // optimizer.step(), then the weights all-gathered when sharded
 //   }
 //   { auto guard = ddp.no_sync(); micro_loss.backward(); }   // accumulate locally
 #pragma once
@@ -30,6 +38,7 @@
 
 #include "artel/autograd/variable.h"
 #include "artel/comm/process_group.h"
+#include "artel/optim/optimizer.h"
 #include "artel/parallel/bucket_plan.h"
 
 namespace artel::parallel {
@@ -39,6 +48,9 @@ struct DdpOptions {
   // false: a parameter that got no gradient in a step is an error naming it.
   // true: it counts as a zero gradient (PyTorch's find_unused_parameters).
   bool allow_unused_parameters = false;
+  // Reduce-scatter the gradients, update this rank's block, all-gather the
+  // weights (ZeRO stage 1) instead of all-reducing and updating everything.
+  bool shard_optimizer = false;
 };
 
 class DistributedDataParallel {
@@ -49,9 +61,23 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Waits for every bucket's all-reduce and installs the averaged gradients.
-  // Returns the time it spent waiting: the exposed synchronisation time.
+  // Waits for every bucket's reduction and installs the averaged gradients
+  // (sharded: only this rank's block of them is averaged; the rest is this
+  // rank's own). Returns the time it spent waiting: the exposed sync time.
   std::chrono::duration<double> finish();
+
+  // Sharded: tells `opt` (over these parameters, by name) which elements this
+  // rank updates. Call once, before the first step. Replicated: does nothing.
+  void shard(optim::Optimizer& opt);
+  // The optimizer step: opt.step(), then (sharded) every rank's new weights
+  // all-gathered. Returns the time spent waiting for the all-gather.
+  std::chrono::duration<double> step(optim::Optimizer& opt);
+  // Global-norm clipping of the averaged gradients (optim::clip_grad_norm's
+  // rule; sharded: each rank's block, the norm summed over ranks). Returns the norm.
+  float clip_grad_norm(float max_norm);
+  // Sharded: puts every rank's part of `opt`'s state together on every rank,
+  // so its state_dict() is the unsharded one (before a checkpoint). Replicated: nothing.
+  void gather_optimizer_state(optim::Optimizer& opt);
 
   // While alive, backward passes only accumulate gradients locally.
   class NoSync {
@@ -67,24 +93,33 @@ class DistributedDataParallel {
   NoSync no_sync() { return NoSync(*this); }
 
   const std::vector<Bucket>& buckets() const { return plan_; }
-  // One line for logs, in launch order: "2 all-reduce buckets: 22.0 KiB, 2.53 MiB".
+  // One line for logs, in launch order: "2 all-reduce buckets: 22.0 KiB, 2.53 MiB"
+  // or "2 reduce-scatter buckets: 22.0 KiB, 2.53 MiB; optimizer sharded over 2 ranks".
   std::string describe() const;
 
  private:
+  bool sharded() const { return opts_.shard_optimizer; }
   void on_grad_ready(int param);
-  Tensor slice_of(size_t param) const;  // the parameter's gradient in its bucket
+  // The parameter's elements in a flat per-bucket tensor (its gradient in storage_).
+  Tensor slice_of(const std::vector<Tensor>& flat, size_t param) const;
+  // Elements [begin, end) of bucket b this rank reduces and updates (sharded).
+  optim::ElementRange block_of(size_t b) const;
   void launch_ready_buckets();
+  void broadcast_weights();
 
   NamedParameters params_;
   comm::ProcessGroup& group_;
   DdpOptions opts_;
   std::vector<Bucket> plan_;
-  std::vector<Tensor> storage_;        // one flat registered tensor per bucket
+  std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
+  std::vector<Tensor> storage_;        // one flat registered tensor per bucket: this rank's gradients
+  std::vector<Tensor> averaged_;       // sharded: per bucket, its block holds the averaged gradients
+  std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here
   std::vector<int> bucket_of_;         // parameter -> bucket
   std::vector<int64_t> offset_of_;     // parameter -> element offset in its bucket
   std::vector<int> pending_;           // per bucket: gradients still to arrive this step
   std::vector<bool> arrived_;          // per parameter: its gradient was copied in this step
-  std::vector<comm::WorkPtr> work_;    // per bucket: the running all-reduce
+  std::vector<comm::WorkPtr> work_;    // per bucket: the running reduction
   int next_launch_ = 0;                // buckets start in index order on every rank
   bool sync_ = true;
 };

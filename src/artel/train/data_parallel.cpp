@@ -12,7 +12,9 @@ DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::sha
     : group_(std::move(group)) {
   scalar_ = group_->alloc({1}, DType::f64);
   trainer_ = std::make_unique<Trainer>(std::move(cfg), run, hooks(std::move(opts.after_step)));
+  opts.ddp.shard_optimizer = trainer_->config().zero == 1 && group_->size() > 1;
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(trainer_->model().named_parameters(), *group_, opts.ddp);
+  ddp_->shard(trainer_->optimizer());
 }
 
 DataParallelWorker::~DataParallelWorker() = default;
@@ -39,6 +41,9 @@ WorkerHooks DataParallelWorker::hooks(std::function<void(int64_t)> after_step) {
   h.no_sync = [this] { return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_); };
   h.barrier = [this] { group_->barrier()->wait(); };
   h.describe_sync = [this] { return ddp_->describe(); };
+  h.clip_grad_norm = [this](float max_norm) { return ddp_->clip_grad_norm(max_norm); };
+  h.optimizer_step = [this] { return ddp_->step(trainer_->optimizer()).count(); };
+  h.before_checkpoint = [this] { ddp_->gather_optimizer_state(trainer_->optimizer()); };
   h.after_step = std::move(after_step);
   return h;
 }

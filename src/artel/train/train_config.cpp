@@ -54,6 +54,7 @@ const std::vector<Field>& fields() {
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
       {"bucket_mb", &TrainConfig::bucket_mb, "data parallelism: MiB of gradients per all-reduce bucket (PyTorch's bucket_cap_mb)"},
       {"first_bucket_mb", &TrainConfig::first_bucket_mb, "data parallelism: MiB of the first bucket, small so that communication starts early in backward"},
+      {"zero", &TrainConfig::zero, "data parallelism: 1 = shard the optimizer step, each worker updates 1/N of the weights (DeepSpeed's ZeRO stage 1); 0 = every worker runs the whole step (PyTorch's DDP); same weights"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree (gpt): split each block's matrices over T workers"},
@@ -167,6 +168,7 @@ void TrainConfig::validate() const {
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));
   check_range("batch_size", batch_size >= 1, ">= 1", static_cast<double>(batch_size));
   check_range("accum", accum >= 1 && accum <= 4096, "in [1, 4096]", static_cast<double>(accum));
+  check_range("zero", zero == 0 || zero == 1, "0 or 1", zero);
   check_range("bucket_mb", std::isfinite(bucket_mb) && bucket_mb > 0 && bucket_mb <= 4096, "in (0, 4096]", bucket_mb);
   check_range("first_bucket_mb", std::isfinite(first_bucket_mb) && first_bucket_mb > 0 && first_bucket_mb <= 4096,
               "in (0, 4096]", first_bucket_mb);

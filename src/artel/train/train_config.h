@@ -65,6 +65,10 @@ struct TrainConfig {
   // each all-reduced as soon as its gradients are final during backward
   double bucket_mb = 25.0;          // MiB per bucket, > 0 (PyTorch's bucket_cap_mb)
   double first_bucket_mb = 1.0;     // MiB of the first bucket, > 0: small, so communication starts early
+  // 1: each worker updates 1/N of the weights and they are all-gathered (DeepSpeed's
+  // ZeRO stage 1, Note [Sharded optimizer step]); 0: every worker runs the whole
+  // step (PyTorch's DDP). Same weights either way. Not used with --tp / --pp.
+  int64_t zero = 1;
 
   // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none

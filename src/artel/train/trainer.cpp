@@ -143,17 +143,26 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   optimizer_->zero_grad();
   ARTEL_CHECK(!micro_batches.empty(), "step ", k, " got no micro-batches");
   const double local_loss = forward_backward(micro_batches);
-  if (hooks_.sync_gradients) r.sync_ms = 1e3 * hooks_.sync_gradients();
+  if (hooks_.sync_gradients) {
+    trace::Scope span("sync", "step", "compute");
+    r.sync_ms = 1e3 * hooks_.sync_gradients();
+  }
   r.loss = hooks_.mean_over_workers ? hooks_.mean_over_workers(local_loss) : local_loss;
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
                     "; stopped before updating the weights",
                 "the run diverged: lower --lr, set --grad-clip, or check --init and --data");
   if (cfg_.grad_clip > 0) {
-    if (hooks_.model_parallel) hooks_.model_parallel->clip_grad_norm(static_cast<float>(cfg_.grad_clip));
-    else optim::clip_grad_norm(params_, static_cast<float>(cfg_.grad_clip));
+    const auto max_norm = static_cast<float>(cfg_.grad_clip);
+    if (hooks_.model_parallel) hooks_.model_parallel->clip_grad_norm(max_norm);
+    else if (hooks_.clip_grad_norm) hooks_.clip_grad_norm(max_norm);
+    else optim::clip_grad_norm(params_, max_norm);
   }
-  optimizer_->step();
+  {
+    trace::Scope span("optimizer", "step", "compute");
+    if (hooks_.optimizer_step) r.sync_ms += 1e3 * hooks_.optimizer_step();
+    else optimizer_->step();
+  }
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
 }
@@ -245,6 +254,7 @@ int64_t Trainer::resume_step() {
 void Trainer::maybe_checkpoint(int64_t k) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
   if (hooks_.barrier) hooks_.barrier();  // every worker finished step k: the file is the state of all of them
+  if (hooks_.before_checkpoint) hooks_.before_checkpoint();
   if (hooks_.model_parallel) {
     Checkpoint ck = hooks_.model_parallel->checkpoint(k, *optimizer_, compatibility());
     if (hooks_.reporter && run_.write_files) store_->save(ck);
@@ -264,7 +274,10 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   std::vector<data::Batch> micro(loaders.size());
   for (int64_t k = first_step; k <= total_steps_; ++k) {
     Clock::time_point t0 = Clock::now();
-    for (size_t m = 0; m < loaders.size(); ++m) micro[m] = loaders[m]->next();
+    {
+      trace::Scope span("load", "step", "compute");
+      for (size_t m = 0; m < loaders.size(); ++m) micro[m] = loaders[m]->next();
+    }
     StepResult r = step(k, micro);
     const double ms = ms_since(t0);
     summary.losses.push_back(r.loss);

@@ -91,6 +91,12 @@ struct WorkerHooks {
   std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
   std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
   std::function<std::string()> describe_sync;             // one line on gradient synchronisation ("" = none)
+  // Clips the synchronised gradients to a global norm (empty: clip the
+  // model's own gradients), and takes the optimizer step (empty: step() of
+  // the whole optimizer) -> exposed seconds spent waiting for peers in it.
+  std::function<float(float)> clip_grad_norm;
+  std::function<double()> optimizer_step;
+  std::function<void()> before_checkpoint;                // every worker, after the barrier (gather sharded state)
   std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
   // This worker holds a shard of the model (Note [Model-parallel seams] in
   // model_parallel.h); null = the whole model. rank / world_size then count

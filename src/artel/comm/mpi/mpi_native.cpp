@@ -63,7 +63,12 @@ void MpiNative::run(const Collective& c, const OpContext& ctx) {
     case OpKind::reduce:
       rc = MPI_Reduce(rank_ == c.root ? send_buf(c) : c.in, rank_ == c.root ? c.out : nullptr, n, type, op, c.root, comm_);
       break;
-    case OpKind::all_gather: rc = MPI_Allgather(c.in, n, type, c.out, n, type, comm_); break;
+    case OpKind::all_gather: {
+      // In place (`in` is this rank's block of `out`): MPI forbids aliased buffers and names it MPI_IN_PLACE.
+      const bool in_place = c.in == c.out + static_cast<size_t>(rank_) * c.block_bytes();
+      rc = MPI_Allgather(in_place ? MPI_IN_PLACE : c.in, n, type, c.out, n, type, comm_);
+      break;
+    }
     case OpKind::reduce_scatter: rc = MPI_Reduce_scatter_block(c.in, c.out, n, type, op, comm_); break;
     case OpKind::all_to_all: rc = MPI_Alltoall(c.in, n, type, c.out, n, type, comm_); break;
     case OpKind::gather: rc = MPI_Gather(c.in, n, type, c.out, n, type, c.root, comm_); break;
