@@ -264,11 +264,17 @@ void Trainer::maybe_checkpoint(int64_t k) {
 }
 
 void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
+  // A loader thread builds batches ahead on a core the computation leaves
+  // free. When the workers' threads take every core it would only preempt the
+  // computation to do the same work (and pay the switches): build in next().
+  const int64_t threads = cfg_.threads > 0 ? cfg_.threads : available_cores();
+  const bool spare_core = hooks_.world_size * threads < available_cores();
   std::vector<std::unique_ptr<data::DataLoader>> loaders;  // one per micro-step (Note [Micro-batches])
   for (int64_t m = 0; m < cfg_.accum; ++m) {
     data::SamplerConfig s = sampler_cfg_;
     s.rank += m;
-    loaders.push_back(std::make_unique<data::DataLoader>(*data_, s, data::LoaderConfig{.start_step = first_step - 1}));
+    loaders.push_back(std::make_unique<data::DataLoader>(
+        *data_, s, data::LoaderConfig{.start_step = first_step - 1, .prefetch = spare_core ? 2 : 0}));
   }
   const double items = static_cast<double>(items_per_step() * hooks_.world_size);
   std::vector<data::Batch> micro(loaders.size());
