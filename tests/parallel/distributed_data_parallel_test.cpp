@@ -126,6 +126,9 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
   for (int world : {2, 4}) {
     std::vector<std::vector<float>> replicated(4), sharded(4), momentum(4);
     for (bool shard : {false, true}) {
+      // 256 B of registered memory: the first buckets get it, the rest fall back to plain memory.
+      comm::GroupOptions small;
+      small.registered_bytes = 256;
       comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
         Net net(1);
         optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
@@ -149,7 +152,7 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
           for (size_t j = 0; j < m.size(); ++j)  // every rank holds the whole state after the gather
             EXPECT_NEAR(m[j], momentum[i][j], 1e-6f) << net.params[i].first << " momentum, rank " << pg.rank();
         }
-      });
+      }, small);
     }
     for (size_t i = 0; i < 4; ++i)
       for (size_t j = 0; j < replicated[i].size(); ++j)

@@ -26,6 +26,19 @@ std::string kib_or_mib(int64_t bytes) {
 
 using Clock = std::chrono::steady_clock;
 
+// Registered memory while the group has room (GroupOptions::registered_bytes),
+// else plain memory: the collectives then stage through the scratch buffers,
+// slower but the same result. Every rank decides alike (same model, same budget).
+Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
+  try {
+    Tensor t = group.alloc({numel});
+    t.zero();
+    return t;
+  } catch (const Error&) {
+    return Tensor::zeros({numel});
+  }
+}
+
 }  // namespace
 
 // Note [Sharded optimizer step]
@@ -60,12 +73,10 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   const int64_t quantum = sharded() ? kBlockAlign * group_.size() : 1;
   for (size_t b = 0; b < plan_.size(); ++b) {
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
-    storage_.push_back(group_.alloc({padded_[b]}));
-    storage_[b].zero();  // the padding takes part in the reductions
+    storage_.push_back(registered_or_plain(group_, padded_[b]));  // zeroed: the padding takes part in the reductions
     if (sharded()) {
       averaged_.push_back(Tensor::zeros({padded_[b]}));
-      weights_.push_back(group_.alloc({padded_[b]}));
-      weights_[b].zero();
+      weights_.push_back(registered_or_plain(group_, padded_[b]));
     }
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
@@ -243,7 +254,7 @@ void DistributedDataParallel::gather_optimizer_state(optim::Optimizer& opt) {
     for (size_t b = 0; b < plan_.size(); ++b) {
       // Every rank has the same step counts, so all skip or all gather.
       if (opt.buffers(params_[static_cast<size_t>(plan_[b].params[0])].first).empty()) continue;
-      Tensor flat = group_.alloc({padded_[b]});
+      Tensor flat = registered_or_plain(group_, padded_[b]);
       for (int param : plan_[b].params) {
         const size_t i = static_cast<size_t>(param);
         const Tensor state = opt.buffers(params_[i].first)[k];
