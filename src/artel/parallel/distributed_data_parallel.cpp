@@ -250,23 +250,19 @@ float DistributedDataParallel::clip_grad_norm(float max_norm) {
 
 void DistributedDataParallel::gather_optimizer_state(optim::Optimizer& opt) {
   if (!sharded()) return;
-  for (size_t k = 0; k < opt.buffer_kinds().size(); ++k) {
-    for (size_t b = 0; b < plan_.size(); ++b) {
-      // Every rank has the same step counts, so all skip or all gather.
-      if (opt.buffers(params_[static_cast<size_t>(plan_[b].params[0])].first).empty()) continue;
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    std::vector<std::vector<Tensor>> state;  // per parameter of the bucket, per kind
+    for (int param : plan_[b].params) state.push_back(opt.buffers(params_[static_cast<size_t>(param)].first));
+    // Every rank has the same step counts, so all skip or all gather.
+    if (state[0].empty()) continue;
+    const optim::ElementRange block = block_of(b);
+    for (size_t k = 0; k < opt.buffer_kinds().size(); ++k) {
       Tensor flat = registered_or_plain(group_, padded_[b]);
-      for (int param : plan_[b].params) {
-        const size_t i = static_cast<size_t>(param);
-        const Tensor state = opt.buffers(params_[i].first)[k];
-        std::memcpy(flat.data<float>() + offset_of_[i], state.raw(), state.nbytes());
-      }
-      const optim::ElementRange block = block_of(b);
+      for (size_t j = 0; j < state.size(); ++j)
+        std::memcpy(flat.data<float>() + plan_[b].offsets[j], state[j][k].raw(), state[j][k].nbytes());
       group_.all_gather(flat.slice0(block.begin, block.end), flat)->wait();
-      for (int param : plan_[b].params) {
-        const size_t i = static_cast<size_t>(param);
-        Tensor state = opt.buffers(params_[i].first)[k];
-        std::memcpy(state.raw(), flat.data<float>() + offset_of_[i], state.nbytes());
-      }
+      for (size_t j = 0; j < state.size(); ++j)
+        std::memcpy(state[j][k].raw(), flat.data<float>() + plan_[b].offsets[j], state[j][k].nbytes());
     }
   }
 }

@@ -62,8 +62,8 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   // Waits for every bucket's reduction and installs the averaged gradients
-  // (sharded: only this rank's block of them is averaged; the rest is this
-  // rank's own). Returns the time it spent waiting: the exposed sync time.
+  // (sharded: only this rank's block of them; the rest reads zero). Returns
+  // the time it spent waiting: the exposed sync time.
   std::chrono::duration<double> finish();
 
   // Sharded: tells `opt` (over these parameters, by name) which elements this
