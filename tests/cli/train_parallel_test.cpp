@@ -167,4 +167,16 @@ TEST_F(TrainParallel, MpiBackendWithNprocPointsAtMpirun) {
   EXPECT_NE(r.err.find("mpirun -np 2 artel train --backend mpi"), std::string::npos) << r.err;
 }
 
+// The scaling benchmark end to end, briefly: its runs (1 x 1, 2 x 1 and two
+// 1 x 1 at once) all finish and give figures; their size is machine business.
+TEST_F(TrainParallel, ScalingBenchmarkMeasuresDdpAndIndependentRuns) {
+  Result r = artel("bench train --scaling --workloads w1 --steps 12 --warmup 2 --torch off --json");
+  ok(r);
+  auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+  EXPECT_EQ(j["workload"], "w1");
+  for (const char* key : {"artel_1x1_ms", "artel_2x1_ms", "artel_efficiency", "independent_efficiency"})
+    EXPECT_GT(j[key].get<double>(), 0) << key << " in " << r.out;
+  EXPECT_GT(j["sync_share"].get<double>(), 0) << r.out;
+}
+
 }  // namespace

@@ -50,8 +50,12 @@ class TrainRuns : public ::testing::Test {
 
   // Runs `[ENV] artel train ARGS` from the temp dir, never longer than two minutes.
   Result train(const std::string& args, const std::string& env = "", const std::string& prefix = "") {
-    std::string cmd = "cd " + dir_.string() + " && " + env + " timeout 120 " + prefix + ARTEL_BINARY + " train " +
-                      args + " >" + (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
+    return artel("train " + args, env, prefix);
+  }
+  // Runs `[ENV] [PREFIX] artel ARGS` from the temp dir, never longer than two minutes.
+  Result artel(const std::string& args, const std::string& env = "", const std::string& prefix = "") {
+    std::string cmd = "cd " + dir_.string() + " && " + env + " timeout 120 " + prefix + ARTEL_BINARY + " " + args +
+                      " >" + (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
     auto t0 = std::chrono::steady_clock::now();
     int status = std::system(cmd.c_str());
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

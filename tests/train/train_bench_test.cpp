@@ -124,6 +124,20 @@ TEST(TrainBench, ScalingOverRoundsIsTheRatioOfEachSidesMedian) {
   EXPECT_DOUBLE_EQ(one.efficiency, 0.8);
   EXPECT_DOUBLE_EQ(one.lowest, one.highest);
   EXPECT_THROW(summarize_scaling({}), Error);
+  EXPECT_EQ(s.independent_efficiency, 0);  // not measured
+}
+
+TEST(TrainBench, IndependentRunsGiveTheMachinesOwnEfficiency) {
+  // Two runs at 4 and 6 ms/step do 1/4 + 1/6 steps per ms together: two
+  // workers at 4.8 ms each.
+  EXPECT_DOUBLE_EQ(combined_step_ms({4.0, 6.0}), 4.8);
+  EXPECT_DOUBLE_EQ(combined_step_ms({5.0}), 5.0);
+  EXPECT_THROW(combined_step_ms({}), Error);
+  EXPECT_THROW(combined_step_ms({4.0, 0.0}), Error);
+  ScalingSummary s = summarize_scaling({{4.0, 5.0, 0.1, 4.4}, {4.2, 4.8, 0.1, 4.6}, {4.1, 5.2, 0.1, 9.0}});
+  EXPECT_DOUBLE_EQ(s.independent_efficiency, 4.1 / 4.6);
+  // Measured in some rounds only: no figure rather than a biased one.
+  EXPECT_EQ(summarize_scaling({{4.0, 5.0, 0.1, 4.4}, {4.2, 4.8, 0.1, 0}}).independent_efficiency, 0);
 }
 
 }  // namespace

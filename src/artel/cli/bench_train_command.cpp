@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -52,27 +53,46 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs argv under coreutils `timeout` and returns its stdout lines; stderr
-// passes through. Throws when it cannot start or exits non-zero.
-std::vector<std::string> run_captured(const std::vector<std::string>& argv, int timeout_s) {
-  std::string cmd = "timeout --kill-after=10 " + std::to_string(timeout_s);
-  for (const auto& a : argv) cmd += " " + shell_quote(a);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) throw Error("cannot start " + argv.at(0));
-  std::vector<std::string> lines;
-  std::string line;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) {
-    line += buf;
-    if (line.back() != '\n') continue;
-    line.pop_back();
-    lines.push_back(std::move(line));
-    line.clear();
+// A command started under coreutils `timeout`; finish() returns its stdout
+// lines (stderr passes through). Several may run at once.
+class CapturedRun {
+ public:
+  CapturedRun(const std::vector<std::string>& argv, int timeout_s) : cmd_("timeout --kill-after=10 " + std::to_string(timeout_s)) {
+    for (const auto& a : argv) cmd_ += " " + shell_quote(a);
+    pipe_ = popen(cmd_.c_str(), "r");
+    if (!pipe_) throw Error("cannot start " + argv.at(0));
   }
-  int status = pclose(p);
-  if (status != 0)
-    throw Error("`" + cmd + "` failed (status " + std::to_string(status) + ")", "run it by hand to see why");
-  return lines;
+  CapturedRun(const CapturedRun&) = delete;
+  CapturedRun& operator=(const CapturedRun&) = delete;
+  ~CapturedRun() {
+    if (pipe_) pclose(pipe_);
+  }
+  // Throws when the command exited non-zero.
+  std::vector<std::string> finish() {
+    std::vector<std::string> lines;
+    std::string line;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, pipe_)) {
+      line += buf;
+      if (line.back() != '\n') continue;
+      line.pop_back();
+      lines.push_back(std::move(line));
+      line.clear();
+    }
+    int status = pclose(pipe_);
+    pipe_ = nullptr;
+    if (status != 0)
+      throw Error("`" + cmd_ + "` failed (status " + std::to_string(status) + ")", "run it by hand to see why");
+    return lines;
+  }
+
+ private:
+  std::string cmd_;
+  FILE* pipe_ = nullptr;
+};
+
+std::vector<std::string> run_captured(const std::vector<std::string>& argv, int timeout_s) {
+  return CapturedRun(argv, timeout_s).finish();
 }
 
 // Which kernels multiply on each side. Debian's PyTorch calls OpenBLAS, whose
@@ -191,27 +211,56 @@ void print_scaling(const std::map<CaseKey, double>& ms, const BenchArgs& a) {
     }
 }
 
-// One run of the real program: `artel train [--nproc W] <c's recipe> --out TMP`,
-// timed from its metrics.jsonl.
-train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c) {
-  train::TrainConfig cfg = train::bench_config(c);
-  cfg.eval_every = 0;
-  cfg.eval_batches = 1;
-  char dir[] = "/tmp/artel-bench-scaling-XXXXXX";
-  if (!mkdtemp(dir)) throw Error("cannot create a temporary directory under /tmp");
-  std::vector<std::string> argv = {launch::current_executable(), "train"};
-  if (c.workers > 1) argv.insert(argv.end(), {"--nproc", std::to_string(c.workers)});
-  for (std::string& f : train::config_flags(cfg)) argv.push_back(std::move(f));
-  argv.insert(argv.end(), {"--out", dir});
-  try {
-    run_captured(argv, a.timeout_s);
-    train::RunTimes t = train::read_run_times(std::string(dir) + "/metrics.jsonl", c.warmup);
-    std::filesystem::remove_all(dir);
-    return t;
-  } catch (...) {
-    std::filesystem::remove_all(dir);
-    throw;
+// One run of the real program, `artel train [--nproc W] <c's recipe> --out TMP`,
+// started at construction and timed from its metrics.jsonl by finish().
+class ProgramRun {
+ public:
+  ProgramRun(const BenchArgs& a, const train::BenchCase& c) : warmup_(c.warmup) {
+    train::TrainConfig cfg = train::bench_config(c);
+    cfg.eval_every = 0;
+    cfg.eval_batches = 1;
+    char dir[] = "/tmp/artel-bench-scaling-XXXXXX";
+    if (!mkdtemp(dir)) throw Error("cannot create a temporary directory under /tmp");
+    dir_ = dir;
+    std::vector<std::string> argv = {launch::current_executable(), "train"};
+    if (c.workers > 1) argv.insert(argv.end(), {"--nproc", std::to_string(c.workers)});
+    for (std::string& f : train::config_flags(cfg)) argv.push_back(std::move(f));
+    argv.insert(argv.end(), {"--out", dir_});
+    try {
+      run_.emplace(argv, a.timeout_s);
+    } catch (...) {
+      std::filesystem::remove_all(dir_);
+      throw;
+    }
   }
+  ProgramRun(const ProgramRun&) = delete;
+  ProgramRun& operator=(const ProgramRun&) = delete;
+  ~ProgramRun() {
+    run_.reset();  // waits for the program before its directory goes
+    std::filesystem::remove_all(dir_);
+  }
+  train::RunTimes finish() {
+    run_->finish();
+    return train::read_run_times(dir_ + "/metrics.jsonl", warmup_);
+  }
+
+ private:
+  int64_t warmup_;
+  std::string dir_;
+  std::optional<CapturedRun> run_;
+};
+
+train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c) { return ProgramRun(a, c).finish(); }
+
+// `workers` copies of the 1-worker run `one` at once, sharing nothing: the
+// step time of their combined throughput, which is what the machine itself
+// allows that many workers when communication costs nothing.
+double independent_runs_ms(const BenchArgs& a, const train::BenchCase& one, int workers) {
+  std::vector<std::unique_ptr<ProgramRun>> runs;
+  for (int i = 0; i < workers; ++i) runs.push_back(std::make_unique<ProgramRun>(a, one));
+  std::vector<double> ms;
+  for (auto& r : runs) ms.push_back(r->finish().median_ms);
+  return train::combined_step_ms(ms);
 }
 
 // One line of the scaling table. `round` is "" for a single round, else
@@ -224,7 +273,8 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
                         {"artel_1x1_ms", s.one_ms},
                         {"artel_2x1_ms", s.many_ms},
                         {"artel_efficiency", s.efficiency},
-                        {"sync_share", s.sync_share}};
+                        {"sync_share", s.sync_share},
+                        {"independent_efficiency", s.independent_efficiency}};
     if (!round.empty()) j["round"] = round;
     if (s.lowest != s.highest) j["artel_efficiency_range"] = {s.lowest, s.highest};
     if (peer) j["torch_1x1_ms"] = peer->one_ms, j["torch_2x1_ms"] = peer->many_ms, j["torch_efficiency"] = peer->efficiency;
@@ -235,24 +285,28 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
   if (peer) std::snprintf(torch, sizeof torch, "%9.2f %9.2f %7.3f", peer->one_ms, peer->many_ms, peer->efficiency);
   std::string label = workload;
   if (!round.empty()) label.append(" ").append(round);
-  std::printf("%-11s %-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %s\n", label.c_str(), gemm.c_str(),
-              static_cast<long long>(steps), s.one_ms, s.many_ms, s.efficiency, 100 * s.sync_share, torch);
+  std::printf("%-11s %-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %7.3f %s\n", label.c_str(), gemm.c_str(),
+              static_cast<long long>(steps), s.one_ms, s.many_ms, s.efficiency, 100 * s.sync_share,
+              s.independent_efficiency, torch);
   std::fflush(stdout);
 }
 
 // Scaling efficiency = throughput(2 workers x 1 thread) / (2 x throughput(1 x 1)) = median_1 / median_2
-// (the per-worker batch is the recipe's in both), for artel and the PyTorch harness's DDP. Each of the
-// --repeat rounds runs artel 1 x 1, artel 2 x 1, then PyTorch's two, so all four see the same machine.
+// (the per-worker batch is the recipe's in both), for artel and the PyTorch harness's DDP, next to the
+// efficiency of two independent 1 x 1 runs at once (the machine's own share of the loss). Each of the
+// --repeat rounds runs artel 1 x 1, 2 x 1, the independent pair, then PyTorch's two, so all see the same machine.
 void bench_scaling(const BenchArgs& a, const std::string& harness) {
   if (!a.json) {
     std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
+    std::printf("# indep = the same efficiency for two independent 1 x 1 runs at once (no communication, no "
+                "synchronisation): what the machine itself gives two workers\n");
     std::printf("%s", gemm_lines(a).c_str());
     if (a.repeat > 1)
-      std::printf("# %d rounds, each artel 1x1 and 2x1 (per GEMM library), torch 1x1, torch 2x1; 'median' = the "
-                  "medians over rounds and their ratio\n", a.repeat);
-    std::printf("%-11s %-8s %6s %9s %9s %7s %7s %9s %9s %7s\n", "workload", "gemm", "steps", "artel_1x1", "artel_2x1",
-                "eff", "sync", "torch_1x1", "torch_2x1", "eff");
+      std::printf("# %d rounds, each artel 1x1, 2x1 and the independent pair (per GEMM library), torch 1x1, torch "
+                  "2x1; 'median' = the medians over rounds and their ratio\n", a.repeat);
+    std::printf("%-11s %-8s %6s %9s %9s %7s %7s %7s %9s %9s %7s\n", "workload", "gemm", "steps", "artel_1x1",
+                "artel_2x1", "eff", "sync", "indep", "torch_1x1", "torch_2x1", "eff");
   }
   for (const auto& w : a.workloads) {
     std::map<std::string, std::vector<train::ScalingRound>> artel;  // by GEMM library
@@ -267,7 +321,8 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
         two.workers = 2;
         steps = train::bench_config(one).steps;
         train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
-        artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms)});
+        const double independent = independent_runs_ms(a, one, two.workers);
+        artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms), independent});
         if (g == a.gemms.front() && !harness.empty()) {  // PyTorch once a round, whatever artel multiplies with
           std::optional<double> p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
           if (p1 && p2) torch.push_back({*p1, *p2, 0}), peer_round = train::summarize_scaling({torch.back()});

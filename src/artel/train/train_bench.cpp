@@ -140,11 +140,26 @@ RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& ro
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds) {
   ARTEL_CHECK(!rounds.empty(), "scaling summary of no rounds");
   std::vector<std::pair<double, double>> times;
-  std::vector<double> share;
-  for (const ScalingRound& r : rounds) times.emplace_back(r.one_ms, r.many_ms), share.push_back(r.sync_share);
+  std::vector<double> share, independent;
+  for (const ScalingRound& r : rounds) {
+    times.emplace_back(r.one_ms, r.many_ms), share.push_back(r.sync_share);
+    if (r.independent_ms > 0) independent.push_back(r.independent_ms);
+  }
   const RatioOfMedians m = ratio_of_medians(times);
-  return {.one_ms = m.a_ms, .many_ms = m.b_ms, .efficiency = m.ratio, .lowest = m.lowest, .highest = m.highest,
-          .sync_share = median_after_warmup(share, 0)};
+  ScalingSummary s{.one_ms = m.a_ms, .many_ms = m.b_ms, .efficiency = m.ratio, .lowest = m.lowest,
+                   .highest = m.highest, .sync_share = median_after_warmup(share, 0)};
+  if (independent.size() == rounds.size()) s.independent_efficiency = m.a_ms / median_after_warmup(independent, 0);
+  return s;
+}
+
+double combined_step_ms(const std::vector<double>& medians_ms) {
+  ARTEL_CHECK(!medians_ms.empty(), "combined step time of no runs");
+  double per_ms = 0;  // steps per ms, summed over the runs
+  for (double ms : medians_ms) {
+    ARTEL_CHECK(ms > 0, "a run's median step time must be > 0, got ", ms);
+    per_ms += 1 / ms;
+  }
+  return static_cast<double>(medians_ms.size()) / per_ms;
 }
 
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {

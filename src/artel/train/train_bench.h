@@ -94,10 +94,18 @@ RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& ro
 struct ScalingRound {
   double one_ms = 0, many_ms = 0;  // median step time at 1 and at W workers
   double sync_share = 0;           // exposed T_sync / (T_comp + T_sync) at W workers (0: not measured)
+  // W independent 1-worker runs at once (no communication): the step time of
+  // their combined throughput, W / sum(1 / median_i). 0: not measured.
+  double independent_ms = 0;
 };
 struct ScalingSummary {
   double one_ms = 0, many_ms = 0, efficiency = 0, lowest = 0, highest = 0, sync_share = 0;
+  // one_ms / the median independent_ms: the efficiency the machine itself
+  // allows W workers with free communication. 0: not measured.
+  double independent_efficiency = 0;
 };
+// The step time of W runs' combined throughput, from their median step times.
+double combined_step_ms(const std::vector<double>& medians_ms);
 // Throws on no rounds.
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds);
 
