@@ -98,6 +98,25 @@ TEST(ProcessGroup, SubgroupsWorkAtTheSameTime) {
   }, quick());
 }
 
+// The progress thread runs an op its issuer does not wait on, so a peer
+// waiting on it is not stuck until the issuer gets round to waiting: rank 0
+// waits on nothing until rank 1's all-reduce has returned.
+TEST(ProcessGroup, OpNobodyWaitsOnStillCompletes) {
+  Latch peer_done(1);
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::full({1000}, static_cast<float>(pg.rank() + 1));
+    auto work = pg.all_reduce(t);
+    if (pg.rank() == 1) {
+      work->wait();
+      peer_done.arrive();
+    } else {
+      peer_done.wait();
+      work->wait();
+    }
+    EXPECT_EQ(t.to_vector()[999], 3.f);
+  }, quick());
+}
+
 // A pipeline's sends must not wait for a receiver that is still computing:
 // one that fits in the group's message buffer completes on the sender's
 // thread; one that does not streams and completes only as the receiver reads.

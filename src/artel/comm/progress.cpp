@@ -65,7 +65,7 @@ WorkPtr Progress::submit(const std::string& op, uint64_t seq, OpFn fn, bool urge
   {
     std::lock_guard lock(mu_);
     if (stop_) throw Error(work->description() + ": the group was destroyed");
-    queue_.push_back({work, std::move(fn)});
+    queue_.push_back({work, std::move(fn), Clock::now(), urgent});
     wake = deep_sleep_ || urgent;
   }
   if (wake) cv_.notify_one();
@@ -101,6 +101,10 @@ void Progress::thread_loop() {
       }
       continue;
     }
+    if (Clock::duration wait; !thread_takes_queue(wait)) {
+      cv_.wait_for(lock, wait);
+      continue;
+    }
     lock.unlock();
     {
       // A caller helping in Work::wait holds exec_: leave the queue to it and
@@ -113,10 +117,21 @@ void Progress::thread_loop() {
   }
 }
 
-Clock::duration Progress::poll_interval() const {
+bool Progress::spare_core() const {
   static const int cores = available_cores();
-  const bool spare_core = transport_->size() * num_threads() < cores;
-  return spare_core ? Clock::duration(kPollWithSpareCore) : Clock::duration(kPollWithoutSpareCore);
+  return transport_->size() * num_threads() < cores;
+}
+
+Clock::duration Progress::poll_interval() const {
+  return spare_core() ? Clock::duration(kPollWithSpareCore) : Clock::duration(kPollWithoutSpareCore);
+}
+
+bool Progress::thread_takes_queue(Clock::duration& wait) const {
+  if (spare_core()) return true;
+  if (std::any_of(queue_.begin(), queue_.end(), [](const Item& i) { return i.urgent; })) return true;
+  const Clock::duration age = Clock::now() - queue_.front().queued;
+  wait = poll_interval() - age;
+  return age >= poll_interval();
 }
 
 bool Progress::help(const Work& work, Clock::time_point deadline) {

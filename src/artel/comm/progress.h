@@ -13,6 +13,12 @@
 // poll takes the core from a rank's computation. At 500 µs that cost two
 // data-parallel workers on two cores 4-8 % of their step (W1 and W2).
 //
+// Without a spare core the thread is a backstop only: it leaves an op to the
+// caller who will wait on it, and runs it only once it has sat in the queue a
+// whole poll interval (or is urgent). Running it earlier puts a second thread
+// on a core the computation needs, and when the caller comes to wait it hangs
+// on the hand-off between the two: 2-5 % of a W1 step on two cores.
+//
 //   auto work = progress->submit("all_reduce", seq, [&](const OpContext& ctx) { ... });
 //   work->wait();
 #pragma once
@@ -64,10 +70,16 @@ class Progress : public std::enable_shared_from_this<Progress> {
   struct Item {
     WorkPtr work;
     OpFn fn;
+    Clock::time_point queued;
+    bool urgent = false;
   };
   void thread_loop();
   // See the comment at the top.
   Clock::duration poll_interval() const;
+  bool spare_core() const;
+  // Whether the thread should run the queue now (needs mu_ and a non-empty
+  // queue); else `wait` says how long to let it be.
+  bool thread_takes_queue(Clock::duration& wait) const;
   // Pops and runs ops until the queue is empty or `until` has run; needs exec_.
   void run_queue(const Work* until, Clock::time_point deadline);
   void run_one(Item& item, Clock::time_point deadline);
