@@ -19,11 +19,11 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
   return out;
 }
 
-TEST(MetricsWriter, WritesOneFlushedObjectPerLine) {
+TEST(MetricsWriter, WritesOneObjectPerLine) {
   std::string path = ::testing::TempDir() + "artel_metrics_test.jsonl";
   MetricsWriter m(path);
   m.step({.step = 1, .loss = 4.25, .lr = 1e-3, .items_per_s = 1000, .items_name = "tokens_per_s", .step_ms = 64.5});
-  // Flushed per line: readable before the writer closes.
+  // The first step line is written out at once: readable before the writer closes.
   auto lines = read_lines(path);
   ASSERT_EQ(lines.size(), 1u);
   std::ifstream raw(path);
@@ -31,15 +31,18 @@ TEST(MetricsWriter, WritesOneFlushedObjectPerLine) {
   std::getline(raw, first);  // keys in a fixed, readable order: step first
   EXPECT_EQ(first, R"({"step":1,"loss":4.25,"lr":0.001,"tokens_per_s":1000.0,"step_ms":64.5})");
   m.step({.step = 2, .loss = 4.0, .lr = 1e-3, .items_per_s = 10, .step_ms = 1, .t_comp_ms = 0.75, .t_sync_ms = 0.25});
-  m.eval({.step = 2, .val_loss = 3.5});
-  m.eval({.step = 2, .val_loss = 0.5, .val_accuracy = 0.875});
+  m.flush();  // what the trainer does before a checkpoint
+  EXPECT_EQ(read_lines(path).size(), 2u);
+  m.step({.step = 3, .loss = 4.0, .lr = 1e-3, .items_per_s = 10, .step_ms = 1});
+  m.eval({.step = 3, .val_loss = 3.5});  // an evaluation line writes out the steps before it too
+  m.eval({.step = 3, .val_loss = 0.5, .val_accuracy = 0.875});
   lines = read_lines(path);
-  ASSERT_EQ(lines.size(), 4u);
+  ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[1]["samples_per_s"], 10.0);
   EXPECT_EQ(lines[1]["t_comp_ms"], 0.75);
   EXPECT_EQ(lines[1]["t_sync_ms"], 0.25);
-  EXPECT_EQ(lines[2], nlohmann::json::parse(R"({"step":2,"val_loss":3.5})"));
-  EXPECT_EQ(lines[3]["val_accuracy"], 0.875);
+  EXPECT_EQ(lines[3], nlohmann::json::parse(R"({"step":3,"val_loss":3.5})"));
+  EXPECT_EQ(lines[4]["val_accuracy"], 0.875);
   EXPECT_FALSE(lines[0].contains("t_sync_ms"));
 }
 

@@ -51,12 +51,25 @@ nlohmann::ordered_json MetricsWriter::to_json(const EvalMetrics& m) {
   return j;
 }
 
-void MetricsWriter::step(const StepMetrics& m) { write(to_json(m)); }
-void MetricsWriter::eval(const EvalMetrics& m) { write(to_json(m)); }
+void MetricsWriter::step(const StepMetrics& m) {
+  write(to_json(m));
+  if (!wrote_step_ || std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) flush();
+  wrote_step_ = true;
+}
+
+void MetricsWriter::eval(const EvalMetrics& m) {
+  write(to_json(m));
+  flush();
+}
 
 void MetricsWriter::write(const nlohmann::ordered_json& j) {
   out_ << j.dump() << '\n';
+  if (!out_) throw Error("cannot write " + path_, "is the disk full?");
+}
+
+void MetricsWriter::flush() {
   out_.flush();
+  last_flush_ = std::chrono::steady_clock::now();
   if (!out_) throw Error("cannot write " + path_, "is the disk full?");
 }
 

@@ -1,5 +1,9 @@
-// MetricsWriter: DIR/metrics.jsonl, one JSON object per line, flushed per line
-// so a crashed or killed run keeps every step it finished and `tail -f` works.
+// MetricsWriter: DIR/metrics.jsonl, one JSON object per line. Step lines are
+// written out at least once a second (and evaluation lines at once), so
+// `tail -f` follows a run; the trainer flushes before each checkpoint, so a
+// killed run's file holds every step its newest checkpoint holds. Not per
+// step: a write to the file took 25 µs in a 2.4 ms W1 step, on the reporting
+// worker, and every other worker waited for it at the next collective.
 //
 //   {"step":1,"loss":4.17,"lr":0.001,"tokens_per_s":11950.2,"step_ms":64.3}
 //   {"step":250,"val_loss":2.41}                       (gpt)
@@ -12,6 +16,7 @@
 //   m.step({.step = 1, .loss = 4.17, .lr = 1e-3, .items_per_s = 11950, .items_name = "tokens_per_s", .step_ms = 64.3});
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -48,6 +53,8 @@ class MetricsWriter {
   MetricsWriter(const std::string& path, int64_t last_step);
   void step(const StepMetrics& m);
   void eval(const EvalMetrics& m);
+  // Writes out what is buffered; throws artel::Error when it cannot.
+  void flush();
   const std::string& path() const { return path_; }
 
   static nlohmann::ordered_json to_json(const StepMetrics& m);
@@ -57,6 +64,8 @@ class MetricsWriter {
   void write(const nlohmann::ordered_json& j);
   std::string path_;
   std::ofstream out_;
+  std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
+  bool wrote_step_ = false;
 };
 
 }  // namespace artel::train

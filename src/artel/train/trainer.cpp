@@ -251,9 +251,10 @@ int64_t Trainer::resume_step() {
   return done;
 }
 
-void Trainer::maybe_checkpoint(int64_t k) {
+void Trainer::maybe_checkpoint(int64_t k, MetricsWriter* metrics) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
   if (hooks_.barrier) hooks_.barrier();  // every worker finished step k: the file is the state of all of them
+  if (metrics) metrics->flush();  // the file holds every step the checkpoint holds
   if (hooks_.before_checkpoint) hooks_.before_checkpoint();
   if (hooks_.model_parallel) {
     Checkpoint ck = hooks_.model_parallel->checkpoint(k, *optimizer_, compatibility());
@@ -297,7 +298,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     }
     if (hooks_.sync_gradients) progress.step(k, r.loss, items / (ms / 1e3), r.comp_ms, r.sync_ms);
     else progress.step(k, r.loss, items / (ms / 1e3));
-    maybe_checkpoint(k);
+    maybe_checkpoint(k, metrics);
     if (hooks_.after_step) hooks_.after_step(k);
     // Only the reporter evaluates (the others would compute the same numbers),
     // unless the model is sharded: then all of them run it together.

@@ -155,7 +155,7 @@ class Trainer {
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
-  void maybe_checkpoint(int64_t k);
+  void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
   void announce() const;
   void write_config_file() const;
   void save(const std::string& name, int64_t step) const;
