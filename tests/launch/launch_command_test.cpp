@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <regex>
 #include <set>
@@ -149,6 +150,26 @@ TEST(LaunchCommand, AWorkerKilledBySignalIsNamed) {
   EXPECT_EQ(r.exit_code, 128 + 9);
   EXPECT_THAT(r.err, HasSubstr("artel launch: worker 1 was killed by signal SIGKILL (9); stopping the other 2 workers"));
   EXPECT_LT(r.seconds, 15.0);
+}
+
+// A worker killed while its groups were forming leaves shared-memory
+// segments no rank unlinks; the launcher removes the job's once all are gone,
+// and nothing of another job's. Here the workers make the files themselves.
+TEST(LaunchCommand, AFailedJobLeavesNoSharedMemoryBehind) {
+  const std::string other = "/dev/shm/artel-launch-test-" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("touch " + other).c_str()), 0);
+  auto r = launch({"-n", "2"}, "touch /dev/shm/artel-$ARTEL_JOB_ID.g$ARTEL_RANK; echo $ARTEL_JOB_ID; "
+                               "if [ $ARTEL_RANK = 1 ]; then kill -KILL $$; fi; sleep 60");
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(\] (\d+-0-[0-9a-f]{8}))"))) << r.out;
+  for (const char* rank : {"0", "1"}) {
+    struct stat st;
+    EXPECT_NE(::stat(("/dev/shm/artel-" + m[1].str() + ".g" + rank).c_str(), &st), 0) << "rank " << rank;
+  }
+  struct stat st;
+  EXPECT_EQ(::stat(other.c_str(), &st), 0) << "another job's segment was removed";
+  std::remove(other.c_str());
 }
 
 TEST(LaunchCommand, AWorkerThatNeverStopsWritingCannotStallTheLauncher) {

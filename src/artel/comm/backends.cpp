@@ -1,6 +1,7 @@
 #include "artel/comm/backends.h"
 
 #include "artel/comm/segment_transport.h"
+#include "artel/core/shm_names.h"
 
 namespace artel::comm {
 namespace {
@@ -31,7 +32,7 @@ void check_job_id(const std::string& id) {
 std::unique_ptr<Transport> make_shm_transport(const GroupOptions& opts) {
   SegmentConfig cfg = segment_config(opts);
   cfg.store = posix_segment_store();
-  cfg.name = "/artel-" + opts.job_id;
+  cfg.name = shm_job_name(opts.job_id);
   return SegmentTransport::connect(cfg);
 }
 

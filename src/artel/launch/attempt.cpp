@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "artel/core/shm_names.h"
 #include "artel/core/threads.h"
 #include "artel/launch/core_binding.h"
 #include "artel/launch/exit_status.h"
@@ -56,6 +57,9 @@ class Attempt {
       pump(poll_timeout_ms());
     }
     drain(Clock::now() + kDrainTimeout);
+    // Every worker has exited: nothing of this job can still open its
+    // segments, and those of a worker killed mid-start would leak otherwise.
+    remove_job_shm(spec_.job_id);
     return result_;
   }
 
