@@ -91,6 +91,13 @@ inline void check_gather_family(ProcessGroup& pg, const SuiteOptions& so) {
           pg.reduce_scatter(in, out, {op, algo})->wait();
           for (int64_t i = 0; i < count; ++i)
             check_equal(out, i, expected(n, r * count + i, op, d), tag("reduce_scatter", algo, d, op, count, false, reg));
+          // In place: `out` is this rank's block of `in`; the other blocks stay as they were.
+          Tensor whole = make(pg, reg, {count * n}, d);
+          for (int64_t i = 0; i < count * n; ++i) set_element(whole, i, value(r, i, op));
+          pg.reduce_scatter(whole, whole.slice0(r * count, (r + 1) * count), {op, algo})->wait();
+          for (int64_t i = 0; i < count * n; ++i)
+            check_equal(whole, i, i / count == r ? expected(n, i, op, d) : value(r, i, op),
+                        tag("reduce_scatter in place", algo, d, op, count, true, reg));
         });
     }
     so.for_sizes(k++, [&](int64_t count, int variant) {

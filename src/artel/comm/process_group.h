@@ -161,7 +161,9 @@ class ProcessGroup {
   // `out` holds size() blocks the size of `in`, in rank order. In place when
   // `in` is this rank's block of `out`.
   WorkPtr all_gather(const Tensor& in, Tensor out, const AllGatherOptions& opts = {});
-  // `in` holds size() blocks the size of `out`; rank r gets the reduction of block r.
+  // `in` holds size() blocks the size of `out`; rank r gets the reduction of
+  // block r. In place when `out` is this rank's block of `in`; the other
+  // blocks of `in` are left as they were.
   WorkPtr reduce_scatter(const Tensor& in, Tensor out, const ReduceScatterOptions& opts = {});
   // `in` and `out` hold size() equal blocks; block j of `in` goes to rank j.
   WorkPtr all_to_all(const Tensor& in, Tensor out, const AllToAllOptions& opts = {});

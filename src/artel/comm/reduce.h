@@ -18,7 +18,8 @@ namespace artel::comm {
 void reduce_sources(void* dst, const void* const* srcs, int k, size_t n, DType dtype, ReduceOp op);
 // Reduces like reduce_sources and writes the result (after finish_reduce's
 // averaging) to every one of `dsts` — a rank's share straight into all ranks'
-// outputs. The sources must not alias the destinations. With `streaming`,
+// outputs. A destination may be one of the sources (in place); no other
+// overlap. With `streaming`,
 // stores bypass the cache (for buffers far larger than the cache); the caller
 // publishes them with a release store, which follows a store fence here.
 void reduce_to_many(std::byte* const* dsts, int ndst, const std::byte* const* srcs, int k, size_t n, DType dtype,

@@ -13,8 +13,11 @@ void reduce_scatter_ring(Transport& t, const Collective& c, const OpContext& ctx
   const int n = t.size(), r = t.rank();
   const size_t bytes = c.block_bytes();
   auto block = [&](int b) { return c.in + ((b % n + n) % n) * bytes; };
+  // In place (`out` is block r of `in`): the last step adds block r itself,
+  // so it receives into tmp and copies out after.
+  const bool in_place = c.out == block(r);
   if (n == 1) {
-    copy_bytes(c.out, c.in, bytes);
+    if (!in_place) copy_bytes(c.out, c.in, bytes);
     return finish_reduce(c.out, c.count, c.dtype, c.op, n);
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
@@ -24,9 +27,10 @@ void reduce_scatter_ring(Transport& t, const Collective& c, const OpContext& ctx
   for (int s = 0; s < n - 1; ++s) {
     const void* send = s == 0 ? static_cast<const void*>(block(r - 1)) : acc.data();
     bool last = s == n - 2;
-    std::byte* dst = last ? c.out : tmp.data();
+    std::byte* dst = last && !in_place ? c.out : tmp.data();
     t.send_recv(right, collective_tag(ctx.seq, s), send, bytes, left, collective_tag(ctx.seq, s), dst, bytes, ctx);
     reduce_into(dst, block(r - s - 2), c.count, c.dtype, c.op);
+    if (last && in_place) copy_bytes(c.out, dst, bytes);
     if (!last) std::swap(acc, tmp);
   }
   finish_reduce(c.out, c.count, c.dtype, c.op, n);

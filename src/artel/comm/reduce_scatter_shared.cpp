@@ -2,6 +2,8 @@
 // directly — in place from registered buffers when every rank's `in` is one (2
 // barriers), else staged through the scratch halves in chunks (each chunk holds
 // a slice of all N blocks), pipelined (copy chunk k in while reducing chunk k-1).
+// `out` may be block r of `in` (in place): each piece of it is read before it
+// is written, in both ways.
 // Cost: registered: 2 steps, each rank reads N·S (S = one block) and writes S;
 // staged: K+2 steps for K chunks, each rank also copies N·S in.
 #include <vector>
@@ -19,16 +21,10 @@ void reduce_scatter_shared(Transport& t, const Collective& c, const OpContext& c
   Handshake h = handshake(t, c, ctx, bytes * n, 0);
   if (h.all_registered) {
     for (int j = 0; j < n; ++j) srcs[j] = (j == r ? c.in : h.in[j]) + r * bytes;
-    const bool aliased = c.out == srcs[static_cast<size_t>(r)];
-    if (aliased) {
-      reduce_sources(c.out, srcs.data(), n, c.count, c.dtype, c.op);
-      finish_reduce(c.out, c.count, c.dtype, c.op, n);
-    } else {
-      // One pass: reduce and average together.
-      std::byte* dst = c.out;
-      reduce_to_many(&dst, 1, reinterpret_cast<const std::byte* const*>(srcs.data()), n, c.count, c.dtype, c.op, n,
-                     false);
-    }
+    // One pass: reduce and average together (in place too: a DDP bucket's block).
+    std::byte* dst = c.out;
+    reduce_to_many(&dst, 1, reinterpret_cast<const std::byte* const*>(srcs.data()), n, c.count, c.dtype, c.op, n,
+                   false);
     sm.sync(ctx);
     return;
   }

@@ -46,8 +46,9 @@ Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
 // element needs only that element's weight, averaged gradient and state. With
 // N ranks, rank r takes block r of every bucket (1/N of its elements, padded
 // to equal aligned blocks):
-//   - backward: the bucket is reduce-scattered instead of all-reduced; rank r
-//     receives the averaged gradients of block r only;
+//   - backward: the bucket is reduce-scattered in place instead of all-reduced:
+//     block r of rank r's bucket then holds the averaged gradients (the rest
+//     keeps the rank's own, which nothing reads);
 //   - step: the optimizer updates block r only (Optimizer::shard), so each
 //     rank keeps its state current for 1/N of the elements and spends 1/N of
 //     the time;
@@ -74,10 +75,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t b = 0; b < plan_.size(); ++b) {
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
     storage_.push_back(registered_or_plain(group_, padded_[b]));  // zeroed: the padding takes part in the reductions
-    if (sharded()) {
-      averaged_.push_back(Tensor::zeros({padded_[b]}));
-      weights_.push_back(registered_or_plain(group_, padded_[b]));
-    }
+    if (sharded()) weights_.push_back(registered_or_plain(group_, padded_[b]));
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
       offset_of_[static_cast<size_t>(plan_[b].params[j])] = plan_[b].offsets[j];
@@ -162,7 +160,7 @@ void DistributedDataParallel::launch_ready_buckets() {
     size_t b = static_cast<size_t>(next_launch_++);
     if (sharded()) {
       const optim::ElementRange block = block_of(b);
-      work_[b] = group_.reduce_scatter(storage_[b], averaged_[b].slice0(block.begin, block.end),
+      work_[b] = group_.reduce_scatter(storage_[b], storage_[b].slice0(block.begin, block.end),
                                        {.op = comm::ReduceOp::avg});
     } else {
       work_[b] = group_.all_reduce(storage_[b], {.op = comm::ReduceOp::avg});
@@ -190,7 +188,7 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
     for (int param : plan_[b].params) {
       size_t i = static_cast<size_t>(param);
       // The averaged gradient is read in place from the bucket (no copy back).
-      params_[i].second.set_grad(slice_of(sharded() ? averaged_ : storage_, i));
+      params_[i].second.set_grad(slice_of(storage_, i));
       arrived_[i] = false;
     }
   }
@@ -234,7 +232,7 @@ float DistributedDataParallel::clip_grad_norm(float max_norm) {
   Tensor sq = Tensor::zeros({1}, DType::f64);
   for (size_t b = 0; b < plan_.size(); ++b) {
     const optim::ElementRange block = block_of(b);
-    sq.data<double>()[0] += optim::sum_of_squares(averaged_[b].data<float>() + block.begin, block.size());
+    sq.data<double>()[0] += optim::sum_of_squares(storage_[b].data<float>() + block.begin, block.size());
   }
   group_.all_reduce(sq)->wait();
   const float norm = static_cast<float>(std::sqrt(sq.data<double>()[0]));
@@ -242,7 +240,7 @@ float DistributedDataParallel::clip_grad_norm(float max_norm) {
   if (coef == 1.0f) return norm;
   for (size_t b = 0; b < plan_.size(); ++b) {
     const optim::ElementRange block = block_of(b);
-    float* g = averaged_[b].data<float>();
+    float* g = storage_[b].data<float>();
     for (int64_t e = block.begin; e < block.end; ++e) g[e] *= coef;
   }
   return norm;

@@ -62,8 +62,9 @@ class DistributedDataParallel {
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   // Waits for every bucket's reduction and installs the averaged gradients
-  // (sharded: only this rank's block of them; the rest reads zero). Returns
-  // the time it spent waiting: the exposed sync time.
+  // (sharded: only this rank's block of them is the average; outside it a
+  // gradient holds this rank's own). Returns the time it spent waiting: the
+  // exposed sync time.
   std::chrono::duration<double> finish();
 
   // Sharded: tells `opt` (over these parameters, by name) which elements this
@@ -112,8 +113,7 @@ class DistributedDataParallel {
   DdpOptions opts_;
   std::vector<Bucket> plan_;
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
-  std::vector<Tensor> storage_;        // one flat registered tensor per bucket: this rank's gradients
-  std::vector<Tensor> averaged_;       // sharded: per bucket, its block holds the averaged gradients
+  std::vector<Tensor> storage_;        // one flat registered tensor per bucket: this rank's gradients, then their average
   std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here
   std::vector<int> bucket_of_;         // parameter -> bucket
   std::vector<int64_t> offset_of_;     // parameter -> element offset in its bucket

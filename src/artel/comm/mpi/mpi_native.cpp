@@ -1,6 +1,8 @@
 #include "artel/comm/mpi/mpi_native.h"
 
 #include <climits>
+#include <cstring>
+#include <vector>
 
 #include "artel/comm/mpi/mpi_env.h"
 #include "artel/comm/reduce.h"
@@ -69,7 +71,15 @@ void MpiNative::run(const Collective& c, const OpContext& ctx) {
       rc = MPI_Allgather(in_place ? MPI_IN_PLACE : c.in, n, type, c.out, n, type, comm_);
       break;
     }
-    case OpKind::reduce_scatter: rc = MPI_Reduce_scatter_block(c.in, c.out, n, type, op, comm_); break;
+    case OpKind::reduce_scatter: {
+      // In place (`out` is this rank's block of `in`): MPI forbids aliased
+      // buffers, and its MPI_IN_PLACE puts the result at block 0; go through a copy.
+      const bool in_place = c.out == c.in + static_cast<size_t>(rank_) * c.block_bytes();
+      std::vector<std::byte> result(in_place ? c.block_bytes() : 0);
+      rc = MPI_Reduce_scatter_block(c.in, in_place ? result.data() : c.out, n, type, op, comm_);
+      if (in_place && rc == MPI_SUCCESS) std::memcpy(c.out, result.data(), result.size());
+      break;
+    }
     case OpKind::all_to_all: rc = MPI_Alltoall(c.in, n, type, c.out, n, type, comm_); break;
     case OpKind::gather: rc = MPI_Gather(c.in, n, type, c.out, n, type, c.root, comm_); break;
     case OpKind::scatter: rc = MPI_Scatter(c.in, n, type, c.out, n, type, c.root, comm_); break;
