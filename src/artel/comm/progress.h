@@ -17,7 +17,8 @@
 // caller who will wait on it, and runs it only once it has sat in the queue a
 // whole poll interval (or is urgent). Running it earlier puts a second thread
 // on a core the computation needs, and when the caller comes to wait it hangs
-// on the hand-off between the two: 2-5 % of a W1 step on two cores.
+// on the hand-off between the two: 4 % of a W1 step on two cores (2.64 ms
+// against 2.53, medians of 10 paired runs).
 //
 //   auto work = progress->submit("all_reduce", seq, [&](const OpContext& ctx) { ... });
 //   work->wait();
