@@ -57,7 +57,8 @@ std::string shell_quote(const std::string& s) {
 // lines (stderr passes through). Several may run at once.
 class CapturedRun {
  public:
-  CapturedRun(const std::vector<std::string>& argv, int timeout_s) : cmd_("timeout --kill-after=10 " + std::to_string(timeout_s)) {
+  CapturedRun(const std::vector<std::string>& argv, int timeout_s)
+      : cmd_("timeout --kill-after=10 " + std::to_string(timeout_s)) {
     for (const auto& a : argv) cmd_ += " " + shell_quote(a);
     pipe_ = popen(cmd_.c_str(), "r");
     if (!pipe_) throw Error("cannot start " + argv.at(0));
@@ -229,7 +230,7 @@ class ProgramRun {
     try {
       run_.emplace(argv, a.timeout_s);
     } catch (...) {
-      std::filesystem::remove_all(dir_);
+      remove_dir();
       throw;
     }
   }
@@ -237,7 +238,7 @@ class ProgramRun {
   ProgramRun& operator=(const ProgramRun&) = delete;
   ~ProgramRun() {
     run_.reset();  // waits for the program before its directory goes
-    std::filesystem::remove_all(dir_);
+    remove_dir();
   }
   train::RunTimes finish() {
     run_->finish();
@@ -245,6 +246,10 @@ class ProgramRun {
   }
 
  private:
+  void remove_dir() noexcept {
+    std::error_code ignored;  // a leftover temporary directory is not worth a failed benchmark
+    std::filesystem::remove_all(dir_, ignored);
+  }
   int64_t warmup_;
   std::string dir_;
   std::optional<CapturedRun> run_;
