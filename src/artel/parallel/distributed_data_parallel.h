@@ -113,7 +113,7 @@ class DistributedDataParallel {
   DdpOptions opts_;
   std::vector<Bucket> plan_;
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
-  std::vector<Tensor> storage_;        // one flat registered tensor per bucket: this rank's gradients, then their average
+  std::vector<Tensor> storage_;        // per bucket, registered: this rank's gradients, then their average
   std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here
   std::vector<int> bucket_of_;         // parameter -> bucket
   std::vector<int64_t> offset_of_;     // parameter -> element offset in its bucket
