@@ -13,6 +13,9 @@ namespace {
 constexpr auto kPollWithSpareCore = std::chrono::microseconds(500);
 constexpr auto kPollWithoutSpareCore = std::chrono::milliseconds(10);
 constexpr auto kStayLight = std::chrono::milliseconds(5);  // at least two polls, then sleep until woken
+// Without a spare core: an op this old runs on the thread whether or not its
+// peers have come to it (see progress.h).
+constexpr auto kLiveness = std::chrono::seconds(1);
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
@@ -129,9 +132,17 @@ Clock::duration Progress::poll_interval() const {
 bool Progress::thread_takes_queue(Clock::duration& wait) const {
   if (spare_core()) return true;
   if (std::any_of(queue_.begin(), queue_.end(), [](const Item& i) { return i.urgent; })) return true;
-  const Clock::duration age = Clock::now() - queue_.front().queued;
-  wait = poll_interval() - age;
-  return age >= poll_interval();
+  const Item& front = queue_.front();
+  const Clock::duration age = Clock::now() - front.queued;
+  wait = age < poll_interval() ? poll_interval() - age : poll_interval();
+  if (age >= kLiveness) return true;
+  return age >= poll_interval() && peers_arrived(front.work->seq());
+}
+
+bool Progress::peers_arrived(uint64_t seq) const {
+  if (seq == 0) return true;  // point-to-point: no collective sequence to look at
+  const std::vector<int> missing = transport_->missing(seq);
+  return std::all_of(missing.begin(), missing.end(), [&](int r) { return r == transport_->rank(); });
 }
 
 bool Progress::help(const Work& work, Clock::time_point deadline) {

@@ -14,11 +14,14 @@
 // data-parallel workers on two cores 4-8 % of their step (W1 and W2).
 //
 // Without a spare core the thread is a backstop only: it leaves an op to the
-// caller who will wait on it, and runs it only once it has sat in the queue a
-// whole poll interval (or is urgent). Running it earlier puts a second thread
-// on a core the computation needs, and when the caller comes to wait it hangs
-// on the hand-off between the two: 4 % of a W1 step on two cores (2.64 ms
-// against 2.53, medians of 10 paired runs).
+// caller who will wait on it, and runs it only when it is urgent, when it has
+// sat in the queue a poll interval and every peer is already inside it (they
+// wait on us; a transport that cannot tell counts as yes), or after a second
+// whatever the peers do. Running it earlier puts a second thread on a core
+// the computation needs, and when the caller comes to wait it hangs on the
+// hand-off between the two: 4 % of a W1 step on two cores (2.64 ms against
+// 2.53, medians of 10 paired runs). So an op its own rank waits on later in
+// the step (DDP's) reaches the thread only if a peer already waits on it.
 //
 //   auto work = progress->submit("all_reduce", seq, [&](const OpContext& ctx) { ... });
 //   work->wait();
@@ -78,6 +81,9 @@ class Progress : public std::enable_shared_from_this<Progress> {
   // See the comment at the top.
   Clock::duration poll_interval() const;
   bool spare_core() const;
+  // Every rank but this one has entered collective `seq` (true for 0, a
+  // point-to-point op, and where the transport cannot tell).
+  bool peers_arrived(uint64_t seq) const;
   // Whether the thread should run the queue now (needs mu_ and a non-empty
   // queue); else `wait` says how long to let it be.
   bool thread_takes_queue(Clock::duration& wait) const;
