@@ -17,7 +17,7 @@ void reduce_scatter_ring(Transport& t, const Collective& c, const OpContext& ctx
   // so it receives into tmp and copies out after.
   const bool in_place = c.out == block(r);
   if (n == 1) {
-    if (!in_place) copy_bytes(c.out, c.in, bytes);
+    copy_bytes(c.out, c.in, bytes);  // nothing to copy in place
     return finish_reduce(c.out, c.count, c.dtype, c.op, n);
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;

@@ -53,8 +53,7 @@ nlohmann::ordered_json MetricsWriter::to_json(const EvalMetrics& m) {
 
 void MetricsWriter::step(const StepMetrics& m) {
   write(to_json(m));
-  if (!wrote_step_ || std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) flush();
-  wrote_step_ = true;
+  if (std::chrono::steady_clock::now() - last_flush_ >= std::chrono::seconds(1)) flush();
 }
 
 void MetricsWriter::eval(const EvalMetrics& m) {
