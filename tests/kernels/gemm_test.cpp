@@ -93,5 +93,16 @@ TEST(Gemm, LibrariesByName) {
   EXPECT_NE(gemm_kernels(GemmLibrary::openblas).find("OpenBLAS"), std::string::npos);
 }
 
+// OpenBLAS's generic kernels on a machine that has better ones are a
+// fallback, and the advice names the core type that restores them.
+TEST(Gemm, OpenblasFallbackOnAKnownIsaGetsAdvice) {
+  EXPECT_EQ(openblas_fallback_advice("Prescott", true, true),
+            "a fallback for a CPU it does not know; OPENBLAS_CORETYPE=SkylakeX gives it AVX-512 kernels");
+  EXPECT_NE(openblas_fallback_advice("PRESCOTT", false, true).find("OPENBLAS_CORETYPE=Haswell"), std::string::npos);
+  EXPECT_EQ(openblas_fallback_advice("Prescott", false, false), "");  // the right kernels for an SSE3 machine
+  EXPECT_EQ(openblas_fallback_advice("SkylakeX", true, true), "");
+  EXPECT_EQ(openblas_fallback_advice("Haswell", true, true), "");      // chosen or forced: not a fallback
+}
+
 }  // namespace
 }  // namespace artel::kernels

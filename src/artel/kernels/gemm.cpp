@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 
 #include "artel/core/error.h"
@@ -53,13 +54,24 @@ std::string to_string(GemmLibrary lib) { return lib == GemmLibrary::onednn ? "on
 
 void set_gemm_library(GemmLibrary lib) { g_library.store(lib); }
 
+std::string openblas_fallback_advice(const std::string& corename, bool avx512, bool avx2) {
+  std::string core = corename;
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (core != "prescott" || !(avx512 || avx2)) return "";
+  return std::string("a fallback for a CPU it does not know; OPENBLAS_CORETYPE=") +
+         (avx512 ? "SkylakeX gives it AVX-512 kernels" : "Haswell gives it AVX2 kernels");
+}
+
 std::string gemm_kernels(GemmLibrary lib) {
   if (lib == GemmLibrary::openblas) {
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
     std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
     version.erase(version.find_last_not_of(' ') + 1).erase(0, version.find_first_not_of(' '));
-    return version + ", " + openblas_get_corename() + " kernels" +
-           (forced ? std::string(" (forced by OPENBLAS_CORETYPE=") + forced + ")" : std::string(" (its pick for this CPU)"));
+    const std::string core = openblas_get_corename();
+    if (forced) return version + ", " + core + " kernels (forced by OPENBLAS_CORETYPE=" + forced + ")";
+    const std::string advice = openblas_fallback_advice(core, __builtin_cpu_supports("avx512f"),
+                                                        __builtin_cpu_supports("avx2"));
+    return version + ", " + core + " kernels (its pick for this CPU" + (advice.empty() ? "" : ": " + advice) + ")";
   }
   const dnnl_version_t* v = dnnl_version();
   std::string isa;

@@ -35,6 +35,12 @@ void set_gemm_library(GemmLibrary lib);
 // What runs the products under `lib`: library, version and kernels, for
 // benchmark headers (the same machine multiplies twice as fast with AVX-512).
 std::string gemm_kernels(GemmLibrary lib);
+// OpenBLAS falls back to its generic x86-64 kernels (Prescott: SSE3, a
+// quarter of AVX-512's speed) on a CPU newer than itself, e.g. 0.3.21 on
+// Emerald Rapids. On a machine with AVX-512 or AVX2 that is such a fallback:
+// returns the advice naming the OPENBLAS_CORETYPE that restores the kernels
+// (for a peer's numbers, such as PyTorch's, measured with them); else "".
+std::string openblas_fallback_advice(const std::string& corename, bool avx512, bool avx2);
 
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
