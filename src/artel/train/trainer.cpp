@@ -236,7 +236,7 @@ std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
 int64_t Trainer::resume_step() {
   Compatibility compat = compatibility();
   auto warn = [&](const std::string& w) {
-    if (hooks_.reporter) out() << "artel train: " << w << "; trying the previous checkpoint\n";
+    if (hooks_.reporter) out() << "artel train: " << w << "\n";  // the store says what it tries next
   };
   std::optional<Checkpoint> ck = store_->load_latest(compat, warn);
   if (!ck) {
