@@ -179,8 +179,9 @@ void Progress::run_one(Item& item, Clock::time_point deadline) {
     broken = broken_;
   }
   if (!broken.empty()) {
+    // The cause first: it is what the user has to act on.
     item.work->finish(std::make_exception_ptr(
-        Error(ctx.describe() + " not run: the group is unusable after an earlier error: " + broken,
+        Error(broken + "; so " + ctx.describe() + " was not run: the group is unusable after an earlier error",
               "create a new group (all ranks) after a failed collective")));
     return;
   }
