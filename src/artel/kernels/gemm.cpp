@@ -67,11 +67,11 @@ std::string gemm_kernels(GemmLibrary lib) {
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
     std::string version = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
     version.erase(version.find_last_not_of(' ') + 1).erase(0, version.find_first_not_of(' '));
-    const std::string core = openblas_get_corename();
-    if (forced) return version + ", " + core + " kernels (forced by OPENBLAS_CORETYPE=" + forced + ")";
+    const std::string core = openblas_get_corename(), kernels = version + ", " + core + " kernels";
+    if (forced) return kernels + " (forced by OPENBLAS_CORETYPE=" + forced + ")";
     const std::string advice = openblas_fallback_advice(core, __builtin_cpu_supports("avx512f"),
                                                         __builtin_cpu_supports("avx2"));
-    return version + ", " + core + " kernels (its pick for this CPU" + (advice.empty() ? "" : ": " + advice) + ")";
+    return kernels + " (its pick for this CPU" + (advice.empty() ? "" : ": " + advice) + ")";
   }
   const dnnl_version_t* v = dnnl_version();
   std::string isa;
