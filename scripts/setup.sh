@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-run}
 
 packages=(g++ cmake make pkg-config libdnnl-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -38,8 +38,17 @@ case "$mode" in
   test)
     build build
     ctest --test-dir build --output-on-failure -j"$jobs"
+    echo "== installed into build/prefix: the examples built against it, each run with 2 workers"
+    rm -rf build/prefix build/examples
+    cmake --install build --prefix build/prefix >/dev/null
+    cmake -S examples -B build/examples -DCMAKE_PREFIX_PATH="$PWD/build/prefix" >/dev/null
+    cmake --build build/examples -j"$jobs"
+    ctest --test-dir build/examples --output-on-failure
+    echo "== every installed header compiles on its own, without -march=native"
+    find build/prefix/include -name '*.h' -printf '%P\n' | sort |
+      xargs -P"$jobs" -I{} sh -c 'echo "#include <{}>" | g++ -std=c++20 -fsyntax-only -Ibuild/prefix/include -x c++ - || exit 255'
     echo "== the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
-    build build-asan -DARTEL_SANITIZE=ON -DARTEL_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    build build-asan -DARTEL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
     # Tests that run workers under mpirun are left out here: OpenMPI keeps
     # allocations (op tables, plugins) until exit, which LeakSanitizer reports
     # against the library's unloaded plugins. They run in the build above.

@@ -37,6 +37,13 @@ Tensor ids_of(const std::vector<int64_t>& v, int64_t B, int64_t T) {
   return t;
 }
 
+// A GPT with every parameter drawn from its config's seed.
+std::unique_ptr<Gpt> make_gpt(const ModelConfig& c) {
+  auto m = std::make_unique<Gpt>(c);
+  nn::materialize(*m, c.seed);
+  return m;
+}
+
 double std_of(const Tensor& t) {
   double s = 0, s2 = 0;
   for (float x : t.to_vector()) s += x, s2 += double(x) * x;
@@ -141,7 +148,8 @@ TEST(Gpt, InitFollowsNanoGpt) {
 }
 
 TEST(Gpt, ForwardShapeAndCausality) {
-  Gpt m(tiny_gpt());
+  auto gpt = make_gpt(tiny_gpt());
+  Gpt& m = *gpt;
   std::vector<int64_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5, 6, 7};
   std::vector<int64_t> b = a;
   b[4] = 10;  // change batch row 0 at t = 4
@@ -161,7 +169,8 @@ TEST(Gpt, ForwardShapeAndCausality) {
 }
 
 TEST(Gpt, BadInputsAreErrors) {
-  Gpt m(tiny_gpt());
+  auto gpt = make_gpt(tiny_gpt());
+  Gpt& m = *gpt;
   EXPECT_THAT([&] { m.forward(Tensor::zeros({1, 9}, DType::i64)); }, ::testing::ThrowsMessage<Error>(HasSubstr("exceeds block_size 8")));
   EXPECT_THROW(m.forward(Tensor::zeros({1, 4})), Error);          // f32 ids
   EXPECT_THROW(m.forward(Tensor::zeros({4}, DType::i64)), Error);  // no batch dim
@@ -169,7 +178,8 @@ TEST(Gpt, BadInputsAreErrors) {
 }
 
 TEST(Gpt, GradientsReachEveryParameterAndTheTiedEmbeddingTwice) {
-  Gpt m(tiny_gpt());
+  auto gpt = make_gpt(tiny_gpt());
+  Gpt& m = *gpt;
   Tensor ids = ids_of({1, 2, 3, 4, 5, 6, 7, 8}, 1, 8);
   Tensor targets = ids_of({2, 3, 4, 5, 6, 7, 8, 9}, 1, 8).view({8});
   Variable loss = autograd::cross_entropy(m.forward(ids), targets);
@@ -199,7 +209,8 @@ TEST(Gpt, GradientsReachEveryParameterAndTheTiedEmbeddingTwice) {
 TEST(Gpt, DropoutOnlyInTrainingMode) {
   ModelConfig c = tiny_gpt();
   c.dropout = 0.2f;
-  Gpt m(c);
+  auto gpt = make_gpt(c);
+  Gpt& m = *gpt;
   Tensor ids = ids_of({1, 2, 3, 4}, 1, 4);
   EXPECT_NE(m.forward(ids).value().to_vector(), m.forward(ids).value().to_vector());
   m.eval();
@@ -215,13 +226,18 @@ TEST(Gpt, DropoutOnlyInTrainingMode) {
 // forward_onto(r, x) is r + forward(x): fused into c_proj when dropout is
 // inactive, the plain sum (same dropout draws) when it is active.
 TEST(GptBlock, ForwardOntoIsTheResidualPlusTheForward) {
-  Rng init(3, 0);
+  Rng data(3, 0);
   Tensor x = Tensor::empty({2, 4, 16}), r = Tensor::empty({2, 4, 16});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = init.normal(), r.data<float>()[i] = init.normal();
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = data.normal(), r.data<float>()[i] = data.normal();
+  // Nonzero biases, so the residual and the bias both show.
+  const BlockInit init{.std = 0.3f, .residual_std = 0.3f};
   for (float p : {0.0f, 0.3f}) {
     auto drop = std::make_shared<Rng>(5, 1);
     CausalSelfAttention attn(16, 2, p, init, drop);
     GptMlp mlp(16, p, init, drop);
+    nn::materialize(attn, 3);
+    nn::materialize(mlp, 4);
+    for (auto& [n, v] : mlp.named_parameters()) nn::init::normal(v.value(), 0.0f, 0.3f, data);
     for (nn::Layer* layer : {static_cast<nn::Layer*>(&attn), static_cast<nn::Layer*>(&mlp)}) {
       RngState s = drop->state();
       std::vector<float> plain = autograd::add(Variable(r), layer->forward(Variable(x))).value().to_vector();
@@ -235,7 +251,8 @@ TEST(GptBlock, ForwardOntoIsTheResidualPlusTheForward) {
 }
 
 TEST(Gpt, GenerateSamplesReproduciblyAndCropsToTheBlock) {
-  Gpt m(tiny_gpt());
+  auto gpt = make_gpt(tiny_gpt());
+  Gpt& m = *gpt;
   Rng r1(3), r2(3);
   std::vector<int64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // longer than the block: cropped
   auto a = m.generate(prompt, 12, 1.0f, 0, r1);
@@ -259,10 +276,13 @@ TEST(Gpt, WeightsRoundTripThroughSafetensorsWithOrWithoutLmHead) {
   namespace fs = std::filesystem;
   std::string dir = (fs::temp_directory_path() / ("artel_gpt_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
-  Gpt a(tiny_gpt());
+  auto a_ = make_gpt(tiny_gpt());
   ModelConfig other = tiny_gpt();
   other.seed = 99;
-  Gpt b(other);
+  auto b_ = make_gpt(other);
+  Gpt &a = *a_, &b = *b_;
+  ASSERT_NE(a.state_dict().at("transformer.wte.weight").to_vector(),
+            b.state_dict().at("transformer.wte.weight").to_vector());
   std::string p = dir + "/w.safetensors";
   nn::save_weights(a, p);
   nn::load_weights(b, p);
@@ -276,7 +296,7 @@ TEST(Gpt, WeightsRoundTripThroughSafetensorsWithOrWithoutLmHead) {
   // A wrong size names the file and the tensor.
   ModelConfig wide = tiny_gpt();
   wide.n_embd = 32;
-  Gpt c(wide);
+  Gpt c(wide);  // declared only: loading gives it storage, or names what does not fit
   EXPECT_THAT([&] { nn::load_weights(c, p); },
               ::testing::ThrowsMessage<Error>(AllOf(HasSubstr(p), HasSubstr("transformer.wte.weight (given float32 [11, 16]"))));
   fs::remove_all(dir);

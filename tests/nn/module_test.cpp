@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "artel/nn/activations.h"
 #include "artel/nn/dropout.h"
 #include "artel/nn/layer_norm.h"
@@ -24,15 +26,17 @@ std::vector<std::string> names(const Module& m) {
 // Own parameter, a buffer, then two submodules, one nested, and a tied alias.
 class Toy : public Module {
  public:
-  explicit Toy(Rng& rng) {
+  // Declared; materialised from `seed` unless it is 0.
+  explicit Toy(uint64_t seed) {
     scale = register_parameter("scale", Tensor::full({3}, 2.0f));
-    fc = register_module("fc", std::make_shared<Linear>(3, 2, true, rng));
+    fc = register_module("fc", std::make_shared<Linear>(3, 2, true));
     seq = register_module("seq", std::make_shared<Sequential>());
     seq->add(std::make_shared<LayerNorm>(2));
     seq->add(std::make_shared<ReLU>());
-    seq->add(std::make_shared<Linear>(2, 4, false, rng));
+    seq->add(std::make_shared<Linear>(2, 4, false));
     count = register_buffer("count", Tensor::zeros({1}));
     register_alias("head.weight", "fc.weight");
+    if (seed) materialize(*this, seed);
   }
   Variable scale;
   Tensor count;
@@ -41,8 +45,7 @@ class Toy : public Module {
 };
 
 TEST(Module, NamesFollowRegistrationOrderWithDottedPaths) {
-  Rng rng(1);
-  Toy toy(rng);
+  Toy toy(1);
   EXPECT_THAT(names(toy), ElementsAre("scale", "fc.weight", "fc.bias", "seq.0.weight", "seq.0.bias", "seq.2.weight"));
   EXPECT_EQ(toy.parameters().size(), 6u);
   EXPECT_EQ(toy.num_parameters(), 3 + 6 + 2 + 2 + 2 + 8);
@@ -50,6 +53,45 @@ TEST(Module, NamesFollowRegistrationOrderWithDottedPaths) {
   EXPECT_EQ(toy.named_buffers()[0].first, "count");
   EXPECT_EQ(toy.aliases().at("head.weight"), "fc.weight");
   EXPECT_EQ(toy.fc->weight().shape(), (Shape{2, 3}));  // [out, in]
+}
+
+// Note [Declared parameters]: shapes and inits first, storage at materialize().
+TEST(Module, DeclaredParametersHaveShapesButNoStorageUntilMaterialised) {
+  Toy toy(0);
+  std::vector<DeclaredParameter> d = toy.declared_parameters();
+  ASSERT_EQ(d.size(), 6u);
+  EXPECT_EQ(d[0].name, "scale");
+  EXPECT_FALSE(d[0].init.has_value());  // given a value at registration
+  EXPECT_TRUE(d[0].param.value().defined());
+  EXPECT_EQ(d[1].name, "fc.weight");
+  EXPECT_EQ(d[1].shape, (Shape{2, 3}));
+  ASSERT_TRUE(d[1].init.has_value());
+  EXPECT_EQ(d[1].init->kind, Init::Kind::uniform);
+  EXPECT_EQ(d[3].init->kind, Init::Kind::ones);  // seq.0.weight: LayerNorm
+  EXPECT_FALSE(d[1].param.value().defined());
+  EXPECT_EQ(toy.num_parameters(), 3 + 6 + 2 + 2 + 2 + 8);
+  StateDict s = toy.state_dict();  // only what has values
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_TRUE(s.count("scale") && s.count("count"));
+
+  materialize(toy, 5);
+  for (const auto& [n, p] : toy.named_parameters()) EXPECT_TRUE(p.value().defined()) << n;
+  EXPECT_EQ(toy.scale.value().to_vector(), std::vector<float>(3, 2.0f));  // left alone
+  // Each parameter from the stream of its name within the module materialised.
+  const float bound = 1.0f / std::sqrt(3.0f);
+  std::vector<float> w = toy.fc->weight().value().to_vector();
+  for (uint64_t e = 0; e < w.size(); ++e)
+    EXPECT_EQ(w[e], -bound + 2 * bound * Rng::uniform_at(5, stream_of("fc.weight"), e)) << e;
+  // A parameter that has a value is not drawn again.
+  materialize(toy, 6);
+  EXPECT_EQ(toy.fc->weight().value().to_vector(), w);
+}
+
+TEST(Module, LoadingGivesADeclaredModuleItsStorage) {
+  Toy a(1), b(0);
+  b.load_state_dict(a.state_dict());
+  for (const auto& [name, t] : a.state_dict()) EXPECT_EQ(t.to_vector(), b.state_dict().at(name).to_vector()) << name;
+  EXPECT_FALSE(b.fc->weight().value().same_storage(a.fc->weight().value()));
 }
 
 TEST(Module, DuplicateOrDottedNamesAreRejected) {
@@ -66,8 +108,8 @@ TEST(Module, DuplicateOrDottedNamesAreRejected) {
 }
 
 TEST(Module, StateDictRoundTripKeepsParameterIdentity) {
-  Rng r1(1), r2(2);
-  Toy a(r1), b(r2);
+  Toy a(1), b(2);
+  ASSERT_NE(a.fc->weight().value().to_vector(), b.fc->weight().value().to_vector());
   a.count.fill(7.0f);
   Variable w_before = b.fc->weight();
   b.load_state_dict(a.state_dict());
@@ -78,8 +120,7 @@ TEST(Module, StateDictRoundTripKeepsParameterIdentity) {
 }
 
 TEST(Module, LoadErrorsNameMissingUnexpectedAndMisshapedTensors) {
-  Rng rng(1);
-  Toy toy(rng);
+  Toy toy(1);
   StateDict s = toy.state_dict();
   StateDict missing = s;
   missing.erase("seq.2.weight");
@@ -113,8 +154,7 @@ TEST(Module, LoadErrorsNameMissingUnexpectedAndMisshapedTensors) {
 }
 
 TEST(Module, AliasIsAcceptedInPlaceOfOrNextToItsTarget) {
-  Rng r1(1), r2(2);
-  Toy a(r1), b(r2);
+  Toy a(1), b(2);
   StateDict s = a.state_dict();
   s["head.weight"] = s.at("fc.weight").clone();
   EXPECT_NO_THROW(b.load_state_dict(s));  // both names, same values
@@ -136,8 +176,7 @@ TEST(Module, AliasIsAcceptedInPlaceOfOrNextToItsTarget) {
 }
 
 TEST(Module, TrainEvalPropagatesToChildrenAndNewChildren) {
-  Rng rng(1);
-  Toy toy(rng);
+  Toy toy(1);
   EXPECT_TRUE(toy.seq->is_training());
   toy.eval();
   EXPECT_FALSE(toy.is_training());
@@ -150,8 +189,7 @@ TEST(Module, TrainEvalPropagatesToChildrenAndNewChildren) {
 }
 
 TEST(Module, ZeroGradDropsEveryGradient) {
-  Rng rng(1);
-  Toy toy(rng);
+  Toy toy(1);
   for (auto& p : toy.parameters()) p.set_grad(Tensor::full(p.shape(), 1.0f));
   toy.zero_grad();
   for (auto& p : toy.parameters()) EXPECT_FALSE(p.grad().defined());

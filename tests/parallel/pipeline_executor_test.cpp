@@ -58,12 +58,13 @@ TEST(PipelineExecutor, MicroBatchedPipelineGivesTheWholeBatchGradients) {
       comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
         const int s = world.rank(), rows = kRows / m;
         Variable w(randn({kWidth, kWidth}, 10 + s), true);
-        PipelineExecutor ex(s, kStages, links_of(world), {rows, kWidth});
+        PipelineExecutor ex(s, kStages, links_of(world));
         StageFunctions fns;
-        fns.forward = [&](int mb, const Variable& in) {
-          Variable h = layer(s == 0 ? Variable(x.slice0(mb * rows, (mb + 1) * rows)) : in, w);
+        fns.forward = [&](int mb, const Activations& in) {
+          EXPECT_EQ(in.size(), s == 0 ? 0u : 1u);
+          Variable h = layer(s == 0 ? Variable(x.slice0(mb * rows, (mb + 1) * rows)) : in.at(0), w);
           // The mean over the batch is the mean of micro-batch means / M.
-          return s == kStages - 1 ? autograd::mul(loss_of(h), 1.0f / static_cast<float>(m)) : h;
+          return Activations{s == kStages - 1 ? autograd::mul(loss_of(h), 1.0f / static_cast<float>(m)) : h};
         };
         PipelineRunStats stats = ex.run(make_schedule(kind, m, kStages, s), fns);
         std::vector<float> got = w.grad().to_vector();
@@ -81,14 +82,14 @@ TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
   comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
     const int s = world.rank();
     Variable w(randn({kWidth, kWidth}, 10 + s), true);
-    PipelineExecutor ex(s, kStages, links_of(world), {2, kWidth});
+    PipelineExecutor ex(s, kStages, links_of(world));
     autograd::NoGradGuard no_grad;
     float total = 0;
     StageFunctions fns;
-    fns.forward = [&](int mb, const Variable& in) {
-      Variable h = layer(s == 0 ? Variable(x.slice0(mb * 2, mb * 2 + 2)) : in, w);
+    fns.forward = [&](int mb, const Activations& in) {
+      Variable h = layer(s == 0 ? Variable(x.slice0(mb * 2, mb * 2 + 2)) : in.at(0), w);
       if (s == kStages - 1) total += loss_of(h).item();
-      return h;
+      return Activations{h};
     };
     ex.run(forward_only(4, kStages, s), fns);
     if (s == kStages - 1) {
@@ -98,9 +99,70 @@ TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
   });
 }
 
+// A stage hands over three tensors: int64 ids (B), a float activation (B, 3)
+// that needs a gradient and a float tensor (B, 2) that does not. Each arrives
+// with its dtype, shape and values, only the activation is a gradient-taking
+// leaf, and its gradient comes back to the first stage's weight.
+TEST(PipelineExecutor, CarriesSeveralTensorsOfAnyDtypeAndReturnsTheGradientsOfThoseThatNeedThem) {
+  constexpr int kM = 2, kB = 4;
+  Tensor x = randn({kM * kB, 3}, 5), scale = randn({kM * kB, 2}, 6);
+  auto ids_of = [](int mb) {
+    Tensor ids = Tensor::empty({kB}, DType::i64);
+    for (int64_t i = 0; i < kB; ++i) ids.data<int64_t>()[i] = (mb * kB + i) % 3;
+    return ids;
+  };
+  // Stage 1's loss of micro-batch mb from its three inputs.
+  auto tail = [&](const Variable& h, const Tensor& ids, const Variable& s2) {
+    Tensor pick = Tensor::zeros({kB, 3});  // one-hot rows of the ids
+    for (int64_t i = 0; i < kB; ++i) pick.data<float>()[i * 3 + ids.data<int64_t>()[i]] = 1.0f;
+    Variable picked = autograd::sum(autograd::mul(autograd::mul(h, h), Variable(pick)));
+    return autograd::mul(picked, autograd::sum(s2).item() / kM);
+  };
+  Variable w_whole(randn({3, 3}, 7), true);
+  for (int mb = 0; mb < kM; ++mb) {
+    Variable h = layer(Variable(x.slice0(mb * kB, (mb + 1) * kB)), w_whole);
+    tail(h, ids_of(mb), Variable(scale.slice0(mb * kB, (mb + 1) * kB))).backward();
+  }
+  for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b})
+    comm::spawn_threads(2, [&](comm::ProcessGroup& world) {
+      const int s = world.rank();
+      PipelineLinks l;
+      auto act = world.new_group({0, 1});
+      auto grad = world.new_group({0, 1});
+      if (s == 0) l.activations_to_next = act, l.grads_from_next = grad;
+      else l.activations_from_prev = act, l.grads_to_prev = grad;
+      Variable w(randn({3, 3}, 7), true);
+      PipelineExecutor ex(s, 2, l);
+      StageFunctions fns;
+      fns.forward = [&](int mb, const Activations& in) -> Activations {
+        if (s == 0) {
+          Variable h = layer(Variable(x.slice0(mb * kB, (mb + 1) * kB)), w);
+          return {Variable(ids_of(mb)), h, Variable(scale.slice0(mb * kB, (mb + 1) * kB).clone())};
+        }
+        EXPECT_EQ(in.size(), 3u);
+        EXPECT_EQ(in[0].value().dtype(), DType::i64);
+        EXPECT_EQ(in[0].shape(), (Shape{kB}));
+        const Tensor want_ids = ids_of(mb);
+        for (int64_t i = 0; i < kB; ++i) EXPECT_EQ(in[0].value().data<int64_t>()[i], want_ids.data<int64_t>()[i]);
+        EXPECT_FALSE(in[0].requires_grad());
+        EXPECT_EQ(in[1].shape(), (Shape{kB, 3}));
+        EXPECT_TRUE(in[1].requires_grad());
+        EXPECT_EQ(in[2].shape(), (Shape{kB, 2}));
+        EXPECT_FALSE(in[2].requires_grad());
+        EXPECT_EQ(in[2].value().to_vector(), scale.slice0(mb * kB, (mb + 1) * kB).to_vector());
+        return {tail(in[1], in[0].value(), in[2])};
+      };
+      ex.run(make_schedule(kind, kM, 2, s), fns);
+      if (s == 0) {
+        std::vector<float> got = w.grad().to_vector(), want = w_whole.grad().to_vector();
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << schedule_kind_name(kind) << " " << i;
+      }
+    });
+}
+
 TEST(PipelineExecutor, RefusesAStageWithoutItsLinks) {
   comm::spawn_threads(1, [&](comm::ProcessGroup&) {
-    EXPECT_THROW(PipelineExecutor(1, 2, PipelineLinks{}, {1}), Error);
+    EXPECT_THROW(PipelineExecutor(1, 2, PipelineLinks{}), Error);
   });
 }
 

@@ -1,7 +1,7 @@
 // The tensor-parallel ops over ranks-as-threads, against the non-parallel ops
 // on the same full tensors: forward values, and every gradient reassembled
-// from the ranks' shards. (The layers and a Megatron MLP / attention block are
-// in tensor_parallel_layers_test.cpp.)
+// from the ranks' shards (nn::join_parts). The layers split by a model's plan
+// (a whole GPT) are in model_shard_test.cpp.
 #include "artel/parallel/tensor_parallel.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,8 @@
 #include <string>
 
 #include "artel/autograd/ops.h"
+#include "artel/nn/embedding.h"
+#include "artel/nn/split.h"
 #include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
@@ -58,13 +60,38 @@ TEST(TensorParallel, ReduceFromSumsForwardAndPassesGradientsBackward) {
   }
 }
 
-// ---- embedding
+// ---- once over the group
 
-// ids (2, 6) hitting every shard of a 16-row table for 2 and 4 ranks, some repeated.
-const std::vector<int64_t> kIds = {0, 15, 3, 3, 8, 12, 7, 4, 15, 11, 3, 9};
+TEST(TensorParallel, OnceOverIsTheInputOnRankZeroAndZerosElsewhere) {
+  spawn(4, [&](comm::ProcessGroup& pg) {
+    Variable x(Tensor::full({3}, 2.0f), true);
+    Variable y = once_over_tensor_parallel(x, pg);
+    EXPECT_EQ(y.impl() == x.impl(), pg.rank() == 0);
+    EXPECT_EQ(reduce_from_tensor_parallel(y, pg).value().to_vector(), std::vector<float>(3, 2.0f));  // once in the sum
+    y.backward(Tensor::full({3}, 0.5f));
+    EXPECT_EQ(x.grad().to_vector(), std::vector<float>(3, 0.5f)) << "rank " << pg.rank();
+  });
+}
+
+// ---- vocabulary-parallel embedding: nn::Embedding given its rows of the table and the collectives
+
+// ids (2, 6) hitting every shard of a 15-row table (padded to 16 over 2 and 4 ranks), some repeated.
+const std::vector<int64_t> kIds = {0, 14, 3, 3, 8, 12, 7, 4, 14, 11, 3, 9};
+const nn::Split kVocab{.dim = 0, .pad = true};
+
+// This rank's part of a (V, C) table, as the plan's vocab style sets it up.
+std::shared_ptr<nn::Embedding> vocab_shard(const Tensor& whole, comm::ProcessGroup& pg) {
+  auto emb = std::make_shared<nn::Embedding>(whole.size(0), whole.size(1));
+  Variable w = emb->weight();
+  w.value() = nn::take_part(whole, kVocab, pg.rank(), pg.size());
+  emb->set_parallel({.first_row = nn::part_geometry(whole.shape(), kVocab, pg.rank(), pg.size()).begin,
+                     .enter = [&pg](const Variable& x) { return copy_to_tensor_parallel(x, pg); },
+                     .reduce = [&pg](const Variable& x) { return reduce_from_tensor_parallel(x, pg); }});
+  return emb;
+}
 
 void check_embedding(int world, DType id_dtype) {
-  const int64_t V = 16, C = 5;
+  const int64_t V = 15, C = 5;
   Tensor w = randn({V, C}, 1);
   Tensor ids = ids_tensor(kIds, {2, 6}, id_dtype);
   Tensor seed = randn({2, 6, C}, 2);  // the output gradient: sum(E · seed)
@@ -74,14 +101,15 @@ void check_embedding(int world, DType id_dtype) {
 
   PerRank grads(world);
   spawn(world, [&](comm::ProcessGroup& pg) {
-    int64_t rows = V / world;
-    Variable shard(shard_of(w, 0, pg.rank(), world), true);
-    Variable e = vocab_parallel_embedding(ids, shard, pg.rank() * rows, pg);
+    auto emb = vocab_shard(w, pg);
+    Variable e = emb->forward(ids);
     expect_close(e.value(), ef.value(), "embedding rank " + std::to_string(pg.rank()));
     autograd::sum(autograd::mul(e, Variable(seed))).backward();
-    grads.put(pg.rank(), shard.grad());
+    grads.put(pg.rank(), emb->weight().grad());
   });
-  expect_close(unshard(grads.slots, 0), wf.grad(), "d weight, world " + std::to_string(world));
+  const Tensor& last = grads.slots.back();  // the padding rows of the last rank get nothing
+  for (int64_t i = (V - (world - 1) * last.size(0)) * C; i < last.numel(); ++i) EXPECT_EQ(last.data<float>()[i], 0.0f);
+  expect_close(nn::join_parts(grads.slots, kVocab, {V, C}), wf.grad(), "d weight, world " + std::to_string(world));
 }
 
 TEST(TensorParallel, VocabParallelEmbeddingMatchesEmbedding) {
@@ -91,28 +119,38 @@ TEST(TensorParallel, VocabParallelEmbeddingMatchesEmbedding) {
   }
 }
 
-TEST(TensorParallel, VocabParallelEmbeddingRejectsIdsNoShardHolds) {
+// attend: this rank's columns of the logits, the input's gradient summed over the group.
+TEST(TensorParallel, VocabParallelAttendGivesThisRanksLogits) {
+  const int64_t V = 15, C = 5;
+  Tensor w = randn({V, C}, 3), x = randn({4, C}, 4);
+  Variable wf(w.clone(), true), xf(x.clone(), true);
+  Variable lf = autograd::linear(xf, wf, Variable());
+  autograd::sum(autograd::mul(lf, Variable(randn({4, V}, 5)))).backward();
+  for (int world : {2, 4}) {
+    PerRank logits(world);
+    spawn(world, [&](comm::ProcessGroup& pg) {
+      auto emb = vocab_shard(w, pg);
+      Variable xr(x.clone(), true);
+      Variable l = emb->attend(xr);
+      logits.put(pg.rank(), l.value());
+      Tensor seed = nn::take_part(randn({4, V}, 5), {.dim = 1, .pad = true}, pg.rank(), world);
+      autograd::sum(autograd::mul(l, Variable(seed))).backward();
+      expect_close(xr.grad(), xf.grad(), "dx rank " + std::to_string(pg.rank()));
+    });
+    expect_close(nn::join_parts(logits.slots, {.dim = 1, .pad = true}, {4, V}), lf.value(), "logits");
+  }
+}
+
+TEST(TensorParallel, VocabParallelEmbeddingRejectsIdsOutsideTheTable) {
   Tensor ids = ids_tensor({1, 16, 2}, {3});
-  expect_error_on_every_rank(2, "id 16 at position 1 is held by 0 of the 2", [&](comm::ProcessGroup& pg) {
-    Variable shard(Tensor::zeros({8, 3}), true);
-    vocab_parallel_embedding(ids, shard, pg.rank() * 8, pg);
+  expect_error_on_every_rank(2, "id 16 at position 1 is outside the table's [0, 16)", [&](comm::ProcessGroup& pg) {
+    vocab_shard(Tensor::zeros({16, 3}), pg)->forward(ids);
   });
-  Tensor negative = ids_tensor({-1}, {1});
-  expect_error_on_every_rank(2, "id -1 at position 0 is held by 0", [&](comm::ProcessGroup& pg) {
-    vocab_parallel_embedding(negative, Variable(Tensor::zeros({8, 3})), pg.rank() * 8, pg);
+  expect_error_on_every_rank(2, "id -1 at position 0", [&](comm::ProcessGroup& pg) {
+    vocab_shard(Tensor::zeros({15, 3}), pg)->forward(ids_tensor({-1}, {1}));
   });
-}
-
-TEST(TensorParallel, VocabParallelEmbeddingRejectsShardsThatDoNotTileTheTable) {
-  Tensor ids = ids_tensor({1, 2}, {2});
-  expect_error_on_every_rank(2, "id 1 at position 0 is held by 2", [&](comm::ProcessGroup& pg) {
-    vocab_parallel_embedding(ids, Variable(Tensor::zeros({8, 3})), /*vocab_start=*/0, pg);  // both ranks
-  });
-}
-
-TEST(TensorParallel, VocabParallelEmbeddingRejectsFloatIds) {
   expect_error_on_every_rank(2, "ids must be int64 or int32", [&](comm::ProcessGroup& pg) {
-    vocab_parallel_embedding(Tensor::zeros({3}), Variable(Tensor::zeros({8, 3})), pg.rank() * 8, pg);
+    vocab_shard(Tensor::zeros({16, 3}), pg)->forward(Tensor::zeros({3}));
   });
 }
 
@@ -146,7 +184,7 @@ void check_cross_entropy(int world, float spread, DType target_dtype, float rtol
   PerRank grads(world);
   spawn(world, [&](comm::ProcessGroup& pg) {
     int64_t Vl = kV / world;
-    Tensor mine = shard_of(logits.view({kB * kT, kV}), 1, pg.rank(), world).view({kB, kT, Vl});
+    Tensor mine = nn::take_part(logits.view({kB * kT, kV}), {.dim = 1}, pg.rank(), world).view({kB, kT, Vl});
     Variable local(mine, true);
     Variable loss = vocab_parallel_cross_entropy(local, targets, pg.rank() * Vl, pg);
     ASSERT_EQ(loss.shape(), Shape{});
@@ -154,7 +192,7 @@ void check_cross_entropy(int world, float spread, DType target_dtype, float rtol
     loss.backward(Tensor::full({}, 0.5f));
     grads.put(pg.rank(), local.grad().view({kB * kT, Vl}));
   });
-  Tensor got = unshard(grads.slots, 1);
+  Tensor got = nn::join_parts(grads.slots, {.dim = 1}, {kB * kT, kV});
   for (float g : got.to_vector()) ASSERT_TRUE(std::isfinite(g));
   expect_close(got, full.grad().view({kB * kT, kV}), "d logits, world " + std::to_string(world), rtol);
 }
@@ -170,10 +208,39 @@ TEST(TensorParallel, VocabParallelCrossEntropyIsStableForLargeLogits) {
   for (int world : {2, 4}) check_cross_entropy(world, 1000.0f, DType::i64, 1e-5f);
 }
 
+// A vocabulary padded to divide over the group: the padding columns (garbage
+// here) never enter the softmax and get no gradient.
+TEST(TensorParallel, VocabParallelCrossEntropySkipsPaddingColumns) {
+  const int64_t N = 6, V = 13;  // padded to 14 over 2 ranks, to 16 over 4
+  const nn::Split cols{.dim = 1, .pad = true};
+  Tensor logits = randn({N, V}, 21, 2.0f);
+  Tensor targets = ids_tensor({0, 12, 5, 7, -100, 12}, {N});
+  Variable full(logits.clone(), true);
+  Variable lf = autograd::cross_entropy(full, targets);
+  lf.backward();
+  for (int world : {2, 4}) {
+    PerRank grads(world);
+    spawn(world, [&](comm::ProcessGroup& pg) {
+      const nn::PartGeometry g = nn::part_geometry({N, V}, cols, pg.rank(), world);
+      Tensor mine = nn::take_part(logits, cols, pg.rank(), world);
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = g.valid(); c < g.count; ++c) mine.data<float>()[r * g.count + c] = 50.0f;
+      Variable local(mine, true);
+      Variable loss = vocab_parallel_cross_entropy(local, targets, g.begin, pg, V);
+      EXPECT_NEAR(loss.item(), lf.item(), 1e-5f * std::abs(lf.item())) << "rank " << pg.rank() << " world " << world;
+      loss.backward();
+      for (int64_t r = 0; r < N; ++r)
+        for (int64_t c = g.valid(); c < g.count; ++c) EXPECT_EQ(local.grad().data<float>()[r * g.count + c], 0.0f);
+      grads.put(pg.rank(), local.grad());
+    });
+    expect_close(nn::join_parts(grads.slots, cols, {N, V}), full.grad(), "d logits, world " + std::to_string(world));
+  }
+}
+
 TEST(TensorParallel, VocabParallelCrossEntropyWithEveryTargetIgnoredIsZero) {
   spawn(2, [&](comm::ProcessGroup& pg) {
     Variable local(randn({3, 4}, 9), true);
-    Variable loss = vocab_parallel_cross_entropy(local, ids_tensor({-1, -1, -1}, {3}), pg.rank() * 4, pg, -1);
+    Variable loss = vocab_parallel_cross_entropy(local, ids_tensor({-1, -1, -1}, {3}), pg.rank() * 4, pg, /*vocab=*/-1, /*ignore_index=*/-1);
     EXPECT_EQ(loss.item(), 0.0f);
     loss.backward();
     for (float g : local.grad().to_vector()) EXPECT_EQ(g, 0.0f);
@@ -182,8 +249,7 @@ TEST(TensorParallel, VocabParallelCrossEntropyWithEveryTargetIgnoredIsZero) {
 
 TEST(TensorParallel, EmptyInputsNeedNoCommunication) {
   spawn(2, [&](comm::ProcessGroup& pg) {
-    Variable shard(Tensor::zeros({4, 3}), true);
-    Variable e = vocab_parallel_embedding(Tensor::empty({2, 0}, DType::i64), shard, pg.rank() * 4, pg);
+    Variable e = vocab_shard(Tensor::zeros({8, 3}), pg)->forward(Tensor::empty({2, 0}, DType::i64));
     EXPECT_EQ(e.shape(), (Shape{2, 0, 3}));
     Variable loss = vocab_parallel_cross_entropy(Variable(Tensor::zeros({0, 4}), true), Tensor::empty({0}, DType::i64),
                                                  pg.rank() * 4, pg);

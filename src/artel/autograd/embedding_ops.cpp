@@ -7,22 +7,24 @@
 
 namespace artel::autograd {
 
-Variable embedding(const Variable& weight, const Tensor& ids) {
+Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows) {
   ARTEL_CHECK(weight.value().dim() == 2, "embedding: weight must be (V, C), got ", shape_str(weight.shape()));
   ARTEL_CHECK(ids.defined(), "embedding: undefined ids");
   int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
+  const int64_t first = rows.first_row, vocab = rows.vocab < 0 ? V : rows.vocab;
+  ARTEL_CHECK(first >= 0 && (first < vocab || V == 0), "embedding: rows from ", first, " of a table of ", vocab);
   Shape out = ids.shape();
   out.push_back(C);
   Tensor y = Tensor::empty(out);
   Tensor w = weight.value();
   detail::with_ids(ids, "embedding", "ids", [&](const auto* p) {
-    kernels::check_ids(n, V, p);
-    kernels::embedding_forward(n, C, p, w.data<float>(), y.data<float>());
+    kernels::check_ids(n, vocab, p);
+    kernels::embedding_forward(n, C, p, first, V, w.data<float>(), y.data<float>());
   });
-  return make_result(y, {weight}, "embedding", [ids, n, V, C](const Tensor& g, std::vector<Tensor>& gi) {
+  return make_result(y, {weight}, "embedding", [ids, n, V, C, first](const Tensor& g, std::vector<Tensor>& gi) {
     gi[0] = Tensor::empty({V, C});
     detail::with_ids(ids, "embedding", "ids", [&](const auto* p) {
-      kernels::embedding_backward(n, V, C, p, g.data<float>(), gi[0].data<float>());
+      kernels::embedding_backward(n, V, C, p, first, g.data<float>(), gi[0].data<float>());
     });
   });
 }

@@ -1,5 +1,6 @@
 // Differentiable ops on Variables. Each op's forward calls a kernel (kernels/)
-// and records its backward next to it (STYLE 8: derivatives in one place);
+// and records its backward next to it (derivatives in one place, as in
+// tinygrad's gradient table);
 // every backward is checked against finite differences in tests/autograd.
 //
 // Shapes use fixed letters: B batch, T time, C channels, V vocabulary.
@@ -65,8 +66,16 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int64_t ig
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, float eps = 1e-5f);
 
 // ---- embedding and regularisation
-// weight (V, C), ids int64 or int32 of any shape (...) -> (..., C). Ids outside [0, V) are an Error.
-Variable embedding(const Variable& weight, const Tensor& ids);
+// Which rows of a table `weight` holds: [first_row, first_row + rows) of a
+// table of `vocab` rows (-1: the rows it has). Ids of the table outside that
+// range look up zeros (vocabulary-parallel: another rank holds them).
+struct EmbeddingRows {
+  int64_t first_row = 0;
+  int64_t vocab = -1;
+};
+// weight (rows, C), ids int64 or int32 of any shape (...) -> (..., C). Ids
+// outside [0, vocab) are an Error.
+Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows = {});
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p). Identity when !training or p == 0.
 Variable dropout(const Variable& x, float p, bool training, Rng& rng);
 

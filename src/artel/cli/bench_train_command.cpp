@@ -1,7 +1,7 @@
 // `artel bench train`: ms/step of W1, W2 and the CNN at 1 and 2 threads, and —
-// when Debian's python3 has torch and ../shared/peers/torch_train/train.py is
-// there — the PyTorch harness on the same workloads in the same run, with the
-// ratio artel / PyTorch (below 1 = artel faster). A benchmark, not a test.
+// when Debian's python3 has torch — the PyTorch harness (tools/torch/train.py)
+// on the same workloads in the same run, with the ratio artel / PyTorch
+// (below 1 = artel faster). A benchmark, not a test.
 //
 //   artel bench train                                 # everything (about 2 minutes)
 //   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
@@ -40,7 +40,7 @@ struct BenchArgs {
   int64_t warmup = 20;
   std::string torch = "auto";  // auto | on | off
   std::string python = "/usr/bin/python3";
-  std::string harness;         // "" = <checkout>/../shared/peers/torch_train/train.py
+  std::string harness;         // "" = tools/torch/train.py of the project (train::project_root())
   int timeout_s = 900;
   bool json = false;
   bool scaling = false;        // data-parallel scaling instead of ms/step
@@ -106,15 +106,13 @@ std::string gemm_lines(const BenchArgs& a) {
   return s + "# PyTorch GEMM: " + kernels::gemm_kernels(kernels::GemmLibrary::openblas) + "\n";
 }
 
-// Where the peer harness is, or "" with the reason it is skipped in `why`.
+// Where the PyTorch harness is, or "" with the reason it is skipped in `why`.
 std::string find_torch_harness(const BenchArgs& a, std::string& why) {
   if (a.torch == "off") return why = "--torch off", "";
   std::string harness = a.harness;
   if (harness.empty()) {
     try {
-      harness = (std::filesystem::path(train::project_root()) / ".." / "shared" / "peers" / "torch_train" / "train.py")
-                    .lexically_normal()
-                    .string();
+      harness = train::project_root() + "/tools/torch/train.py";
     } catch (const Error& e) {
       why = e.what();
     }
@@ -364,7 +362,7 @@ int run_bench_train(int argc, char** argv) {
   app.add_option("--warmup", a.warmup, "steps left out of the median");
   app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
   app.add_option("--python", a.python, "python with torch");
-  app.add_option("--torch-harness", a.harness, "path of torch_train/train.py");
+  app.add_option("--torch-harness", a.harness, "the PyTorch harness (default: the project's tools/torch/train.py)");
   app.add_option("--timeout", a.timeout_s, "seconds one PyTorch run may take");
   app.add_flag("--json", a.json, "one JSON object per measurement");
   app.add_flag("--scaling", a.scaling,

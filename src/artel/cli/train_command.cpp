@@ -1,7 +1,7 @@
 // `artel train`: parses the command line into a TrainConfig (flags override a
 // --config JSON file, which overrides the model's recipe defaults) and runs
 // the trainer. argv, the environment and the terminal are read here, at the
-// edge, and nowhere deeper (STYLE 14). With no arguments at all, `artel` runs
+// edge, and nowhere deeper. With no arguments at all, `artel` runs
 // this command with its defaults: the main job, data-parallel over the cores.
 //
 // Who runs what:

@@ -70,8 +70,9 @@ class Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
-// One options struct per collective (STYLE 2). `algorithm` is "auto" or a name
-// from docs/COLLECTIVES.md, for benchmarks and tests.
+// One options struct per collective (as c10d's AllreduceOptions), never runs
+// of bool parameters. `algorithm` is "auto" or a name from docs/COLLECTIVES.md,
+// for benchmarks and tests.
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::sum;
   std::string algorithm = "auto";

@@ -141,8 +141,14 @@ void stream_copy(void* dst, const void* src, size_t nbytes) {
   size_t head = std::min(nbytes, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
   std::memcpy(d, s, head);
   d += head, s += head, nbytes -= head;
-  for (; nbytes >= 64; d += 64, s += 64, nbytes -= 64)
+  for (; nbytes >= 64; d += 64, s += 64, nbytes -= 64) {
+#if defined(__AVX512F__)
     _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_loadu_si512(s));
+#else  // AVX2 machines (AMD Zen 3): two 32-byte non-temporal stores per line
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32)));
+#endif
+  }
   std::memcpy(d, s, nbytes);
   _mm_sfence();
 }

@@ -1,7 +1,7 @@
 // Transport: the small interface a communication backend implements. The
 // collective algorithms (algorithms.h) are written once over it, so a backend
-// is only this file's two classes — the rest of comm/ is shared (STYLE 3,
-// after gloo's transport/pair.h).
+// is only this file's two classes — the rest of comm/ is shared (after
+// gloo's transport/pair.h).
 //
 // A backend supplies:
 //   - Transport: tagged, blocking point-to-point messages between the group's

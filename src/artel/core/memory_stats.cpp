@@ -1,6 +1,8 @@
 #include "artel/core/memory_stats.h"
 
 #include <atomic>
+#include <fstream>
+#include <string>
 
 namespace artel {
 namespace {
@@ -11,6 +13,13 @@ std::atomic<int64_t> g_peak{0};
 int64_t live_tensor_bytes() { return g_live.load(std::memory_order_relaxed); }
 int64_t peak_tensor_bytes() { return g_peak.load(std::memory_order_relaxed); }
 void reset_peak_tensor_bytes() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+int64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.compare(0, 6, "VmHWM:") == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  return 0;
+}
 
 namespace detail {
 

@@ -22,6 +22,10 @@ int64_t live_tensor_bytes();     // bytes of tensor storage allocated by artel a
 int64_t peak_tensor_bytes();     // the largest live_tensor_bytes() since the last reset
 void reset_peak_tensor_bytes();  // peak := live
 
+// The process's peak resident memory as the OS counts it (VmHWM of
+// /proc/self/status, shared memory it touched included); 0 where unknown.
+int64_t peak_resident_bytes();
+
 namespace detail {
 // For Storage (tensor.cpp) only.
 void note_tensor_alloc(int64_t bytes);

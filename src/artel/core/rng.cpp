@@ -46,6 +46,17 @@ float Rng::normal() {
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
 }
 
+float Rng::uniform_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<float>(philox(seed, stream, index)[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+float Rng::normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
+  std::array<uint32_t, 4> w = philox(seed, stream, index);
+  float u1 = 1.0f - static_cast<float>(w[0] >> 8) * (1.0f / 16777216.0f);
+  float u2 = static_cast<float>(w[1] >> 8) * (1.0f / 16777216.0f);
+  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853071795864f * u2);
+}
+
 uint64_t Rng::below(uint64_t n) {
   if (n <= 1) return 0;
   uint64_t limit = UINT64_MAX - UINT64_MAX % n;

@@ -36,6 +36,13 @@ class Rng {
   // One Philox4x32-10 block: the pure function underneath.
   static std::array<uint32_t, 4> philox(uint64_t key, uint64_t hi, uint64_t lo);
 
+  // Draws addressed by (seed, stream, index) alone: element `index` of a
+  // stream is one Philox block, so a worker computes any element of a
+  // parameter without drawing the ones before it (Note [Declared parameters]
+  // in nn/module.h). uniform_at in [0, 1); normal_at N(0, 1) by Box-Muller.
+  static float uniform_at(uint64_t seed, uint64_t stream, uint64_t index);
+  static float normal_at(uint64_t seed, uint64_t stream, uint64_t index);
+
  private:
   RngState state_;
   std::array<uint32_t, 4> block_{};

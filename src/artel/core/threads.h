@@ -4,7 +4,8 @@
 // OpenBLAS and oneDNN are kept single-threaded (kernels/gemm.h); artel splits
 // work (GEMMs included) over its own pool, whose idle threads spin for a few
 // microseconds and then sleep on a futex. Spinning forever is what makes two
-// busy-waiting runtimes on two cores slower than one (../shared/baselines.md).
+// busy-waiting runtimes on two cores slower than one (Debian's PyTorch and
+// OpenBLAS both spin: two threads on two cores ran up to 2x slower than one).
 //
 //   set_num_threads(2);
 //   parallel_for(rows, 16, [&](int64_t begin, int64_t end) { ... });

@@ -4,8 +4,11 @@
 // weight tied to another use (GPT's lm_head) gets both contributions from the
 // autograd engine, not from here.
 //
-//   embedding_forward(n, V, C, ids, W, out);        // out[i] = W[ids[i]]
-//   embedding_backward(n, V, C, ids, dout, dW);     // dW = 0; dW[ids[i]] += dout[i]
+//   embedding_forward(n, C, ids, 0, V, W, out);        // out[i] = W[ids[i]]
+//   embedding_backward(n, V, C, ids, 0, dout, dW);     // dW = 0; dW[ids[i]] += dout[i]
+//
+// A table may hold only rows [first, first + V) of a larger one (a
+// vocabulary-parallel shard): other ids read zeros and add nothing.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +20,11 @@ template <class Id>
 void check_ids(int64_t n, int64_t V, const Id* ids);
 
 template <class Id>
-void embedding_forward(int64_t n, int64_t C, const Id* ids, const float* weight, float* out);
+void embedding_forward(int64_t n, int64_t C, const Id* ids, int64_t first, int64_t V, const float* weight, float* out);
 
 // Overwrites dweight (V, C).
 template <class Id>
-void embedding_backward(int64_t n, int64_t V, int64_t C, const Id* ids, const float* dout, float* dweight);
+void embedding_backward(int64_t n, int64_t V, int64_t C, const Id* ids, int64_t first, const float* dout,
+                        float* dweight);
 
 }  // namespace artel::kernels

@@ -4,7 +4,8 @@
 //   3 conv 6→16 5×5,      4 ReLU, 5 maxpool 2,      (B, 16, 5, 5)
 //   6 flatten (400), 7 linear 400→120, 8 ReLU, 9 linear 120→84, 10 ReLU, 11 linear 84→10
 // so its weights are net.0.*, net.3.*, net.7.*, net.9.*, net.11.* (61,706
-// parameters). PyTorch's default init.
+// parameters). PyTorch's default init. Its pieces are the twelve layers (a
+// pipeline cuts between them).
 //
 //   Cnn m(ModelConfig{.kind = "cnn"});
 //   Variable logits = m.forward(x);   // x (B, 784) or (B, 1, 28, 28) f32 -> (B, 10)
@@ -18,7 +19,6 @@ namespace artel::models {
 class Cnn : public Model {
  public:
   explicit Cnn(const ModelConfig& config);
-  Variable forward(const Tensor& input) override;
 
  private:
   std::shared_ptr<nn::Sequential> net_;

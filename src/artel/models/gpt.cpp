@@ -5,14 +5,9 @@
 #include <limits>
 
 #include "artel/autograd/ops.h"
-#include "artel/nn/init.h"
 
 namespace artel::models {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Index of a draw from softmax(logits) (entries of -inf never drawn).
 int64_t sample(const std::vector<float>& logits, Rng& rng) {
@@ -32,42 +27,53 @@ int64_t sample(const std::vector<float>& logits, Rng& rng) {
 
 }  // namespace
 
-Gpt::Transformer::Transformer(const ModelConfig& c, Rng& init, std::shared_ptr<Rng> drop_rng) {
-  wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, init));
-  wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, init));
+Gpt::Transformer::Transformer(const ModelConfig& c, std::shared_ptr<Rng> drop_rng) {
+  const nn::Init std = nn::Init::normal(0.0f, 0.02f);
+  const BlockInit block{.std = 0.02f, .residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer))};
+  wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, std));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, std));
   drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, drop_rng));
   h = register_module("h", std::make_shared<nn::ModuleList<Block>>());
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    h->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, init, drop_rng));
+  for (int64_t i = 0; i < c.n_layer; ++i) h->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, block, drop_rng));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
 }
 
+// The plan (gpt.h): how the one definition is cut into stages and split over
+// a tensor-parallel group.
 Gpt::Gpt(const ModelConfig& config) : Model(config) {
   ARTEL_CHECK(config.kind == "gpt", "Gpt built from a config of kind '", config.kind, "'");
-  Rng rng(config.seed, kInitStream);
-  transformer_ = register_module("transformer", std::make_shared<Transformer>(config, rng, shared_dropout_rng()));
+  transformer_ = register_module("transformer", std::make_shared<Transformer>(config, shared_dropout_rng()));
   register_alias("lm_head.weight", "transformer.wte.weight");
-  init_weights(rng);
-}
 
-void Gpt::init_weights(Rng& rng) {
-  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config().n_layer));
-  for (auto& [name, p] : named_parameters()) {
-    Tensor& t = p.value();
-    if (ends_with(name, "c_proj.weight")) {
-      nn::init::normal(t, 0.0f, resid_std, rng);
-    } else if (t.dim() >= 2) {
-      nn::init::normal(t, 0.0f, 0.02f, rng);  // Linear and Embedding weights
-    } else if (ends_with(name, ".bias")) {
-      nn::init::zeros(t);
-    } else {
-      nn::init::ones(t);  // LayerNorm weights
-    }
+  nn::ParallelPlan plan;
+  plan.pieces.push_back({.name = "embed",
+                         .modules = {"transformer.wte", "transformer.wpe", "transformer.drop"},
+                         .forward = [this](const nn::Activations& in) { return embed(in); },
+                         .layer = false});
+  for (size_t i = 0; i < transformer_->h->size(); ++i) {
+    const std::string path = "transformer.h." + std::to_string(i);
+    plan.pieces.push_back({.name = "h." + std::to_string(i), .modules = {path}, .forward = [this, i](const nn::Activations& in) {
+                             return nn::Activations{(*transformer_->h)[i].forward(in.at(0))};
+                           }});
   }
+  plan.pieces.push_back({.name = "head",
+                         .modules = {"transformer.ln_f", "transformer.wte"},  // wte: the tied lm_head
+                         .forward = [this](const nn::Activations& in) { return head(in); },
+                         .layer = false});
+  using nn::TensorParallelStyle;
+  const int64_t head = config.n_embd / config.n_head;  // a rank holds whole heads
+  plan.tensor_parallel = {{"transformer.wte", TensorParallelStyle::vocab},
+                          {"transformer.h.*.attn.c_attn", TensorParallelStyle::column, /*groups=*/3, /*unit=*/head},
+                          {"transformer.h.*.attn.c_proj", TensorParallelStyle::row, /*groups=*/1, /*unit=*/head},
+                          {"transformer.h.*.mlp.c_fc", TensorParallelStyle::column},
+                          {"transformer.h.*.mlp.c_proj", TensorParallelStyle::row}};
+  plan.vocab_parallel_logits = "transformer.wte";
+  set_plan(std::move(plan));
 }
 
-Variable Gpt::forward(const Tensor& ids) {
+nn::Activations Gpt::embed(const nn::Activations& in) {
   const ModelConfig& c = config();
+  const Tensor& ids = in.at(0).value();
   ARTEL_CHECK((ids.dtype() == DType::i64 || ids.dtype() == DType::i32) && ids.dim() == 2 && ids.size(0) > 0 &&
                   ids.size(1) > 0,
               "gpt: input must be int64 or int32 token ids (B, T), got ", dtype_name(ids.dtype()), " ",
@@ -77,12 +83,12 @@ Variable Gpt::forward(const Tensor& ids) {
               " (hint: crop the input or build the model with a larger --block-size)");
   Tensor pos = Tensor::empty({T}, DType::i64);
   for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
-
   Variable x = autograd::add(transformer_->wte->forward(ids), transformer_->wpe->forward(pos));  // (B, T, C)
-  x = transformer_->drop->forward(x);
-  for (const auto& block : *transformer_->h) x = block->forward(x);
-  x = transformer_->ln_f->forward(x);
-  return autograd::linear(x, transformer_->wte->weight(), Variable());  // (B, T, V), tied lm_head
+  return {transformer_->drop->forward(x)};
+}
+
+nn::Activations Gpt::head(const nn::Activations& in) {
+  return {transformer_->wte->attend(transformer_->ln_f->forward(in.at(0)))};  // (B, T, V), tied lm_head
 }
 
 std::vector<int64_t> Gpt::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, float temperature,

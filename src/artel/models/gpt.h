@@ -9,7 +9,17 @@
 // N(0, 0.02/√(2·n_layer)) for the residual projections (c_proj.weight), zero
 // biases, LayerNorm ones / zeros. Dropout: see gpt_block.h.
 //
-//   Gpt gpt(ModelConfig{});                       // W2's baby GPT
+// Its plan, declared in gpt.cpp next to the model: the pieces embed (wte,
+// wpe, dropout), h.0 … h.{L-1}, head (ln_f and the tied wte), so a pipeline
+// cuts between blocks and the embedding is a weight tied across the first
+// and last stage; tensor parallelism as Megatron's — wte split by vocabulary
+// (padded to a multiple of the group), c_attn and c_fc by output features
+// (c_attn per q, k and v, so each rank holds whole heads), both c_proj by
+// input features. The forward is the pieces in order, on one worker and on
+// every layout.
+//
+//   Gpt gpt(ModelConfig{});                       // W2's baby GPT, declared
+//   nn::materialize(gpt, seed);
 //   Variable logits = gpt.forward(ids);           // ids (B, T) int64/int32, T <= block_size -> (B, T, V)
 //   auto text = gpt.generate({0}, 100, 0.8f, 0, rng);
 #pragma once
@@ -26,7 +36,6 @@ namespace artel::models {
 class Gpt : public Model {
  public:
   explicit Gpt(const ModelConfig& config);
-  Variable forward(const Tensor& ids) override;
 
   // Samples max_new_tokens tokens after `prompt` (ids in [0, vocab_size),
   // non-empty): each step feeds the last block_size tokens, divides the last
@@ -37,14 +46,15 @@ class Gpt : public Model {
                                 int64_t top_k, Rng& rng);
 
  private:
-  void init_weights(Rng& rng);
+  nn::Activations embed(const nn::Activations& ids);  // (B, T) -> (B, T, C)
+  nn::Activations head(const nn::Activations& x);    // (B, T, C) -> (B, T, V)
 
   struct Transformer : nn::Module {
     std::shared_ptr<nn::Embedding> wte, wpe;
     std::shared_ptr<nn::Dropout> drop;
     std::shared_ptr<nn::ModuleList<Block>> h;
     std::shared_ptr<nn::LayerNorm> ln_f;
-    Transformer(const ModelConfig& c, Rng& init, std::shared_ptr<Rng> drop_rng);
+    Transformer(const ModelConfig& c, std::shared_ptr<Rng> drop_rng);
   };
   std::shared_ptr<Transformer> transformer_;
 };

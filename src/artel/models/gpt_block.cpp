@@ -9,18 +9,21 @@ namespace {
 // one linear_add: the residual goes into the GEMM's output with the bias
 // instead of costing an add of its own. Same parameters either way.
 Variable project_onto(const Variable& residual, nn::Linear& proj, nn::Dropout& drop, const Variable& h) {
-  if (drop.p() == 0.0f || !drop.is_training())
-    return autograd::linear_add(h, proj.weight(), proj.bias(), residual);
+  if (drop.p() == 0.0f || !drop.is_training()) return proj.forward_onto(residual, h);
   return autograd::add(residual, drop.forward(proj.forward(h)));
 }
 
+nn::Init weights(float std) { return nn::Init::normal(0.0f, std); }
+
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init,
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init,
                                          std::shared_ptr<Rng> drop)
-    : n_head_(n_head) {
-  c_attn_ = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, true, init));
-  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, init));
+    : head_dim_(n_embd / n_head) {
+  c_attn_ = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, true, weights(init.std),
+                                                                    nn::Init::zeros()));
+  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, true, weights(init.residual_std),
+                                                                    nn::Init::zeros()));
   resid_dropout_ = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout, std::move(drop)));
 }
 
@@ -32,15 +35,19 @@ Variable CausalSelfAttention::forward_onto(const Variable& residual, const Varia
   return project_onto(residual, *c_proj_, *resid_dropout_, heads(x));
 }
 
+// The heads are whatever c_attn produced: all of them on one worker, this
+// rank's n_head/T under tensor parallelism.
 Variable CausalSelfAttention::heads(const Variable& x) {
-  Variable qkv = c_attn_->forward(x);                     // (B, T, 3C)
-  return autograd::causal_self_attention(qkv, n_head_);  // (B, T, C)
+  Variable qkv = c_attn_->forward(x);                                         // (B, T, 3·heads·D)
+  return autograd::causal_self_attention(qkv, qkv.size(-1) / (3 * head_dim_));  // (B, T, heads·D)
 }
 
-GptMlp::GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
-  c_fc_ = register_module("c_fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd, true, init));
+GptMlp::GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop) {
+  c_fc_ = register_module("c_fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd, true, weights(init.std),
+                                                                nn::Init::zeros()));
   gelu_ = register_module("gelu", std::make_shared<nn::GELU>());
-  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd, true, init));
+  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd, true,
+                                                                    weights(init.residual_std), nn::Init::zeros()));
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(dropout, std::move(drop)));
 }
 
@@ -52,7 +59,7 @@ Variable GptMlp::forward_onto(const Variable& residual, const Variable& x) {
   return project_onto(residual, *c_proj_, *dropout_, gelu_->forward(c_fc_->forward(x)));
 }
 
-Block::Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop) {
+Block::Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop) {
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(n_embd));
   attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, init, drop));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(n_embd));

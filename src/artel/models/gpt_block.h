@@ -4,8 +4,14 @@
 //   x = x + attn(ln_1(x))        // (B, T, C)
 //   x = x + mlp(ln_2(x))
 //
-// Each residual add is done inside the branch's c_proj (autograd::linear_add)
-// whenever that branch's dropout is inactive, instead of as a pass of its own.
+// Each residual add is done inside the branch's c_proj (Linear::forward_onto,
+// autograd::linear_add) whenever that branch's dropout is inactive, instead
+// of as a pass of its own.
+//
+// The block is written once for every layout: the GPT's plan (gpt.h) splits
+// c_attn and c_fc by output features and both c_proj by input features over a
+// tensor-parallel group, and the same code then runs on this rank's heads and
+// 4C/T hidden features (attention takes its head count from c_attn's output).
 //
 // Dropout sits where nanoGPT puts it on the residual branches (attn.resid_dropout,
 // mlp.dropout); the dropout on attention probabilities (nanoGPT's attn_dropout)
@@ -24,23 +30,30 @@ namespace artel::models {
 
 using autograd::Variable;
 
+// How a block's parameters start (nanoGPT): weights N(0, 0.02), the
+// residual projections N(0, 0.02/√(2·n_layer)), biases zero.
+struct BlockInit {
+  float std = 0.02f;
+  float residual_std = 0.02f;
+};
+
 class CausalSelfAttention : public nn::Layer {
  public:
-  CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  CausalSelfAttention(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop);
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, C)
   // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
   Variable forward_onto(const Variable& residual, const Variable& x);
 
  private:
   Variable heads(const Variable& x);  // c_attn and attention: (B, T, C) -> (B, T, C), before c_proj
-  int64_t n_head_;
+  int64_t head_dim_;
   std::shared_ptr<nn::Linear> c_attn_, c_proj_;
   std::shared_ptr<nn::Dropout> resid_dropout_;
 };
 
 class GptMlp : public nn::Layer {
  public:
-  GptMlp(int64_t n_embd, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop);
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, 4C) -> (B, T, C)
   // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
   Variable forward_onto(const Variable& residual, const Variable& x);
@@ -53,7 +66,7 @@ class GptMlp : public nn::Layer {
 
 class Block : public nn::Layer {
  public:
-  Block(int64_t n_embd, int64_t n_head, float dropout, Rng& init, std::shared_ptr<Rng> drop);
+  Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop);
   Variable forward(const Variable& x) override;
 
  private:

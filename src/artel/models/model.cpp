@@ -28,11 +28,17 @@ Model::Model(const ModelConfig& config)
   config_.validate();
 }
 
-std::unique_ptr<Model> make_model(const ModelConfig& config) {
+std::unique_ptr<Model> declare_model(const ModelConfig& config) {
   config.validate();
   if (config.kind == "mlp") return std::make_unique<Mlp>(config);
   if (config.kind == "cnn") return std::make_unique<Cnn>(config);
   return std::make_unique<Gpt>(config);
+}
+
+std::unique_ptr<Model> make_model(const ModelConfig& config) {
+  std::unique_ptr<Model> m = declare_model(config);
+  nn::materialize(*m, config.seed);
+  return m;
 }
 
 }  // namespace artel::models

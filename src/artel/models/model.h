@@ -1,13 +1,15 @@
-// Model: what the training loop trains — a Module whose forward maps one
-// batch input to logits — and make_model, which builds one of the bundled
-// models from a validated config. Every weight is drawn from Rng(seed, 0), so
-// a seed fixes the initial model on every rank; dropout masks come from a
-// separate stream, Rng(seed, 1), whose state a checkpoint can save.
+// The bundled models (GPT, MLP, CNN): nn::Models with a config, each
+// declaring its plan next to it, and make_model, which builds one from a
+// validated config. The seed fixes every weight on every rank (each
+// parameter drawn from its own stream, Note [Declared parameters] in
+// nn/module.h); dropout masks come from the stream Rng(seed, 1), whose state
+// a checkpoint can save.
 //
 //   ModelConfig cfg;                      // W2's GPT by default
 //   cfg.kind = "mlp";
-//   std::unique_ptr<Model> m = make_model(cfg);
+//   std::unique_ptr<Model> m = make_model(cfg);        // drawn from cfg.seed
 //   Variable logits = m->forward(x);      // (B, 784) f32 -> (B, 10)
+//   std::unique_ptr<Model> d = declare_model(cfg);     // shapes only: a worker materialises its shard
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,7 @@
 #include <string>
 
 #include "artel/core/rng.h"
-#include "artel/nn/module.h"
+#include "artel/nn/model.h"
 
 namespace artel::models {
 
@@ -36,11 +38,9 @@ struct ModelConfig {
   void validate() const;
 };
 
-class Model : public nn::Module {
+class Model : public nn::Model {
  public:
   explicit Model(const ModelConfig& config);
-  // The model's input (see each model) -> logits, with the graph recorded.
-  virtual Variable forward(const Tensor& input) = 0;
 
   const ModelConfig& config() const { return config_; }
   // The dropout stream (save / restore its state() to resume bit-for-bit).
@@ -54,11 +54,13 @@ class Model : public nn::Module {
   std::shared_ptr<Rng> dropout_rng_;
 };
 
-// Stream numbers of the model's generators.
-constexpr uint64_t kInitStream = 0;
+// The stream of the dropout generator (parameters draw from streams of their names).
 constexpr uint64_t kDropoutStream = 1;
 
-// Validates `config` and builds the model it names.
+// Validates `config` and builds the model it names, declared only (no
+// parameter has storage yet).
+std::unique_ptr<Model> declare_model(const ModelConfig& config);
+// declare_model, then every parameter drawn from config.seed.
 std::unique_ptr<Model> make_model(const ModelConfig& config);
 
 }  // namespace artel::models

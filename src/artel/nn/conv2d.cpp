@@ -5,19 +5,14 @@
 
 namespace artel::nn {
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, Rng& rng,
-               bool bias)
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, bool bias)
     : in_(in_channels), out_(out_channels), kernel_(kernel), stride_(stride), padding_(padding) {
   ARTEL_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0 && stride > 0 && padding >= 0,
               "Conv2d: bad sizes (in ", in_channels, ", out ", out_channels, ", kernel ", kernel, ", stride ", stride,
               ", padding ", padding, ")");
   int64_t fan_in = in_channels * kernel * kernel;
-  weight_ = register_parameter("weight", Tensor::empty({out_channels, in_channels, kernel, kernel}));
-  init::default_uniform(weight_.value(), fan_in, rng);
-  if (bias) {
-    bias_ = register_parameter("bias", Tensor::empty({out_channels}));
-    init::default_uniform(bias_.value(), fan_in, rng);
-  }
+  weight_ = declare_parameter("weight", {out_channels, in_channels, kernel, kernel}, Init::default_uniform(fan_in));
+  if (bias) bias_ = declare_parameter("bias", {out_channels}, Init::default_uniform(fan_in));
 }
 
 Variable Conv2d::forward(const Variable& x) {

@@ -7,8 +7,8 @@ namespace artel::nn {
 LayerNorm::LayerNorm(int64_t dim, float eps) : dim_(dim), eps_(eps) {
   ARTEL_CHECK(dim > 0, "LayerNorm: dim must be positive, got ", dim);
   ARTEL_CHECK(eps > 0, "LayerNorm: eps must be positive, got ", eps);
-  weight_ = register_parameter("weight", Tensor::full({dim}, 1.0f));
-  bias_ = register_parameter("bias", Tensor::zeros({dim}));
+  weight_ = declare_parameter("weight", {dim}, Init::ones());
+  bias_ = declare_parameter("bias", {dim}, Init::zeros());
 }
 
 Variable LayerNorm::forward(const Variable& x) {

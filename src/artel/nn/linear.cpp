@@ -1,26 +1,39 @@
 #include "artel/nn/linear.h"
 
 #include "artel/autograd/ops.h"
-#include "artel/nn/init.h"
 
 namespace artel::nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng)
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : Linear(in_features, out_features, bias, Init::default_uniform(in_features > 0 ? in_features : 1),
+             Init::default_uniform(in_features > 0 ? in_features : 1)) {}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init weight_init, Init bias_init)
     : in_(in_features), out_(out_features) {
   ARTEL_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in ", in_features,
               " out ", out_features);
-  weight_ = register_parameter("weight", Tensor::empty({out_features, in_features}));
-  init::default_uniform(weight_.value(), in_features, rng);
-  if (bias) {
-    bias_ = register_parameter("bias", Tensor::empty({out_features}));
-    init::default_uniform(bias_.value(), in_features, rng);
-  }
+  weight_ = declare_parameter("weight", {out_features, in_features}, weight_init);
+  if (bias) bias_ = declare_parameter("bias", {out_features}, bias_init);
 }
 
-Variable Linear::forward(const Variable& x) {
-  ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input of shape ",
-              shape_str(x.shape()), " does not end in ", in_);
-  return autograd::linear(x, weight_, bias_);
+Variable Linear::forward(const Variable& x) { return forward_onto(Variable(), x); }
+
+// One body for every form: with no plan the functions are absent and this is
+// linear / linear_add; split, the same op runs on the shard between them.
+Variable Linear::forward_onto(const Variable& residual, const Variable& x) {
+  ARTEL_CHECK(weight_.value().defined(), "Linear(", in_, " -> ", out_,
+              "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
+  const int64_t in = weight_.size(1);  // this rank's input features (all of them unless row-parallel)
+  ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in, "Linear(", in_, " -> ", out_, "): input of shape ",
+              shape_str(x.shape()), " does not end in ", in,
+              in == in_ ? "" : " (hint: a row-parallel layer takes a column-parallel layer's output)");
+  ARTEL_CHECK(!residual.defined() || parallel_.kind != LinearParallel::Kind::column,
+              "Linear: a column-parallel layer's output is split, no residual can be added onto it");
+  auto once = [&](const Variable& v) { return v.defined() && parallel_.once ? parallel_.once(v) : v; };
+  const Variable input = parallel_.enter ? parallel_.enter(x) : x;
+  const Variable b = once(bias_), r = once(residual);
+  Variable y = r.defined() ? autograd::linear_add(input, weight_, b, r) : autograd::linear(input, weight_, b);
+  return parallel_.reduce ? parallel_.reduce(y) : y;
 }
 
 }  // namespace artel::nn

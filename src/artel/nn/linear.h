@@ -1,29 +1,58 @@
 // Linear: y = x·Wᵀ + b with W stored [out_features, in_features] (PyTorch's
-// layout, so weights load into torch unchanged). Initialised as PyTorch does:
-// U(−1/√in, 1/√in) for weight and bias.
+// layout, so weights load into torch unchanged). Starts as PyTorch's does
+// (U(−1/√in, 1/√in) for weight and bias) unless the model says otherwise.
 //
-//   Linear fc(784, 512, /*bias=*/true, rng);
-//   Variable y = fc.forward(x);   // (B, 784) -> (B, 512)
+// The same layer runs split over a tensor-parallel group when a model's plan
+// says so (nn/parallel_plan.h): parallel/ then gives it its shard of W and b
+// and the functions of set_parallel, and forward runs the same ops plus
+// those (Megatron's column- and row-parallel Linear).
+//
+//   Linear fc(784, 512);                               // declared; materialize() draws it
+//   Variable y = fc.forward(x);                        // (B, 784) -> (B, 512)
+//   Variable h = proj.forward_onto(residual, x);       // residual + x·Wᵀ + b, one op
 #pragma once
 
-#include "artel/core/rng.h"
+#include <functional>
+
+#include "artel/nn/init.h"
 #include "artel/nn/layer.h"
 
 namespace artel::nn {
 
+// What a tensor-parallel plan adds to a Linear (set by parallel/, which owns
+// the collectives; empty functions are identities).
+struct LinearParallel {
+  enum class Kind { none, column, row };
+  Kind kind = Kind::none;
+  // column: on the input, which is replicated (Megatron's f: identity
+  // forward, gradient summed over the group backward).
+  std::function<Variable(const Variable&)> enter;
+  // row: sums the ranks' partial outputs (Megatron's g).
+  std::function<Variable(const Variable&)> reduce;
+  // row: a replicated addend (bias, residual) that must enter the sum once:
+  // itself on one rank, zeros on the others, the gradient passed through.
+  std::function<Variable(const Variable&)> once;
+};
+
 class Linear : public Layer {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias, Rng& rng);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(int64_t in_features, int64_t out_features, bool bias, Init weight_init, Init bias_init);
   Variable forward(const Variable& x) override;
+  // residual + forward(x), the residual laid into the GEMM's output (autograd::linear_add).
+  Variable forward_onto(const Variable& residual, const Variable& x);
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }  // undefined without bias
-  int64_t in_features() const { return in_; }
-  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }    // of the whole layer
+  int64_t out_features() const { return out_; }  // of the whole layer
+  void set_parallel(LinearParallel p) { parallel_ = std::move(p); }
+  const LinearParallel& parallel() const { return parallel_; }
 
  private:
   int64_t in_, out_;
   Variable weight_, bias_;
+  LinearParallel parallel_;
 };
 
 }  // namespace artel::nn

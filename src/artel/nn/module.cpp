@@ -33,6 +33,16 @@ void Module::check_new_name(const std::string& name) const {
 Variable Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_new_name(name);
   Variable v(std::move(value), requires_grad);
+  declared_.emplace_back(v.value().shape(), std::nullopt);
+  params_.emplace_back(name, v);
+  return v;
+}
+
+Variable Module::declare_parameter(const std::string& name, Shape shape, Init init) {
+  check_new_name(name);
+  for (int64_t d : shape) ARTEL_CHECK(d > 0, "parameter '", name, "': shape ", shape_str(shape), " is not positive");
+  Variable v(Tensor(), /*requires_grad=*/true);
+  declared_.emplace_back(std::move(shape), init);
   params_.emplace_back(name, v);
   return v;
 }
@@ -57,6 +67,29 @@ void Module::register_alias(const std::string& alias, const std::string& target)
 void Module::collect_parameters(const std::string& prefix, NamedParameters& out) const {
   for (const auto& [n, v] : params_) out.emplace_back(prefix + n, v);
   for (const auto& [n, m] : children_) m->collect_parameters(prefix + n + ".", out);
+}
+
+void Module::collect_declared(const std::string& prefix, std::vector<DeclaredParameter>& out) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    out.push_back({prefix + params_[i].first, params_[i].second, declared_[i].first, declared_[i].second});
+  for (const auto& [n, m] : children_) m->collect_declared(prefix + n + ".", out);
+}
+
+void Module::collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out) {
+  out.emplace_back(prefix, this);
+  for (const auto& [n, m] : children_) m->collect_modules(prefix.empty() ? n : prefix + "." + n, out);
+}
+
+std::vector<DeclaredParameter> Module::declared_parameters() const {
+  std::vector<DeclaredParameter> out;
+  collect_declared("", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules("", out);
+  return out;
 }
 
 void Module::collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
@@ -95,21 +128,39 @@ std::map<std::string, std::string> Module::aliases() const {
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
-  for (const auto& [_, v] : named_parameters()) n += v.numel();
+  for (const DeclaredParameter& d : declared_parameters()) n += shape_numel(d.shape);
   return n;
+}
+
+void materialize(Module& module, uint64_t seed) {
+  for (DeclaredParameter& d : module.declared_parameters()) {
+    if (d.param.value().defined() || !d.init) continue;
+    Tensor t = Tensor::empty(d.shape);
+    fill(t, *d.init, seed, stream_of(d.name), d.shape);
+    d.param.value() = t;
+  }
 }
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [n, v] : named_parameters()) out[n] = v.value();
+  for (const auto& [n, v] : named_parameters())
+    if (v.value().defined()) out[n] = v.value();  // a declared parameter not materialised here has no value
   for (const auto& [n, t] : named_buffers()) out[n] = t;
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::pair<std::string, Tensor>> targets;
-  for (const auto& [n, v] : named_parameters()) targets.emplace_back(n, v.value());
-  for (const auto& [n, t] : named_buffers()) targets.emplace_back(n, t);
+  // A declared parameter without storage gets it here, whole (Note [Declared parameters]).
+  struct Target {
+    std::string name;
+    Tensor* value;
+    Shape shape;
+  };
+  std::vector<DeclaredParameter> declared = declared_parameters();
+  std::vector<std::pair<std::string, Tensor>> buffers = named_buffers();
+  std::vector<Target> targets;
+  for (DeclaredParameter& d : declared) targets.push_back({d.name, &d.param.value(), d.shape});
+  for (auto& [n, t] : buffers) targets.push_back({n, &t, t.shape()});
   std::map<std::string, std::string> alias = aliases();
 
   std::map<std::string, const Tensor*> given;
@@ -127,14 +178,15 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     given.erase(a);
   }
   std::set<std::string> known;
-  for (auto& [n, dst] : targets) {
+  for (const Target& t : targets) {
+    const std::string& n = t.name;
     known.insert(n);
     auto it = given.find(n);
     if (it == given.end()) {
       missing.push_back(n);
-    } else if (it->second->shape() != dst.shape() || it->second->dtype() != dst.dtype()) {
+    } else if (it->second->shape() != t.shape || it->second->dtype() != t.value->dtype()) {
       mismatched.push_back(n + " (given " + dtype_name(it->second->dtype()) + " " + shape_str(it->second->shape()) +
-                           ", model has " + dtype_name(dst.dtype()) + " " + shape_str(dst.shape()) + ")");
+                           ", model has " + dtype_name(t.value->dtype()) + " " + shape_str(t.shape) + ")");
     }
   }
   for (const auto& [n, _] : given)
@@ -147,9 +199,11 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   if (!problems.empty())
     throw Error("load_state_dict: " + problems.substr(0, problems.size() - 2),
                 "the weights were saved from a different model or configuration; check the model kind and sizes");
-  for (auto& [n, dst] : targets) {
-    auto it = given.find(n);
-    if (it != given.end() && it->second->raw() != dst.raw()) dst.copy_from(*it->second);
+  for (const Target& t : targets) {
+    auto it = given.find(t.name);
+    if (it == given.end()) continue;
+    if (!t.value->defined()) *t.value = Tensor::empty(t.shape, it->second->dtype());
+    if (it->second->raw() != t.value->raw()) t.value->copy_from(*it->second);
   }
 }
 

@@ -8,18 +8,32 @@
 //    public:
 //     explicit Block(Rng& rng) { fc_ = register_module("fc", std::make_shared<Linear>(4, 4, true, rng)); }
 //   };
+//   materialize(block, /*seed=*/1337);                        // allocate and draw every parameter
 //   for (auto& [name, p] : block.named_parameters()) ...   // "fc.weight", "fc.bias"
 //   block.load_state_dict(other.state_dict());
+//
+// Note [Declared parameters]
+// A layer declares its parameters — name, whole shape, how they start
+// (nn/init.h) — without storage; materialize() then allocates and draws
+// them. The split is deliberate: a parameter's values come from the stream
+// of its whole-model name (stream_of) and each element from its own counter,
+// which are known only once the module sits in its model, and a worker that
+// holds a shard (parallel/) allocates and draws only that shard, never the
+// whole model, yet gets exactly the values the whole model holds there. A
+// parameter given a value at registration (register_parameter with a
+// Tensor) is already materialised.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "artel/autograd/variable.h"
 #include "artel/core/tensor.h"
+#include "artel/nn/init.h"
 
 namespace artel::nn {
 
@@ -28,6 +42,14 @@ using autograd::Variable;
 // Name -> tensor. A module's state dict shares storage with the module (clone to snapshot).
 using StateDict = std::map<std::string, Tensor>;
 using NamedParameters = std::vector<std::pair<std::string, Variable>>;
+
+// A parameter as declared: its whole shape and how it starts (Note [Declared parameters]).
+struct DeclaredParameter {
+  std::string name;
+  Variable param;       // its value is undefined until materialised (or a shard of `shape`)
+  Shape shape;          // of the whole parameter
+  std::optional<Init> init;  // empty: given a value at registration
+};
 
 class Module {
  public:
@@ -39,8 +61,11 @@ class Module {
   // Own parameters first, then each submodule's, recursively, in registration order.
   NamedParameters named_parameters() const;
   std::vector<Variable> parameters() const;
+  std::vector<DeclaredParameter> declared_parameters() const;  // same order, with shapes and inits
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
-  int64_t num_parameters() const;  // elements, not tensors
+  int64_t num_parameters() const;  // elements of the whole parameters, not tensors
+  // Submodules by dotted path ("transformer.h.0.attn"), depth first, this module as "".
+  std::vector<std::pair<std::string, Module*>> named_modules();
 
   // Parameters and buffers by name. Aliases (tied weights) are not included.
   StateDict state_dict() const;
@@ -62,6 +87,8 @@ class Module {
 
  protected:
   Variable register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  // A parameter of this shape, without storage until materialize() (Note [Declared parameters]).
+  Variable declare_parameter(const std::string& name, Shape shape, Init init);
   Tensor register_buffer(const std::string& name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -76,14 +103,22 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name) const;
   void collect_parameters(const std::string& prefix, NamedParameters& out) const;
+  void collect_declared(const std::string& prefix, std::vector<DeclaredParameter>& out) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out);
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
   void collect_aliases(const std::string& prefix, std::map<std::string, std::string>& out) const;
 
   NamedParameters params_;
+  std::vector<std::pair<Shape, std::optional<Init>>> declared_;  // per parameter, as params_
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<std::string, std::string>> aliases_;
   bool training_ = true;
 };
+
+// Allocates and draws every parameter of `module` that has no value yet:
+// element e of parameter `name` is Init's draw e of stream (seed,
+// stream_of(name)). Parameters that have values are left alone.
+void materialize(Module& module, uint64_t seed);
 
 }  // namespace artel::nn

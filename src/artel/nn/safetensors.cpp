@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/types.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -113,17 +115,20 @@ std::string dir_of(const std::string& path) {
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-}  // namespace
 
-std::string encode_safetensors(const std::map<std::string, Tensor>& tensors,
-                               const std::map<std::string, std::string>& metadata) {
+// The 8-byte length and the JSON header (padded so the data starts 8-byte
+// aligned) of tensors laid out in name order; `offsets` gets each one's.
+std::string header_bytes(const std::map<std::string, std::pair<DType, Shape>>& layout,
+                         const std::map<std::string, std::string>& metadata, std::map<std::string, uint64_t>& offsets,
+                         uint64_t& data_bytes) {
   json header = json::object();
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    ARTEL_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
+  for (const auto& [name, entry] : layout) {
     ARTEL_CHECK(name != "__metadata__", "safetensors: '__metadata__' is reserved and cannot name a tensor");
-    header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
+    const uint64_t n = static_cast<uint64_t>(shape_numel(entry.second)) * dtype_size(entry.first);
+    header[name] = {{"dtype", st_dtype(entry.first)}, {"shape", entry.second}, {"data_offsets", {offset, offset + n}}};
+    offsets[name] = offset;
+    offset += n;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
@@ -131,40 +136,150 @@ std::string encode_safetensors(const std::map<std::string, Tensor>& tensors,
   std::string out(8, '\0');
   uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out.reserve(8 + text.size() + offset);
-  out += text;
+  data_bytes = offset;
+  return out + text;
+}
+
+std::map<std::string, std::pair<DType, Shape>> layout_of(const std::map<std::string, Tensor>& tensors) {
+  std::map<std::string, std::pair<DType, Shape>> layout;
+  for (const auto& [name, t] : tensors) {
+    ARTEL_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
+    layout[name] = {t.dtype(), t.shape()};
+  }
+  return layout;
+}
+
+void sync_dir_of(const std::string& path) {  // a rename is durable only once its directory is synced
+  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace
+
+std::string encode_safetensors(const std::map<std::string, Tensor>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, uint64_t> offsets;
+  uint64_t data = 0;
+  std::string out = header_bytes(layout_of(tensors), metadata, offsets, data);
+  out.reserve(out.size() + data);
   for (const auto& [_, t] : tensors) out.append(static_cast<const char*>(t.raw()), t.nbytes());
   return out;
 }
 
-SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    fail(source, std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  if (n > bytes.size() - 8)
-    fail(source, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(bytes.size()) +
-                     "-byte file");
+SafetensorsWriter::SafetensorsWriter(std::string path, const std::map<std::string, std::pair<DType, Shape>>& layout,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), layout_(layout) {
+  uint64_t data = 0;
+  const std::string header = header_bytes(layout_, metadata, offsets_, data);
+  data_start_ = header.size();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(sys_error("cannot create", tmp_), "check that the output directory exists and is writable");
+  try {
+    write_all(fd_, header, tmp_);
+    if (::ftruncate(fd_, static_cast<off_t>(data_start_ + data)) != 0)
+      throw Error(sys_error("cannot size", tmp_), "check free disk space");
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+SafetensorsWriter::~SafetensorsWriter() { abandon(); }
+
+void SafetensorsWriter::abandon() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+  fd_ = -1;
+}
+
+void SafetensorsWriter::write(const std::string& name, const Tensor& t) {
+  auto it = layout_.find(name);
+  ARTEL_CHECK(it != layout_.end(), "safetensors ", path_, ": no tensor '", name, "' in the layout");
+  ARTEL_CHECK(fd_ >= 0 && t.dtype() == it->second.first && t.shape() == it->second.second, "safetensors ", path_,
+              ": tensor '", name, "' is ", dtype_name(t.dtype()), " ", shape_str(t.shape()), ", the layout says ",
+              dtype_name(it->second.first), " ", shape_str(it->second.second));
+  const auto* p = static_cast<const char*>(t.raw());
+  size_t done = 0;
+  const off_t at = static_cast<off_t>(data_start_ + offsets_.at(name));
+  while (done < t.nbytes()) {
+    ssize_t n = ::pwrite(fd_, p + done, t.nbytes() - done, at + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(sys_error("cannot write", tmp_), "check free disk space and permissions");
+    done += static_cast<size_t>(n);
+  }
+  written_.insert(name);
+}
+
+void SafetensorsWriter::commit() {
+  for (const auto& [name, _] : layout_)
+    ARTEL_CHECK(written_.count(name), "safetensors ", path_, ": tensor '", name, "' was never written");
+  if (::fsync(fd_) != 0) throw Error(sys_error("cannot fsync", tmp_));
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::string msg = sys_error("cannot rename " + tmp_ + " to", path_);
+    ::unlink(tmp_.c_str());
+    throw Error(msg);
+  }
+  sync_dir_of(path_);
+}
+
+namespace {
+
+// Checks a header's JSON against a data section of `data_size` bytes.
+std::vector<Entry> parse_header(const std::string& source, const char* text, uint64_t n, uint64_t data_size,
+                                std::map<std::string, std::string>& metadata) {
   if (n > kMaxHeader) fail(source, "header length " + std::to_string(n) + " exceeds 100 MiB");
-  json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n), nullptr, false);
+  json header = json::parse(text, text + n, nullptr, false);
   if (header.is_discarded()) fail(source, "the header is not valid JSON");
   if (!header.is_object()) fail(source, "the header is not a JSON object");
-
-  SafetensorsFile out;
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) fail(source, "__metadata__ is not a JSON object");
       for (const auto& [k, v] : value.items()) {
         if (!v.is_string()) fail(source, "__metadata__ value of '" + k + "' is not a string");
-        out.metadata[k] = v.get<std::string>();
+        metadata[k] = v.get<std::string>();
       }
       continue;
     }
     entries.push_back(parse_entry(source, key, value));
   }
-  uint64_t data_size = bytes.size() - 8 - n;
   check_layout(source, entries, data_size);
+  return entries;
+}
+
+uint64_t header_length(const unsigned char* b) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(b[i]) << (8 * i);
+  return n;
+}
+
+void read_at(int fd, char* out, uint64_t n, uint64_t at, const std::string& path) {
+  uint64_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, out + done, n - done, static_cast<off_t>(at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw Error(sys_error("cannot read", path), "the file is truncated or unreadable");
+    done += static_cast<uint64_t>(r);
+  }
+}
+
+}  // namespace
+
+SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
+  if (bytes.size() < 8)
+    fail(source, std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  const uint64_t n = header_length(reinterpret_cast<const unsigned char*>(bytes.data()));
+  if (n > bytes.size() - 8)
+    fail(source, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(bytes.size()) +
+                     "-byte file");
+  SafetensorsFile out;
+  const std::vector<Entry> entries = parse_header(source, bytes.data() + 8, n, bytes.size() - 8 - n, out.metadata);
   const char* data = bytes.data() + 8 + n;
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
@@ -174,32 +289,46 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  std::string bytes = encode_safetensors(tensors, metadata);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(sys_error("cannot create", tmp), "check that the output directory exists and is writable");
+SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(sys_error("cannot open", path_), "check the path");
   try {
-    write_all(fd, bytes, tmp);
-    if (::fsync(fd) != 0) throw Error(sys_error("cannot fsync", tmp));
+    const off_t size = ::lseek(fd_, 0, SEEK_END);
+    if (size < 8) fail(path_, std::to_string(size) + " bytes, shorter than the 8-byte header length");
+    unsigned char len[8];
+    read_at(fd_, reinterpret_cast<char*>(len), 8, 0, path_);
+    const uint64_t n = header_length(len);
+    if (n > static_cast<uint64_t>(size) - 8)
+      fail(path_, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
+                      "-byte file");
+    if (n > kMaxHeader) fail(path_, "header length " + std::to_string(n) + " exceeds 100 MiB");
+    std::string text(n, '\0');
+    read_at(fd_, text.data(), n, 8, path_);
+    for (const auto& e : parse_header(path_, text.data(), n, static_cast<uint64_t>(size) - 8 - n, metadata_))
+      entries_[e.name] = {e.dtype, e.shape, e.begin, e.end};
+    data_start_ = 8 + n;
   } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
+    ::close(fd_);
     throw;
   }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = sys_error("cannot rename " + tmp + " to", path);
-    ::unlink(tmp.c_str());
-    throw Error(msg);
-  }
-  // The rename itself is durable only once the directory is synced.
-  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+}
+
+SafetensorsReader::~SafetensorsReader() { ::close(fd_); }
+
+Tensor SafetensorsReader::read(const std::string& name) const {
+  auto it = entries_.find(name);
+  ARTEL_CHECK(it != entries_.end(), path_, " has no tensor ", name);
+  const Entry& e = it->second;
+  Tensor t = Tensor::empty(e.shape, e.dtype);
+  read_at(fd_, static_cast<char*>(t.raw()), e.end - e.begin, data_start_ + e.begin, path_);
+  return t;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  SafetensorsWriter w(path, layout_of(tensors), metadata);
+  for (const auto& [name, t] : tensors) w.write(name, t);
+  w.commit();
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {

@@ -18,7 +18,9 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "artel/core/tensor.h"
 #include "artel/nn/module.h"
@@ -40,6 +42,61 @@ std::string encode_safetensors(const std::map<std::string, Tensor>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
 // Parses bytes as read_safetensors would; `source` names them in errors.
 SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source);
+
+// A file written one tensor at a time, for a model no worker holds whole:
+// the header goes first (names, dtypes, shapes), each tensor's bytes when it
+// comes, and commit() makes the file appear atomically, complete. Destroyed
+// uncommitted (an error on the way), it leaves nothing behind.
+//
+//   SafetensorsWriter w(path, {{"a", {DType::f32, {2, 3}}}, {"b", {DType::f32, {4}}}});
+//   w.write("b", b);  w.write("a", a);  w.commit();
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::string path, const std::map<std::string, std::pair<DType, Shape>>& layout,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  void write(const std::string& name, const Tensor& t);
+  void commit();  // throws naming a tensor never written
+
+ private:
+  void abandon();
+  std::string path_, tmp_;
+  std::map<std::string, std::pair<DType, Shape>> layout_;
+  std::map<std::string, uint64_t> offsets_;
+  std::set<std::string> written_;
+  uint64_t data_start_ = 0;
+  int fd_ = -1;
+};
+
+// A file's tensors read one at a time (the header checked whole first), so
+// a worker taking its shard from a weights file never holds all of it.
+//
+//   SafetensorsReader r("init.safetensors");
+//   if (r.contains("fc.weight")) Tensor w = r.read("fc.weight");
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(std::string path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+  Tensor read(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  struct Entry {
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
 
 // A module's state dict to / from a file. Errors name the file and the tensor.
 void save_weights(const Module& module, const std::string& path,

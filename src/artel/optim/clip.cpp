@@ -30,23 +30,40 @@ float grad_norm(const std::vector<autograd::Variable>& params) {
   return static_cast<float>(std::sqrt(sq));
 }
 
-float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm) {
-  float norm = grad_norm(params);
-  float coef = clip_coefficient(norm, max_norm);
-  if (coef == 1.0f) return norm;
-  for (const auto& p : params) {
+std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params) {
+  std::vector<GradSpan> spans;
+  for (const auto& [name, p] : params) {
     autograd::VariableImpl* impl = p.impl();
     if (!impl->grad.defined()) continue;
     // A gradient borrowed from the graph may be shared with another leaf's
-    // (Note [Gradient ownership]): scale a private copy, never the shared one.
+    // (Note [Gradient ownership]): hand out a private copy, never the shared one.
     if (!impl->grad_owned) {
       impl->grad = impl->grad.clone();
       impl->grad_owned = true;
     }
-    float* d = impl->grad.data<float>();
-    for (int64_t i = 0; i < impl->grad.numel(); ++i) d[i] *= coef;
+    spans.push_back({name, impl->grad.data<float>(), impl->grad.numel()});
   }
+  return spans;
+}
+
+float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<GradSpan>& scaled, float max_norm,
+                     const std::function<double(double)>& sum_over_ranks) {
+  double sq = 0;
+  for (const GradSpan& s : counted) sq += sum_of_squares(s.data, s.size);
+  if (sum_over_ranks) sq = sum_over_ranks(sq);
+  const float norm = static_cast<float>(std::sqrt(sq));
+  const float coef = clip_coefficient(norm, max_norm);
+  if (coef == 1.0f) return norm;
+  for (const GradSpan& s : scaled)
+    for (int64_t i = 0; i < s.size; ++i) s.data[i] *= coef;
   return norm;
+}
+
+float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm) {
+  std::vector<std::pair<std::string, autograd::Variable>> named;
+  for (const auto& p : params) named.emplace_back("", p);
+  const std::vector<GradSpan> spans = gradient_spans(named);
+  return clip_grad_norm(spans, spans, max_norm, {});
 }
 
 }  // namespace artel::optim

@@ -6,6 +6,9 @@
 //   float norm = clip_grad_norm(model.parameters(), 1.0f);
 #pragma once
 
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "artel/autograd/variable.h"
@@ -14,6 +17,23 @@ namespace artel::optim {
 
 float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm);
 float grad_norm(const std::vector<autograd::Variable>& params);
+
+// A run of one parameter's gradient elements.
+struct GradSpan {
+  std::string name;   // the parameter's
+  float* data = nullptr;
+  int64_t size = 0;
+};
+
+// The one global-norm clipping, for every layout: `counted` are the spans
+// this rank adds to the norm (over all ranks, each element of the model once),
+// `sum_over_ranks` turns this rank's sum of squares into the global one (empty:
+// alone), and every span of `scaled` is multiplied by the coefficient.
+// Returns the global norm before clipping.
+float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<GradSpan>& scaled, float max_norm,
+                     const std::function<double(double)>& sum_over_ranks);
+// Every parameter's whole gradient (those that have one), as spans.
+std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params);
 
 // The pieces, for gradients that live elsewhere (a sharded data-parallel step):
 // sum of d[i]² in the order grad_norm uses, and the factor gradients of total

@@ -1,5 +1,5 @@
 // Which gradients travel together: DDP's bucket assignment, a pure function
-// (STYLE 5, after c10d's reducer).
+// (after c10d's reducer).
 //
 // Gradients become ready during backward roughly in reverse registration
 // order, so buckets are filled walking the parameters backwards. The first

@@ -66,16 +66,29 @@ Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
 DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group,
                                                  const DdpOptions& opts)
     : params_(std::move(params)), group_(group), opts_(opts) {
+  // Replicated parameters of a sharded step go into one bucket of their own, last.
+  std::vector<int> planned, kept;
+  for (size_t i = 0; i < params_.size(); ++i)
+    (sharded() && opts_.replicate && opts_.replicate(params_[i].first) ? kept : planned).push_back(static_cast<int>(i));
   std::vector<int64_t> numels;
-  for (auto& [name, p] : params_) numels.push_back(p.numel());
+  for (int i : planned) numels.push_back(params_[static_cast<size_t>(i)].second.numel());
   plan_ = plan_buckets(numels, opts_.buckets);
+  for (Bucket& b : plan_)
+    for (int& i : b.params) i = planned[static_cast<size_t>(i)];
+  replicated_.assign(plan_.size(), false);
+  if (!kept.empty()) {
+    Bucket b;
+    for (int i : kept) b.params.push_back(i), b.offsets.push_back(b.numel), b.numel += params_[static_cast<size_t>(i)].second.numel();
+    plan_.push_back(b);
+    replicated_.push_back(true);
+  }
   bucket_of_.assign(params_.size(), -1);
   offset_of_.assign(params_.size(), 0);
-  const int64_t quantum = sharded() ? kBlockAlign * group_.size() : 1;
   for (size_t b = 0; b < plan_.size(); ++b) {
+    const int64_t quantum = sharded(b) ? kBlockAlign * group_.size() : 1;
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
     storage_.push_back(registered_or_plain(group_, padded_[b]));  // zeroed: the padding takes part in the reductions
-    if (sharded()) weights_.push_back(registered_or_plain(group_, padded_[b]));
+    weights_.push_back(sharded(b) ? registered_or_plain(group_, padded_[b]) : Tensor());
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
       offset_of_[static_cast<size_t>(plan_[b].params[j])] = plan_[b].offsets[j];
@@ -95,10 +108,11 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  for (auto& [name, p] : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    autograd::Variable& p = params_[i].second;
     p.set_grad_destination(Tensor());
     // The registered buffers go back to the group, which may hand them out again.
-    if (sharded()) p.value() = p.value().clone();
+    if (sharded(static_cast<size_t>(bucket_of_[i]))) p.value() = p.value().clone();
   }
 }
 
@@ -106,7 +120,7 @@ DistributedDataParallel::~DistributedDataParallel() {
 // sharded, the parameters then live in weights_ (Note [Sharded optimizer step]).
 void DistributedDataParallel::broadcast_weights() {
   for (size_t b = 0; b < plan_.size(); ++b) {
-    Tensor flat = sharded() ? weights_[b] : storage_[b];
+    Tensor flat = sharded(b) ? weights_[b] : storage_[b];
     for (int param : plan_[b].params) {
       const Tensor& v = params_[static_cast<size_t>(param)].second.value();
       std::memcpy(flat.data<float>() + offset_of_[static_cast<size_t>(param)], v.raw(), v.nbytes());
@@ -115,18 +129,18 @@ void DistributedDataParallel::broadcast_weights() {
     for (int param : plan_[b].params) {
       const size_t i = static_cast<size_t>(param);
       Tensor& v = params_[i].second.value();
-      if (sharded()) v = slice_of(weights_, i);
+      if (sharded(b)) v = slice_of(weights_, i);
       else std::memcpy(v.raw(), flat.data<float>() + offset_of_[i], v.nbytes());
     }
+    if (!sharded(b)) storage_[b].zero();
   }
-  if (!sharded())
-    for (Tensor& s : storage_) s.zero();
 }
 
 std::string DistributedDataParallel::describe() const {
   std::string s = std::to_string(plan_.size()) + (sharded() ? " reduce-scatter bucket" : " all-reduce bucket") +
                   (plan_.size() == 1 ? "" : "s") + ":";
-  for (size_t b = 0; b < plan_.size(); ++b) s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4);
+  for (size_t b = 0; b < plan_.size(); ++b)
+    s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "");
   if (sharded()) s += "; optimizer sharded over " + std::to_string(group_.size()) + " ranks";
   return s;
 }
@@ -138,6 +152,7 @@ Tensor DistributedDataParallel::slice_of(const std::vector<Tensor>& flat, size_t
 }
 
 optim::ElementRange DistributedDataParallel::block_of(size_t b) const {
+  if (!sharded(b)) return {0, padded_[b]};
   const int64_t block = padded_[b] / group_.size();
   return {group_.rank() * block, (group_.rank() + 1) * block};
 }
@@ -158,7 +173,7 @@ void DistributedDataParallel::on_grad_ready(int param) {
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < static_cast<int>(plan_.size()) && pending_[static_cast<size_t>(next_launch_)] == 0) {
     size_t b = static_cast<size_t>(next_launch_++);
-    if (sharded()) {
+    if (sharded(b)) {
       const optim::ElementRange block = block_of(b);
       work_[b] = group_.reduce_scatter(storage_[b], storage_[b].slice0(block.begin, block.end),
                                        {.op = comm::ReduceOp::avg});
@@ -213,42 +228,49 @@ std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& op
   if (!sharded()) return {};
   auto start = Clock::now();
   for (size_t b = 0; b < plan_.size(); ++b) {
+    if (!sharded(b)) continue;
     const optim::ElementRange block = block_of(b);
     work_[b] = group_.all_gather(weights_[b].slice0(block.begin, block.end), weights_[b]);
   }
   for (comm::WorkPtr& w : work_) {
+    if (!w) continue;
     w->wait();
     w.reset();
   }
   return Clock::now() - start;
 }
 
+std::vector<optim::GradSpan> DistributedDataParallel::averaged_gradients(bool counting) const {
+  std::vector<optim::GradSpan> spans;
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    if (counting && sharded() && !sharded(b) && group_.rank() != 0) continue;  // the replicated bucket: counted once
+    const optim::ElementRange block = block_of(b);
+    for (size_t j = 0; j < plan_[b].params.size(); ++j) {
+      const size_t i = static_cast<size_t>(plan_[b].params[j]);
+      const int64_t off = plan_[b].offsets[j], n = params_[i].second.numel();
+      const int64_t begin = std::clamp(block.begin - off, int64_t{0}, n), end = std::clamp(block.end - off, begin, n);
+      if (end > begin) spans.push_back({params_[i].first, static_cast<float*>(storage_[b].raw()) + off + begin, end - begin});
+    }
+  }
+  return spans;
+}
+
 float DistributedDataParallel::clip_grad_norm(float max_norm) {
-  if (!sharded()) {
-    std::vector<autograd::Variable> params;
-    for (auto& [name, p] : params_) params.push_back(p);
-    return optim::clip_grad_norm(params, max_norm);
-  }
-  Tensor sq = Tensor::zeros({1}, DType::f64);
-  for (size_t b = 0; b < plan_.size(); ++b) {
-    const optim::ElementRange block = block_of(b);
-    sq.data<double>()[0] += optim::sum_of_squares(storage_[b].data<float>() + block.begin, block.size());
-  }
-  group_.all_reduce(sq)->wait();
-  const float norm = static_cast<float>(std::sqrt(sq.data<double>()[0]));
-  const float coef = optim::clip_coefficient(norm, max_norm);
-  if (coef == 1.0f) return norm;
-  for (size_t b = 0; b < plan_.size(); ++b) {
-    const optim::ElementRange block = block_of(b);
-    float* g = storage_[b].data<float>();
-    for (int64_t e = block.begin; e < block.end; ++e) g[e] *= coef;
-  }
-  return norm;
+  std::function<double(double)> sum;
+  if (sharded())
+    sum = [this](double sq) {
+      Tensor d = Tensor::zeros({1}, DType::f64);
+      d.data<double>()[0] = sq;
+      group_.all_reduce(d)->wait();
+      return d.data<double>()[0];
+    };
+  return optim::clip_grad_norm(averaged_gradients(true), averaged_gradients(false), max_norm, sum);
 }
 
 void DistributedDataParallel::gather_optimizer_state(optim::Optimizer& opt) {
   if (!sharded()) return;
   for (size_t b = 0; b < plan_.size(); ++b) {
+    if (!sharded(b)) continue;  // stepped whole on every rank: current everywhere
     std::vector<std::vector<Tensor>> state;  // per parameter of the bucket, per kind
     for (int param : plan_[b].params) state.push_back(opt.buffers(params_[static_cast<size_t>(param)].first));
     // Every rank has the same step counts, so all skip or all gather.

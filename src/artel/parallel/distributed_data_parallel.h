@@ -32,12 +32,14 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "artel/autograd/variable.h"
 #include "artel/comm/process_group.h"
+#include "artel/optim/clip.h"
 #include "artel/optim/optimizer.h"
 #include "artel/parallel/bucket_plan.h"
 
@@ -51,6 +53,11 @@ struct DdpOptions {
   // Reduce-scatter the gradients, update this rank's block, all-gather the
   // weights (ZeRO stage 1) instead of all-reducing and updating everything.
   bool shard_optimizer = false;
+  // With shard_optimizer: parameters whose step stays replicated, in a bucket
+  // of their own that is all-reduced and updated whole on every rank — a
+  // weight tied across pipeline stages, whose averaged gradient is summed
+  // with the other stage's copy after finish() and must be whole for that.
+  std::function<bool(const std::string& name)> replicate;
 };
 
 class DistributedDataParallel {
@@ -76,6 +83,15 @@ class DistributedDataParallel {
   // Global-norm clipping of the averaged gradients (optim::clip_grad_norm's
   // rule; sharded: each rank's block, the norm summed over ranks). Returns the norm.
   float clip_grad_norm(float max_norm);
+  // The averaged gradients this rank holds after finish(), as spans of
+  // parameter `name`'s gradient: whole gradients when replicated; when
+  // sharded, this rank's block of each sharded bucket, and the replicated
+  // bucket's gradients on rank 0 only when `counting` (each element once
+  // over the group) or on every rank when not (to scale them all).
+  std::vector<optim::GradSpan> averaged_gradients(bool counting) const;
+  // Whether the averaged gradients differ between ranks (a sharded step):
+  // then a norm over them is summed over the group.
+  bool sharded_gradients() const { return sharded(); }
   // Sharded: puts every rank's part of `opt`'s state together on every rank,
   // so its state_dict() is the unsharded one (before a checkpoint). Replicated: nothing.
   void gather_optimizer_state(optim::Optimizer& opt);
@@ -100,6 +116,7 @@ class DistributedDataParallel {
 
  private:
   bool sharded() const { return opts_.shard_optimizer; }
+  bool sharded(size_t bucket) const { return sharded() && !replicated_[bucket]; }
   void on_grad_ready(int param);
   // The parameter's elements in a flat per-bucket tensor (its gradient in storage_).
   Tensor slice_of(const std::vector<Tensor>& flat, size_t param) const;
@@ -112,6 +129,7 @@ class DistributedDataParallel {
   comm::ProcessGroup& group_;
   DdpOptions opts_;
   std::vector<Bucket> plan_;
+  std::vector<bool> replicated_;       // per bucket: all-reduced and stepped whole even when sharded
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
   std::vector<Tensor> storage_;        // per bucket, registered: this rank's gradients, then their average
   std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here

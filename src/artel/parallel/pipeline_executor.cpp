@@ -13,10 +13,82 @@ namespace {
 
 int peer(const comm::ProcessGroup& g) { return 1 - g.rank(); }
 
+// A hand-over is a header, then its tensors, each message tagged by the
+// micro-batch and its place: header [count, then per tensor dtype, rank,
+// dims...], fixed size, so the receiver learns what comes without knowing
+// the stage's code, and whether a gradient will come back for each.
+constexpr int64_t kMaxTensors = 7, kMaxDims = 6, kSlot = 3 + kMaxDims;
+constexpr int64_t kHeaderWords = 1 + kMaxTensors * kSlot;
+int tag_of(int mb, int64_t part) { return mb * static_cast<int>(kMaxTensors + 1) + static_cast<int>(part); }
+
+struct HandOver {
+  std::vector<Tensor> tensors;
+  std::vector<bool> grads;  // per tensor: its gradient goes back upstream
+};
+
+Tensor header_of(const HandOver& h) {
+  const std::vector<Tensor>& ts = h.tensors;
+  ARTEL_CHECK(static_cast<int64_t>(ts.size()) <= kMaxTensors, "pipeline: a stage hands over ", ts.size(),
+              " tensors, at most ", kMaxTensors);
+  Tensor out = Tensor::zeros({kHeaderWords}, DType::i64);
+  int64_t* w = out.data<int64_t>();
+  w[0] = static_cast<int64_t>(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    int64_t* slot = w + 1 + static_cast<int64_t>(i) * kSlot;
+    ARTEL_CHECK(ts[i].dim() <= kMaxDims, "pipeline: a handed-over tensor has ", ts[i].dim(), " dimensions, at most ",
+                kMaxDims);
+    slot[0] = static_cast<int64_t>(ts[i].dtype());
+    slot[1] = i < h.grads.size() && h.grads[i];
+    slot[2] = ts[i].dim();
+    for (int64_t d = 0; d < ts[i].dim(); ++d) slot[3 + d] = ts[i].size(d);
+  }
+  return out;
+}
+
+HandOver receive_all(comm::ProcessGroup& g, int mb) {
+  Tensor h = Tensor::empty({kHeaderWords}, DType::i64);
+  g.recv(h, peer(g), tag_of(mb, 0))->wait();
+  const int64_t* w = h.data<int64_t>();
+  HandOver out;
+  for (int64_t i = 0; i < w[0]; ++i) {
+    const int64_t* slot = w + 1 + i * kSlot;
+    Tensor t = Tensor::empty(Shape(slot + 3, slot + 3 + slot[2]), static_cast<DType>(slot[0]));
+    g.recv(t, peer(g), tag_of(mb, 1 + i))->wait();
+    out.tensors.push_back(t);
+    out.grads.push_back(slot[1] != 0);
+  }
+  return out;
+}
+
+void send_all(comm::ProcessGroup& g, int mb, const HandOver& h, std::vector<comm::WorkPtr>& sends) {
+  sends.push_back(g.send(header_of(h), peer(g), tag_of(mb, 0)));
+  for (size_t i = 0; i < h.tensors.size(); ++i)
+    sends.push_back(g.send(h.tensors[i], peer(g), tag_of(mb, 1 + static_cast<int64_t>(i))));
+}
+
+bool carries_gradient(const Variable& v) { return v.defined() && v.requires_grad(); }
+
+// Backward from several outputs at once, each with its gradient: one node
+// whose backward hands each output its gradient, so shared parts of the
+// graph are walked once.
+void backward_from(const Activations& outputs, const std::vector<Tensor>& grads) {
+  Activations roots;
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (carries_gradient(outputs[i])) roots.push_back(outputs[i]), seeds.push_back(grads.at(i));
+  if (roots.size() == 1) return roots[0].backward(seeds[0]);
+  if (roots.empty()) return;
+  autograd::make_result(Tensor::zeros({}), roots, "pipeline_hand_over",
+                        [seeds](const Tensor&, std::vector<Tensor>& gi) {
+                          for (size_t i = 0; i < gi.size(); ++i) gi[i] = seeds[i];
+                        })
+      .backward();
+}
+
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(int stage, int stages, PipelineLinks links, Shape activation)
-    : stage_(stage), stages_(stages), links_(std::move(links)), activation_(std::move(activation)) {
+PipelineExecutor::PipelineExecutor(int stage, int stages, PipelineLinks links)
+    : stage_(stage), stages_(stages), links_(std::move(links)) {
   ARTEL_CHECK(stages >= 1 && stage >= 0 && stage < stages, "pipeline executor: stage ", stage, " of ", stages);
   auto check = [&](const std::shared_ptr<comm::ProcessGroup>& g, bool needed, const char* what) {
     ARTEL_CHECK(!needed || (g && g->size() == 2), "pipeline executor: stage ", stage, " of ", stages, " needs a two-rank ",
@@ -39,70 +111,82 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
   for (size_t i = 0; i < schedule.size(); ++i)
     if (std::holds_alternative<Backward>(schedule[i])) last_backward = i;
 
-  std::map<int, InFlight> live;       // by micro-batch: forward done, backward not yet
-  std::map<int, Tensor> received;     // activations / gradients received, not yet consumed
-  std::vector<comm::WorkPtr> sends;   // each keeps its tensor alive until done
+  std::map<int, InFlight> live;                   // by micro-batch: forward done, backward not yet
+  std::map<int, HandOver> received;               // hand-overs received, not yet consumed
+  std::vector<comm::WorkPtr> sends;               // each keeps its tensor alive until done
   PipelineRunStats stats;
-  // An activation or its gradient (same shape) from the neighbour on `g`.
-  auto receive = [&](comm::ProcessGroup& g, int mb) {
-    Tensor t = Tensor::empty(fns.activation_shape ? fns.activation_shape(mb) : activation_);
-    g.recv(t, peer(g), mb)->wait();
-    received[mb] = t;
-  };
   auto find = [&](int mb, const char* what) -> InFlight& {
     auto it = live.find(mb);
     ARTEL_CHECK(it != live.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", mb, " before its forward");
     return it->second;
   };
+  auto take = [&](int mb, const char* what) {
+    auto it = received.find(mb);
+    ARTEL_CHECK(it != received.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", mb,
+                " before its hand-over arrived");
+    HandOver h = std::move(it->second);
+    received.erase(it);
+    return h;
+  };
   for (size_t i = 0; i < schedule.size(); ++i) {
     std::visit(
         Overloaded{
             [&](const RecvActivation& r) {
-              receive(link(links_.activations_from_prev, "receiving an activation"), r.micro_batch);
+              received[r.micro_batch] = receive_all(link(links_.activations_from_prev, "receiving an activation"),
+                                                    r.micro_batch);
             },
             [&](const Forward& f) {
               trace::Scope span("forward", "compute", "compute", f.micro_batch);
               InFlight& slot = live[f.micro_batch];
               if (stage_ > 0) {
-                auto it = received.find(f.micro_batch);
-                ARTEL_CHECK(it != received.end(), "pipeline stage ", stage_, ": forward of micro-batch ", f.micro_batch,
-                            " before its activation arrived");
-                slot.input = Variable(it->second, autograd::grad_enabled());
-                received.erase(it);
+                HandOver h = take(f.micro_batch, "forward");
+                for (size_t k = 0; k < h.tensors.size(); ++k)
+                  slot.inputs.emplace_back(h.tensors[k], autograd::grad_enabled() && h.grads[k]);
               }
-              slot.output = fns.forward(f.micro_batch, slot.input);
+              slot.outputs = fns.forward(f.micro_batch, slot.inputs);
               stats.peak_live_micro_batches = std::max(stats.peak_live_micro_batches, static_cast<int>(live.size()));
               if (!autograd::grad_enabled() && stage_ == stages_ - 1) live.erase(f.micro_batch);  // nothing to keep
             },
             [&](const SendActivation& s) {
-              comm::ProcessGroup& g = link(links_.activations_to_next, "sending an activation");
               InFlight& slot = find(s.micro_batch, "sending the activation");
-              sends.push_back(g.send(slot.output.value(), peer(g), s.micro_batch));
+              HandOver h;
+              for (const Variable& v : slot.outputs) h.tensors.push_back(v.value()), h.grads.push_back(carries_gradient(v));
+              send_all(link(links_.activations_to_next, "sending an activation"), s.micro_batch, h, sends);
               if (!autograd::grad_enabled()) live.erase(s.micro_batch);  // evaluation: no backward will come
             },
-            [&](const RecvGrad& r) { receive(link(links_.grads_from_next, "receiving a gradient"), r.micro_batch); },
+            [&](const RecvGrad& r) {
+              received[r.micro_batch] = receive_all(link(links_.grads_from_next, "receiving a gradient"), r.micro_batch);
+            },
             [&](const Backward& b) {
               trace::Scope span("backward", "compute", "compute", b.micro_batch);
               InFlight& slot = find(b.micro_batch, "backward");
               std::shared_ptr<void> local_only = i != last_backward && fns.no_sync ? fns.no_sync() : nullptr;
               if (stage_ == stages_ - 1) {
-                slot.output.backward();
+                ARTEL_CHECK(slot.outputs.size() == 1, "pipeline: the last stage must return the loss alone, got ",
+                            slot.outputs.size(), " tensors");
+                slot.outputs[0].backward();
               } else {
-                auto it = received.find(b.micro_batch);
-                ARTEL_CHECK(it != received.end(), "pipeline stage ", stage_, ": backward of micro-batch ", b.micro_batch,
-                            " before its gradient arrived");
-                slot.output.backward(it->second);
-                received.erase(it);
+                // The gradients come for the float outputs, in order; the others get none.
+                std::vector<Tensor> g = take(b.micro_batch, "backward").tensors, grads(slot.outputs.size());
+                size_t next = 0;
+                for (size_t k = 0; k < slot.outputs.size(); ++k)
+                  if (carries_gradient(slot.outputs[k])) {
+                    ARTEL_CHECK(next < g.size(), "pipeline stage ", stage_, ": too few gradients for micro-batch ",
+                                b.micro_batch);
+                    grads[k] = g[next++];
+                  }
+                backward_from(slot.outputs, grads);
               }
-              slot.output = Variable();  // frees the graph of this micro-batch
+              slot.outputs.clear();  // frees the graph of this micro-batch
               if (stage_ == 0) live.erase(b.micro_batch);
             },
             [&](const SendGrad& s) {
-              comm::ProcessGroup& g = link(links_.grads_to_prev, "sending a gradient");
               InFlight& slot = find(s.micro_batch, "sending the input gradient");
-              ARTEL_CHECK(slot.input.defined() && slot.input.grad().defined(), "pipeline stage ", stage_,
-                          ": micro-batch ", s.micro_batch, " has no input gradient to send");
-              sends.push_back(g.send(slot.input.grad(), peer(g), s.micro_batch));
+              HandOver grads;
+              for (const Variable& in : slot.inputs)
+                if (carries_gradient(in))  // an input the stage did not use gets a zero gradient
+                  grads.tensors.push_back(in.grad().defined() ? in.grad() : Tensor::zeros(in.shape()));
+              send_all(link(links_.grads_to_prev, "sending a gradient"), s.micro_batch, grads, sends);
               live.erase(s.micro_batch);
             },
             [&](const OptimizerStep&) {},

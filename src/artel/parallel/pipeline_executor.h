@@ -1,9 +1,11 @@
 // PipelineExecutor: runs one stage's instruction list (pipeline_schedule.h) —
-// any schedule, one interpreter (STYLE 6). Forward and backward are the
-// stage's own (callbacks); the executor moves activations downstream and
-// their gradients upstream by point-to-point messages, keeps each in-flight
-// micro-batch's input and output until its backward, and counts how many are
-// alive at once.
+// any schedule, one interpreter (after DeepSpeed's schedule/engine split).
+// Forward and backward are the stage's own (callbacks); the executor moves
+// whatever tensors a stage returns downstream — any number, any shapes and
+// dtypes, each message led by a small header that describes them — and the
+// gradients of its float inputs upstream, keeps each in-flight micro-batch's
+// inputs and outputs until its backward, and counts how many are alive at
+// once.
 //
 // Note [Pipeline links]
 // Each pair of neighbouring stages talks over two two-rank groups: one carries
@@ -14,8 +16,8 @@
 // waits for. With one group per direction, each queue holds messages of one
 // kind in schedule order, which both ends agree on.
 //
-//   PipelineExecutor ex(stage, stages, links, {mb_rows, T, C});
-//   ex.run(one_f_one_b(M, P, stage), {.forward = [&](int mb, const Variable& in) { ... }});
+//   PipelineExecutor ex(stage, stages, links);
+//   ex.run(one_f_one_b(M, P, stage), {.forward = [&](int mb, const Activations& in) { ... }});
 #pragma once
 
 #include <functional>
@@ -23,11 +25,13 @@
 
 #include "artel/autograd/variable.h"
 #include "artel/comm/process_group.h"
+#include "artel/nn/parallel_plan.h"
 #include "artel/parallel/pipeline_schedule.h"
 
 namespace artel::parallel {
 
 using autograd::Variable;
+using nn::Activations;
 
 // The four groups of a stage (Note [Pipeline links]); those toward a missing
 // neighbour are null. In each two-rank group the peer is the other rank.
@@ -37,17 +41,15 @@ struct PipelineLinks {
 };
 
 struct StageFunctions {
-  // Micro-batch `mb` through this stage. `input` is the received activation (a
-  // leaf that collects its gradient), undefined on the first stage. Returns the
-  // activation to send on, or on the last stage the micro-batch's loss, already
-  // scaled so that the sum over micro-batches is the step's loss.
-  std::function<Variable(int mb, const Variable& input)> forward;
+  // Micro-batch `mb` through this stage. `inputs` are what the previous stage
+  // sent (float ones are leaves that collect their gradients), empty on the
+  // first stage. Returns what to send on, or on the last stage the
+  // micro-batch's loss alone, already scaled so that the sum over
+  // micro-batches is the step's loss.
+  std::function<Activations(int mb, const Activations& inputs)> forward;
   // A guard under which a backward only accumulates locally (data parallelism:
   // every backward but a step's last); may be empty.
   std::function<std::shared_ptr<void>()> no_sync;
-  // The shape of micro-batch `mb`'s activation, when micro-batches differ
-  // (evaluation's short last batch); empty = the executor's shape.
-  std::function<Shape(int mb)> activation_shape;
 };
 
 struct PipelineRunStats {
@@ -56,8 +58,7 @@ struct PipelineRunStats {
 
 class PipelineExecutor {
  public:
-  // `activation` is the shape of one micro-batch's activation between stages.
-  PipelineExecutor(int stage, int stages, PipelineLinks links, Shape activation);
+  PipelineExecutor(int stage, int stages, PipelineLinks links);
 
   // Runs the list; OptimizerStep is left to the caller (it comes last). Waits
   // for every send before returning. Throws on an instruction that does not
@@ -69,13 +70,12 @@ class PipelineExecutor {
 
  private:
   struct InFlight {
-    Variable input, output;
+    Activations inputs, outputs;
   };
   comm::ProcessGroup& link(const std::shared_ptr<comm::ProcessGroup>& g, const char* what) const;
 
   int stage_, stages_;
   PipelineLinks links_;
-  Shape activation_;
 };
 
 }  // namespace artel::parallel

@@ -1,4 +1,4 @@
-// Pipeline schedules as data (STYLE 6, after DeepSpeed runtime/pipe/schedule.py).
+// Pipeline schedules as data (after DeepSpeed's runtime/pipe/schedule.py).
 //
 // A schedule is, for one stage, the ordered list of what that stage does in one
 // global batch: run a micro-batch forward or backward, send or receive an

@@ -1,4 +1,4 @@
-// The tensor-parallel ops: each forward next to its backward (STYLE 8), the
+// The tensor-parallel ops: each forward next to its backward, the
 // communication through the group's Work handles, waited at once (the next op
 // needs the result).
 #include "artel/parallel/tensor_parallel.h"
@@ -83,72 +83,10 @@ Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& grou
                      [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });
 }
 
-// ---- vocabulary-parallel embedding
-
-namespace {
-
-// out[i] = W[ids[i] − start] for ids in this shard, zeros otherwise; hit[i] = 1 or 0.
-template <class Id>
-void shard_lookup(int64_t n, int64_t rows, int64_t C, const Id* ids, int64_t start, const float* w, float* out,
-                  float* hit) {
-  parallel_for(n, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, C)), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      int64_t local = static_cast<int64_t>(ids[i]) - start;
-      bool mine = local >= 0 && local < rows;
-      if (mine) std::memcpy(out + i * C, w + local * C, static_cast<size_t>(C) * sizeof(float));
-      else std::memset(out + i * C, 0, static_cast<size_t>(C) * sizeof(float));
-      hit[i] = mine ? 1.0f : 0.0f;
-    }
-  });
-}
-
-// dW (rows, C), zeroed by the caller: dW[ids[i] − start] += dout[i] for this shard's ids.
-template <class Id>
-void shard_scatter_add(int64_t n, int64_t rows, int64_t C, const Id* ids, int64_t start, const float* dout,
-                       float* dw) {
-  // Threads take disjoint column ranges, so positions sharing an id never race.
-  parallel_for(C, std::max<int64_t>(16, (1 << 15) / std::max<int64_t>(1, n)), [&](int64_t c0, int64_t c1) {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t local = static_cast<int64_t>(ids[i]) - start;
-      if (local < 0 || local >= rows) continue;
-      const float* __restrict src = dout + i * C;
-      float* __restrict dst = dw + local * C;
-      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-    }
-  });
-}
-
-}  // namespace
-
-Variable vocab_parallel_embedding(const Tensor& ids, const Variable& weight_shard, int64_t vocab_start,
-                                  comm::ProcessGroup& group) {
-  const char* op = "vocab_parallel_embedding";
-  ARTEL_CHECK(weight_shard.defined() && weight_shard.value().dim() == 2, op, ": weight_shard must be (rows, C), got ",
-              weight_shard.defined() ? shape_str(weight_shard.shape()) : std::string("(undefined)"));
-  ARTEL_CHECK(ids.defined(), op, ": undefined ids");
-  ARTEL_CHECK(vocab_start >= 0, op, ": vocab_start ", vocab_start,
-              " is negative (hint: rank r of P holds rows [r·V/P, (r+1)·V/P))");
-  int64_t rows = weight_shard.size(0), C = weight_shard.size(1), n = ids.numel();
-  Shape out_shape = ids.shape();
-  out_shape.push_back(C);
-  // One all-reduce carries the looked-up rows (n, C) and, behind them, how
-  // many shards held each id (n): the range check costs no extra round trip.
-  Tensor buf = Tensor::empty({n * C + n});
-  float* y = buf.data<float>();
-  float* hits = y + n * C;
-  const float* w = weight_shard.value().data<float>();
-  with_ids(ids, op, "ids", [&](const auto* p) { shard_lookup(n, rows, C, p, vocab_start, w, y, hits); });
-  all_reduce(group, buf, comm::ReduceOp::sum);
-  with_ids(ids, op, "ids", [&](const auto* p) {
-    check_hits(op, "id", n, p, std::nullopt, hits, vocab_start, rows, group);
-  });
-  Tensor out = buf.slice0(0, n * C).view(out_shape);
-  return make_result(out, {weight_shard}, op, [ids, n, rows, C, vocab_start](const Tensor& g, std::vector<Tensor>& gi) {
-    gi[0] = Tensor::zeros({rows, C});
-    with_ids(ids, "vocab_parallel_embedding", "ids", [&](const auto* p) {
-      shard_scatter_add(n, rows, C, p, vocab_start, g.data<float>(), gi[0].data<float>());
-    });
-  });
+Variable once_over_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  if (!x.defined() || group.rank() == 0) return x;
+  return make_result(Tensor::zeros(x.shape()), {x}, "once_over_tensor_parallel",
+                     [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });
 }
 
 // ---- vocabulary-parallel cross-entropy
@@ -159,8 +97,8 @@ namespace {
 // sums = [Σ exp(x − m) (N) | target logit (N) | 1 if this shard holds the target (N)].
 // Ignored rows contribute zeros.
 template <class Id>
-void shard_row_sums(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start, int64_t ignore_index,
-                    const float* m, float* sums) {
+void shard_row_sums(int64_t N, int64_t Vl, int64_t Vv, const float* x, const Id* t, int64_t start,
+                    int64_t ignore_index, const float* m, float* sums) {
   float* sum_exp = sums;
   float* target_logit = sums + N;
   float* hit = sums + 2 * N;
@@ -170,9 +108,9 @@ void shard_row_sums(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t 
       sum_exp[r] = target_logit[r] = hit[r] = 0.0f;
       if (target == ignore_index) continue;
       const float* row = x + r * Vl;
-      sum_exp[r] = kernels::row_sum_exp(Vl, row, m[r]);
+      sum_exp[r] = Vv > 0 ? kernels::row_sum_exp(Vv, row, m[r]) : 0.0f;
       int64_t local = target - start;
-      if (local >= 0 && local < Vl) target_logit[r] = row[local], hit[r] = 1.0f;
+      if (local >= 0 && local < Vv) target_logit[r] = row[local], hit[r] = 1.0f;
     }
   });
 }
@@ -182,19 +120,19 @@ void shard_row_sums(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t 
 // each valid row's log-sum-exp into lse (N); returns Σ (lse − target logit)
 // over the valid rows and their count.
 template <class Id>
-double shard_cross_entropy_forward(int64_t N, int64_t Vl, const float* x, const Id* t, int64_t start,
+double shard_cross_entropy_forward(int64_t N, int64_t Vl, int64_t Vv, const float* x, const Id* t, int64_t start,
                                    int64_t ignore_index, comm::ProcessGroup& group, Tensor& lse_tensor,
                                    int64_t* valid) {
   float* lse = lse_tensor.data<float>();  // first the global row max
   parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) lse[r] = kernels::row_max(Vl, x + r * Vl);
+    for (int64_t r = r0; r < r1; ++r) lse[r] = Vv > 0 ? kernels::row_max(Vv, x + r * Vl) : -INFINITY;
   });
   all_reduce(group, lse_tensor, comm::ReduceOp::max);
   Tensor sums = Tensor::empty({3 * N});
   float* s = sums.data<float>();  // [Σ exp (N) | target logit (N) | hits (N)]
-  shard_row_sums(N, Vl, x, t, start, ignore_index, lse, s);
+  shard_row_sums(N, Vl, Vv, x, t, start, ignore_index, lse, s);
   all_reduce(group, sums, comm::ReduceOp::sum);
-  check_hits("vocab_parallel_cross_entropy", "target", N, t, ignore_index, s + 2 * N, start, Vl, group);
+  check_hits("vocab_parallel_cross_entropy", "target", N, t, ignore_index, s + 2 * N, start, Vv, group);
   double total = 0;
   *valid = 0;
   for (int64_t r = 0; r < N; ++r) {
@@ -209,7 +147,7 @@ double shard_cross_entropy_forward(int64_t N, int64_t Vl, const float* x, const 
 }  // namespace
 
 Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor& targets, int64_t vocab_start,
-                                      comm::ProcessGroup& group, int64_t ignore_index) {
+                                      comm::ProcessGroup& group, int64_t vocab, int64_t ignore_index) {
   const char* op = "vocab_parallel_cross_entropy";
   ARTEL_CHECK(local_logits.defined() && local_logits.value().dim() >= 1 && local_logits.shape().back() > 0, op,
               ": local_logits must be (..., V/P) with V/P > 0, got ",
@@ -220,21 +158,27 @@ Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor
               " (hint: targets hold one class index per row of logits)");
   ARTEL_CHECK(vocab_start >= 0, op, ": vocab_start ", vocab_start,
               " is negative (hint: rank r of P holds columns [r·V/P, (r+1)·V/P))");
+  // Columns from `vocab` on are padding (a table padded to divide over the group): never in the softmax.
+  const int64_t Vv = vocab < 0 ? Vl : std::clamp<int64_t>(vocab - vocab_start, 0, Vl);
   Tensor x = local_logits.value();
   Tensor lse = Tensor::empty({N});
   int64_t valid = 0;
   double total = with_ids(targets, op, "targets", [&](const auto* t) {
-    return shard_cross_entropy_forward(N, Vl, x.data<float>(), t, vocab_start, ignore_index, group, lse, &valid);
+    return shard_cross_entropy_forward(N, Vl, Vv, x.data<float>(), t, vocab_start, ignore_index, group, lse, &valid);
   });
   Tensor loss = Tensor::full({}, valid ? static_cast<float>(total / static_cast<double>(valid)) : 0.0f);
-  auto backward = [x, targets, lse, N, Vl, vocab_start, valid, ignore_index](const Tensor& g,
-                                                                             std::vector<Tensor>& gi) {
+  auto backward = [x, targets, lse, N, Vl, Vv, vocab_start, valid, ignore_index](const Tensor& g,
+                                                                                 std::vector<Tensor>& gi) {
     gi[0] = Tensor::empty(x.shape());
     float scale = valid ? g.item() / static_cast<float>(valid) : 0.0f;
     with_ids(targets, "vocab_parallel_cross_entropy", "targets", [&](const auto* t) {
       kernels::cross_entropy_backward(N, Vl, x.data<float>(), t, ignore_index, lse.data<float>(), scale,
                                       gi[0].data<float>(), vocab_start);
     });
+    if (Vv < Vl) {  // padding columns: no gradient, so padded rows stay zero
+      float* d = gi[0].data<float>();
+      for (int64_t r = 0; r < N; ++r) std::fill(d + r * Vl + Vv, d + (r + 1) * Vl, 0.0f);
+    }
   };
   return make_result(loss, {local_logits}, op, backward);
 }

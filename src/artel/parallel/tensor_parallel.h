@@ -34,7 +34,6 @@
 
 #include "artel/autograd/variable.h"
 #include "artel/comm/process_group.h"
-#include "artel/parallel/shard.h"
 
 namespace artel::parallel {
 
@@ -48,16 +47,11 @@ Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group);
 // untouched); backward identity.
 Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& group);
 
-// Embedding of a vocabulary split across the group: weight_shard (rows, C)
-// holds the rows [vocab_start, vocab_start + rows) of the full (V, C) table.
-// ids: int64 or int32 of any shape, in [0, V). Result (ids.shape..., C): each
-// rank looks up the ids in its range (zeros for the others), then the result is
-// all-reduced, so every rank holds the full embedding. Backward: each rank's
-// weight_shard gets the gradient rows of its own ids (the output gradient is
-// identical on all ranks). An id held by no shard, or by more than one (ids
-// outside [0, V), shards that do not tile the table), is an Error on every rank.
-Variable vocab_parallel_embedding(const Tensor& ids, const Variable& weight_shard, int64_t vocab_start,
-                                  comm::ProcessGroup& group);
+// A replicated addend that must enter a sum over `group` once (a row-parallel
+// layer's bias, or the residual laid into its GEMM): x itself on rank 0,
+// zeros elsewhere; backward passes the gradient through on every rank, as
+// each rank's x is the same tensor and gets the whole gradient.
+Variable once_over_tensor_parallel(const Variable& x, comm::ProcessGroup& group);
 
 // Cross-entropy over a vocabulary split across the group: local_logits
 // (..., V/P) holds columns [vocab_start, vocab_start + V/P) of the full logits;
@@ -70,7 +64,9 @@ Variable vocab_parallel_embedding(const Tensor& ids, const Variable& weight_shar
 // all-reduce(sum) of [Σ exp(x − max), target logit, shard hit] per row.
 // Backward: (softmax − onehot)·dloss / count on the local columns only, with no
 // communication.
+// `vocab` (-1: every column) is the vocabulary without padding: columns from
+// it on never enter the softmax and get no gradient.
 Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor& targets, int64_t vocab_start,
-                                      comm::ProcessGroup& group, int64_t ignore_index = -100);
+                                      comm::ProcessGroup& group, int64_t vocab = -1, int64_t ignore_index = -100);
 
 }  // namespace artel::parallel

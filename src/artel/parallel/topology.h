@@ -1,4 +1,4 @@
-// The 3-D parallel layout (STYLE 7, after DeepSpeed pipe/topology.py): which
+// The 3-D parallel layout (after DeepSpeed's pipe/topology.py): which
 // (data-parallel, pipeline, tensor-parallel) coordinates each rank has, and every
 // group of ranks along one axis, all derived from one object.
 //

@@ -1,6 +1,6 @@
 // Checkpoints: everything a run needs to continue bit-for-bit — model weights,
 // optimizer state, step, sampler position, RNG states — in one self-describing
-// file (STYLE 12, after llm.c's headers), and a store that keeps the last K of
+// file (after llm.c's headers), and a store that keeps the last K of
 // them in a directory and finds the newest good one on restart.
 //
 //   CheckpointStore store(cfg.out + "/checkpoints", /*keep_last=*/3);

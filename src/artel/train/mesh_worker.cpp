@@ -6,6 +6,7 @@
 #include <map>
 
 #include "artel/comm/gather_named.h"
+#include "artel/core/memory_stats.h"
 #include "artel/core/trace.h"
 #include "artel/kernels/gemm.h"
 #include "artel/parallel/mesh_groups.h"
@@ -31,14 +32,17 @@ std::string svg_path(const std::string& trace) {
   return trace + ".svg";
 }
 
-// Room on each pipeline link for every micro-batch's activation (or gradient)
-// of a step, so no send waits for its receiver; up to a cap, past which sends
-// stream through the buffer (slower, still correct).
+// Room on each pipeline link for every micro-batch's hand-over (or its
+// gradient) of a step, so no send waits for its receiver; up to a cap, past
+// which sends stream through the buffer (slower, still correct). A GPT's
+// hand-over is (rows, T, C); other models' are taken to be at most 1024
+// floats a row (the MNIST models hand over at most 6·28·28 = 4704: those
+// stream, which their sizes make cheap).
 size_t link_message_bytes(const TrainConfig& cfg) {
-  constexpr size_t kHeader = 64, kCap = 64ull << 20;
+  constexpr size_t kHeaders = 2 * 64 + 1024, kCap = 64ull << 20;
   const size_t rows = static_cast<size_t>(cfg.batch_size / cfg.micro_batches);
-  const size_t message = rows * static_cast<size_t>(cfg.block_size * cfg.n_embd) * sizeof(float) + kHeader;
-  return std::min(kCap, message * static_cast<size_t>(cfg.micro_batches));
+  const size_t row = cfg.model == "gpt" ? static_cast<size_t>(cfg.block_size * cfg.n_embd) : 1024;
+  return std::min(kCap, (rows * row * sizeof(float) + kHeaders) * static_cast<size_t>(cfg.micro_batches));
 }
 
 }  // namespace
@@ -48,7 +52,7 @@ MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::Pr
   cfg_.validate();
   // Before the mesh times its pieces (--stage-layers cost) with the library the run will use.
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
-  mesh_ = std::make_unique<GptMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
+  mesh_ = std::make_unique<ModelMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
                                                                      static_cast<int>(cfg_.tp), link_message_bytes(cfg_)));
   const parallel::MeshGroups& g = mesh_->groups();
   WorkerHooks h;
@@ -60,9 +64,11 @@ MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::Pr
   h.barrier = [this] { world_->barrier()->wait(); };
   h.describe_sync = [this] { return mesh_->describe_data_parallel(); };
   h.after_step = std::move(opts.after_step);
+  h.optimizer_step = [this] { return mesh_->step(trainer_->optimizer()); };
+  h.before_checkpoint = [this] { mesh_->gather_optimizer_state(trainer_->optimizer()); };
   h.model_parallel = mesh_.get();
   trainer_ = std::make_unique<Trainer>(cfg_, run_, std::move(h));
-  mesh_->start_data_parallel(opts.ddp);
+  mesh_->start_data_parallel(opts.ddp, trainer_->optimizer());
 }
 
 MeshWorker::~MeshWorker() = default;
@@ -85,19 +91,35 @@ RunSummary MeshWorker::run() {
 // Rank 0 prints what each stage (of replica 0, tensor-parallel rank 0) held at most.
 void MeshWorker::report_stages() {
   const parallel::MeshGroups& g = mesh_->groups();
-  Tensor mine = Tensor::empty({3}, DType::i64);
+  Tensor mine = Tensor::empty({5}, DType::i64);
   mine.data<int64_t>()[0] = g.coord.dp == 0 && g.coord.tp == 0 ? g.coord.pp : -1;
   mine.data<int64_t>()[1] = mesh_->stats().peak_live_micro_batches;
   mine.data<int64_t>()[2] = mesh_->stats().peak_activation_bytes;
+  int64_t held = 0;
+  for (auto& [name, p] : mesh_->parameters()) held += p.numel();
+  mine.data<int64_t>()[3] = held;
+  mine.data<int64_t>()[4] = peak_resident_bytes();
   std::vector<comm::NamedTensors> all = comm::gather_named(*world_, {{"stage", mine}});
   if (world_->rank() != 0) return;
+  // What every worker held: no worker holds the whole model's parameters
+  // (a shard's parameters are materialised alone; weights files stream).
+  out() << "memory: parameter elements held and peak resident memory (VmHWM) per worker, of "
+        << trainer_->model().num_parameters() << " in the model\n";
+  for (size_t r = 0; r < all.size(); ++r) {
+    const int64_t* d = all[r][0].second.data<int64_t>();
+    char line[160];
+    std::snprintf(line, sizeof line, "  rank %zu: %lld parameters (%.1f%%), peak resident %s\n", r,
+                  static_cast<long long>(d[3]), 100.0 * static_cast<double>(d[3]) /
+                  static_cast<double>(trainer_->model().num_parameters()), mib(d[4]).c_str());
+    out() << line;
+  }
   out() << "pipeline: " << cfg_.pp << " stage(s), " << cfg_.micro_batches << " micro-batch(es), " << cfg_.schedule
         << " (a stage holds at most " << (cfg_.schedule == "gpipe" ? "M" : "min(M, P - stage)")
-        << " micro-batches' activations)\n  stage  blocks   live micro-batches  peak activation memory\n";
+        << " micro-batches' activations)\n  stage  layers   live micro-batches  peak activation memory\n";
   for (const auto& list : all) {
     const int64_t* d = list[0].second.data<int64_t>();
     if (d[0] < 0) continue;
-    const parallel::BlockRange& r = mesh_->stages()[static_cast<size_t>(d[0])];
+    const parallel::PieceRange r = mesh_->stage_layers()[static_cast<size_t>(d[0])];
     char line[160];
     std::snprintf(line, sizeof line, "  %5lld  [%lld,%lld)  %18lld  %s\n", static_cast<long long>(d[0]),
                   static_cast<long long>(r.first), static_cast<long long>(r.last), static_cast<long long>(d[1]),

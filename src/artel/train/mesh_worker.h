@@ -1,6 +1,6 @@
 // One worker of a DP × PP × TP job (`artel train --tp T --pp P
-// --micro-batches M`): the process groups of its place in the mesh, the GPT
-// shard it trains (gpt_mesh.h), and a Trainer that runs the usual loop over
+// --micro-batches M`): the process groups of its place in the mesh, the
+// model shard it trains (model_mesh.h), and a Trainer that runs the usual loop over
 // them (Note [Model-parallel seams] in model_parallel.h). Only rank 0 prints
 // and writes files. After training rank 0 prints, per pipeline stage, the
 // most micro-batches and activation bytes a stage held at once, and with
@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "artel/comm/process_group.h"
-#include "artel/train/gpt_mesh.h"
+#include "artel/train/model_mesh.h"
 #include "artel/train/trainer.h"
 
 namespace artel::train {
@@ -35,7 +35,7 @@ class MeshWorker {
 
   RunSummary run();
   Trainer& trainer() { return *trainer_; }
-  GptMesh& mesh() { return *mesh_; }
+  ModelMesh& mesh() { return *mesh_; }
 
  private:
   void report_stages();
@@ -45,7 +45,7 @@ class MeshWorker {
   TrainConfig cfg_;
   RunOptions run_;
   std::shared_ptr<comm::ProcessGroup> world_;
-  std::unique_ptr<GptMesh> mesh_;
+  std::unique_ptr<ModelMesh> mesh_;
   std::unique_ptr<Trainer> trainer_;
 };
 

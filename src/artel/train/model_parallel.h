@@ -2,9 +2,10 @@
 // shard of the model (tensor and pipeline parallelism, mesh_worker.h).
 //
 // Note [Model-parallel seams]
-// The Trainer still builds the whole model on every worker — from the seed or
-// --init, so every worker draws the same initial weights — and hands it to
-// shard(), which copies this worker's part into its own modules. From then on
+// The Trainer builds the model declared (shapes, no storage: Note [Declared
+// parameters] in nn/module.h) and hands it to shard(), which applies the
+// model's plan and materialises only this worker's part — drawn from the
+// seed, or taken from --init — as the whole model would hold it. From then on
 // the optimizer updates the shard, and the loop calls in here instead of
 // running the model itself: forward_backward for a step (the pipeline
 // schedule), clip_grad_norm (the global norm spans every shard), evaluate
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,9 +36,9 @@ class ModelParallel {
  public:
   virtual ~ModelParallel() = default;
 
-  // Builds this worker's shard from the whole model; returns the shard's
-  // parameters (what the optimizer updates).
-  virtual nn::NamedParameters shard(models::Model& full) = 0;
+  // Builds this worker's shard of the declared model (`data` gives inputs to
+  // time pieces on); returns the shard's parameters (what the optimizer updates).
+  virtual nn::NamedParameters shard(models::Model& model, const data::Dataset& data) = 0;
   // One step's forward and backward over this replica's batch; gradients
   // accumulate on the shard. Returns the step's loss where this worker
   // computes it (the last pipeline stage), else 0.
@@ -45,8 +47,12 @@ class ModelParallel {
   virtual void clip_grad_norm(float max_norm) = 0;
   // Evaluation through the shards; every worker gets the result. Collective.
   virtual EvalResult evaluate(const data::Dataset& ds, const EvalOptions& opts) = 0;
-  // Copies every shard into `full` on the reporter. Collective.
-  virtual void gather_into(models::Model& full) = 0;
+  // Writes the whole model's weights (single-worker names) to `path` on the
+  // reporter, gathering a bounded batch of tensors at a time, so no worker
+  // ever holds the whole model. Collective.
+  virtual void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) = 0;
+  // Copies every shard into `full` on the reporter (allocating its parameters; null elsewhere). Collective.
+  virtual void gather_into(models::Model* full) = 0;
   // The checkpoint after `step`, whole on the reporter (elsewhere: empty). Collective.
   virtual Checkpoint checkpoint(int64_t step, const optim::Optimizer& optimizer, const Compatibility& compat) = 0;
   // Takes this worker's part of a checkpoint; returns its step.

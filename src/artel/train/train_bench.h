@@ -1,12 +1,12 @@
 // Training benchmarks: ms per step of the baselines' workloads (W1 mnist-mlp,
 // W2 shakespeare-char-gpt, and the CNN), measured the way the PyTorch harness
-// ../shared/peers/torch_train/train.py measures them — wall time of a whole
-// step (batch, forward, backward, update), the median over the steps after a
-// warmup — so the two can be compared as a ratio in the same run.
+// tools/torch/train.py measures them — wall time of a whole step (batch,
+// forward, backward, update), the median over the steps after a warmup — so
+// the two can be compared as a ratio in the same run.
 //
 //   BenchResult r = bench_artel({.workload = "w2", .threads = 1, .steps = 120});
 //   r.median_ms;
-//   auto cmd = torch_harness_command("train.py", "w2", 1, 120);   // argv of the peer
+//   auto cmd = torch_harness_command("/usr/bin/python3", "tools/torch/train.py", r.bench);   // its argv
 //   std::optional<double> ms = parse_peer_median_ms(line);        // from its "summary" line
 #pragma once
 
@@ -56,8 +56,9 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
 double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
 
-// argv for the PyTorch harness running the same workload (there is no CNN
-// peer: returns {} for "cnn"). W1 runs ceil(steps / 62) epochs of 62 steps.
+// argv for the PyTorch harness running the same workload; {} for "cnn" (not
+// compared: the harness's --workload mnist-cnn runs it by hand). W1 runs
+// ceil(steps / 62) epochs of 62 steps.
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c);
 

@@ -201,15 +201,13 @@ void TrainConfig::validate() const {
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
   if (!model_parallel()) return;
-  if (model != "gpt")
-    throw Error("model " + model + " has no tensor- or pipeline-parallel form (--tp, --pp, --micro-batches)",
-                "use --model gpt, or data parallelism alone (--nproc, --accum)");
   if (accum > 1)
     throw Error("--accum " + std::to_string(accum) + " together with --tp / --pp / --micro-batches",
                 "with model parallelism, split the batch with --micro-batches instead");
   if (batch_size % micro_batches != 0)
     throw Error(detail::concat("--micro-batches ", micro_batches, " does not divide --batch-size ", batch_size),
                 "choose a batch size that is a multiple of the micro-batch count");
+  if (model != "gpt") return;  // the model's plan is checked against the layout by check_mesh
   if (pp > n_layer)
     throw Error(detail::concat("--pp ", pp, " stages for a model of ", n_layer, " blocks"),
                 "every stage needs at least one block: use --pp <= --n-layer");

@@ -1,7 +1,8 @@
-// TrainConfig: everything one training run needs, as one typed struct (STYLE
-// 14). Each field has a type, a default, a range check (validate()) and a
-// comment; the per-model defaults are the recipes of ../shared/baselines.md
-// (W2 for gpt, W1 for mlp). The same keys come from a JSON file or from the
+// TrainConfig: everything one training run needs, as one typed struct (after
+// DeepSpeed's zero/config.py). Each field has a type, a default, a range check
+// (validate()) and a comment; the per-model defaults are the benchmark
+// recipes (W2 for gpt: nanoGPT's baby character model; W1 for mlp: the MNIST
+// MLP; README.md lists them). The same keys come from a JSON file or from the
 // command line (flags use hyphens, JSON keys underscores or hyphens; a later
 // source overrides an earlier one):
 //

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
+#include "artel/core/memory_stats.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
 #include "artel/kernels/gemm.h"
@@ -60,9 +62,12 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
   if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
   data_ = data::open_dataset(cfg_.data, {.block_size = cfg_.block_size});
   check_model_fits_data();
-  model_ = models::make_model(make_model_config(cfg_, data_->num_classes()));
-  if (!cfg_.init.empty()) nn::load_weights(*model_, cfg_.init);
-  nn::NamedParameters trained = hooks_.model_parallel ? hooks_.model_parallel->shard(*model_) : model_->named_parameters();
+  // Declared: a worker holding a shard materialises only that (Note [Model-parallel seams]).
+  model_ = models::declare_model(make_model_config(cfg_, data_->num_classes()));
+  if (!hooks_.model_parallel && !cfg_.init.empty()) nn::load_weights(*model_, cfg_.init);
+  else if (!hooks_.model_parallel) nn::materialize(*model_, static_cast<uint64_t>(cfg_.seed));
+  nn::NamedParameters trained =
+      hooks_.model_parallel ? hooks_.model_parallel->shard(*model_, *data_) : model_->named_parameters();
   for (auto& [name, p] : trained) params_.push_back(p);
   optimizer_ = make_optimizer(cfg_, trained);
 
@@ -123,9 +128,19 @@ void Trainer::write_config_file() const {
   if (!f) throw Error("cannot write " + cfg_.out + "/config.json", "check that --out is writable");
 }
 
+// Weights under the single-worker names. With model parallelism every
+// worker calls this (the reporter writes the file one batch of gathered
+// tensors at a time, never holding the whole model); alone, the reporter.
 void Trainer::save(const std::string& name, int64_t step) const {
-  nn::save_weights(*model_, cfg_.out + "/" + name,
-                   {{"format", "pt"}, {"model", cfg_.model}, {"step", std::to_string(step)}});
+  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"model", cfg_.model}, {"step", std::to_string(step)}};
+  if (hooks_.model_parallel) return hooks_.model_parallel->write_weights(cfg_.out + "/" + name, meta);
+  nn::save_weights(*model_, cfg_.out + "/" + name, meta);
+}
+
+void Trainer::make_out_dir() const {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.out, ec);
+  if (ec) throw Error("cannot create --out " + cfg_.out + ": " + ec.message(), "pass a writable directory");
 }
 
 bool Trainer::due_for_eval(int64_t k) const {
@@ -211,7 +226,7 @@ Compatibility Trainer::compatibility() const {
 }
 
 std::string Trainer::sample(int64_t chars) {
-  auto* gpt = dynamic_cast<models::Gpt*>(model_.get());
+  auto* gpt = dynamic_cast<models::Gpt*>(whole_ ? whole_.get() : model_.get());
   auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
   ARTEL_CHECK(gpt && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
   const data::CharVocab& vocab = text->vocab();
@@ -222,12 +237,10 @@ std::string Trainer::sample(int64_t chars) {
 }
 
 std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
-  std::error_code ec;
-  std::filesystem::create_directories(cfg_.out, ec);
-  if (ec) throw Error("cannot create --out " + cfg_.out + ": " + ec.message(), "pass a writable directory");
+  make_out_dir();
   write_config_file();
   if (first_step == 1) {
-    save("init.safetensors", 0);
+    if (!hooks_.model_parallel) save("init.safetensors", 0);  // else every worker wrote it already
     return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl");
   }
   return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl", first_step - 1);
@@ -310,11 +323,24 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   }
 }
 
+// With model parallelism, the reporter's whole model receives every shard
+// (all workers take part) — for sampling text only; alone, the model is
+// whole already.
+void Trainer::gather_whole() {
+  if (!hooks_.model_parallel) return;
+  if (hooks_.reporter && !whole_) whole_ = models::declare_model(model_->config());
+  hooks_.model_parallel->gather_into(whole_.get());
+}
+
 RunSummary Trainer::run() {
   const bool report = hooks_.reporter;
   const bool files = report && run_.write_files;
   if (report) announce();
   const int64_t first_step = 1 + (run_.resume ? resume_step() : 0);
+  if (first_step == 1 && run_.write_files && hooks_.model_parallel) {  // a collective: before only the reporter goes on
+    if (report) make_out_dir();
+    save("init.safetensors", 0);
+  }
   std::unique_ptr<MetricsWriter> metrics = files ? start_files(first_step) : nullptr;
   std::ostringstream quiet;
   Progress progress({.total_steps = total_steps_,
@@ -331,14 +357,15 @@ RunSummary Trainer::run() {
     throw;
   }
   progress.finish();
-  // The reporter's whole model receives every shard, for the weights and the
-  // sample; every worker takes part, so the condition is the same on all.
-  if (hooks_.model_parallel && (run_.write_files || (run_.sample && cfg_.generate > 0)))
-    hooks_.model_parallel->gather_into(*model_);
-  if (files) {
-    save("final.safetensors", total_steps_);
-    out() << "wrote " << cfg_.out << "/final.safetensors\n";
-  }
+  // Every worker takes part in writing a sharded model's weights and in
+  // gathering it for the sample, so the conditions are the same on all.
+  if (run_.write_files && (report || hooks_.model_parallel)) save("final.safetensors", total_steps_);
+  if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
+  if (run_.sample && cfg_.model == "gpt" && cfg_.generate > 0) gather_whole();
+  if (report && !hooks_.model_parallel)
+    out() << "memory: peak resident " << std::fixed << std::setprecision(2)
+          << static_cast<double>(peak_resident_bytes()) / (1 << 20) << " MiB (VmHWM of the reporting worker)\n"
+          << std::defaultfloat;
   if (report && run_.sample && cfg_.model == "gpt" && cfg_.generate > 0) {
     summary.sample = sample(cfg_.generate);
     out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"

@@ -156,6 +156,8 @@ class Trainer {
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
   void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
+  void gather_whole();
+  void make_out_dir() const;
   void announce() const;
   void write_config_file() const;
   void save(const std::string& name, int64_t step) const;
@@ -166,7 +168,8 @@ class Trainer {
   RunOptions run_;
   WorkerHooks hooks_;
   std::unique_ptr<data::Dataset> data_;
-  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<models::Model> model_;   // with model parallelism: declared, holding this worker's shard
+  std::unique_ptr<models::Model> whole_;   // with model parallelism, on the reporter: every shard gathered
   std::vector<autograd::Variable> params_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;

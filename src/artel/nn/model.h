@@ -1,0 +1,51 @@
+// Model: what artel trains — a Module whose forward maps one batch input to
+// logits, with the plan that says how it splits (nn/parallel_plan.h). The
+// bundled GPT, MLP and CNN (models/) are written this way, and so is a
+// user's model: declare the layers, the pieces and the tensor-parallel
+// rules; forward, by default, runs the pieces in order, so a pipeline stage
+// runs exactly the code one worker runs.
+//
+//   class TwoLayer : public nn::Model {
+//    public:
+//     TwoLayer() {
+//       fc1_ = register_module("fc1", std::make_shared<nn::Linear>(784, 256));
+//       fc2_ = register_module("fc2", std::make_shared<nn::Linear>(256, 10));
+//       set_plan({.pieces = {layer_piece("fc1", *fc1_), layer_piece("fc2", *fc2_)}});
+//     }
+//   };
+//   nn::materialize(model, seed);
+//   Variable logits = model.forward(x);
+#pragma once
+
+#include <memory>
+
+#include "artel/nn/layer.h"
+#include "artel/nn/module.h"
+#include "artel/nn/parallel_plan.h"
+#include "artel/nn/sequential.h"
+
+namespace artel::nn {
+
+class Model : public Module {
+ public:
+  // The input (ids, images, ...) -> logits, with the graph recorded. By
+  // default: the plan's pieces in order, the input entering the first.
+  virtual Variable forward(const Tensor& input);
+  const ParallelPlan& plan() const { return plan_; }
+
+ protected:
+  void set_plan(ParallelPlan plan) { plan_ = std::move(plan); }
+
+ private:
+  ParallelPlan plan_;
+};
+
+// Runs pieces [first, last) of `plan` on `in`.
+Activations run_pieces(const ParallelPlan& plan, size_t first, size_t last, Activations in);
+
+// A piece made of one Layer registered at `path` (the model owns the layer).
+Piece layer_piece(const std::string& path, Layer& layer);
+// One piece per layer of a Sequential registered at `path` ("net.0", "net.1", ...).
+std::vector<Piece> sequential_pieces(const std::string& path, const Sequential& seq);
+
+}  // namespace artel::nn

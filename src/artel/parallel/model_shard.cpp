@@ -1,0 +1,183 @@
+#include "artel/parallel/model_shard.h"
+
+#include "artel/autograd/ops.h"
+#include "artel/core/error.h"
+#include "artel/nn/embedding.h"
+#include "artel/nn/linear.h"
+#include "artel/parallel/tensor_parallel.h"
+
+namespace artel::parallel {
+namespace {
+
+bool used_by(const nn::Piece& piece, const std::string& param) {
+  for (const std::string& m : piece.modules)
+    if (nn::path_within(param, m)) return true;
+  return false;
+}
+
+std::string joined(const std::string& module, const char* param) { return module.empty() ? param : module + "." + param; }
+
+}  // namespace
+
+std::vector<bool> piece_layers(const nn::Model& model) {
+  std::vector<bool> out;
+  for (const nn::Piece& p : model.plan().pieces) out.push_back(p.layer);
+  return out;
+}
+
+std::vector<double> piece_parameter_counts(const nn::Model& model) {
+  const std::vector<nn::DeclaredParameter> params = model.declared_parameters();
+  std::vector<double> out;
+  for (const nn::Piece& piece : model.plan().pieces) {
+    double n = 0;
+    for (const nn::DeclaredParameter& d : params)
+      if (used_by(piece, d.name)) n += static_cast<double>(shape_numel(d.shape));
+    out.push_back(n);
+  }
+  return out;
+}
+
+ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), place_(std::move(place)) {
+  const int64_t pieces = static_cast<int64_t>(model_.plan().pieces.size());
+  if (place_.stages.empty()) place_.stages = {{0, pieces}};
+  ARTEL_CHECK(place_.stage >= 0 && place_.stage < stages(), "model shard: stage ", place_.stage, " of ", stages());
+  ARTEL_CHECK(pieces > 0 || stages() == 1, "pipeline parallelism needs a model that declares its pieces "
+              "(nn::ParallelPlan::pieces); this one has none");
+  if (place_.tp && place_.tp->size() == 1) place_.tp = nullptr;  // a group of one splits nothing
+  for (const nn::DeclaredParameter& d : model_.declared_parameters()) {
+    index_[d.name] = placements_.size();
+    placements_.push_back({d.name, d.shape, {}, {}});
+  }
+  apply_tensor_parallel();
+  place_parameters();
+}
+
+// Each rule of the plan: the split of every parameter of the matching
+// layers, checked against the group now (before anything is allocated), and
+// the collectives the layer runs around its own ops.
+void ModelShard::apply_tensor_parallel() {
+  const nn::ParallelPlan& plan = model_.plan();
+  comm::ProcessGroup* g = place_.tp;
+  const int r = tp_rank(), T = g ? tp_size() : std::max(1, place_.tp_degree);
+  auto set_split = [&](const std::string& name, const nn::Split& split) {
+    ParameterPlacement& p = placements_.at(index_.at(name));
+    p.split = split;
+    try {
+      nn::part_geometry(p.shape, split, r, T);
+    } catch (const Error& e) {
+      throw Error("tensor parallelism: " + name + " " + shape_str(p.shape) + " does not split over " +
+                      std::to_string(T) + " ranks as the model's plan declares (" + e.what() + ")",
+                  "choose --tp dividing the model's split dimensions (heads, hidden features)");
+    }
+  };
+  auto enter = [g](const Variable& x) { return copy_to_tensor_parallel(x, *g); };
+  auto reduce = [g](const Variable& x) { return reduce_from_tensor_parallel(x, *g); };
+  auto once = [g](const Variable& x) { return once_over_tensor_parallel(x, *g); };
+  const std::vector<std::pair<std::string, nn::Module*>> modules = model_.named_modules();
+  for (const nn::TensorParallelRule& rule : plan.tensor_parallel) {
+    int matched = 0;
+    for (const auto& [path, module] : modules) {
+      if (!nn::path_matches(rule.pattern, path)) continue;
+      ++matched;
+      if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
+        ARTEL_CHECK(rule.style != nn::TensorParallelStyle::vocab, "plan: ", path, " is a Linear, not an Embedding");
+        const bool column = rule.style == nn::TensorParallelStyle::column;
+        set_split(joined(path, "weight"), {.dim = column ? 0 : 1, .groups = column ? rule.groups : 1, .unit = rule.unit});
+        if (lin->bias().defined() || index_.count(joined(path, "bias")))
+          set_split(joined(path, "bias"),
+                    column ? nn::Split{.dim = 0, .groups = rule.groups, .unit = rule.unit} : nn::Split{});
+        if (!g) continue;
+        if (column) lin->set_parallel({.kind = nn::LinearParallel::Kind::column, .enter = enter});
+        else lin->set_parallel({.kind = nn::LinearParallel::Kind::row, .reduce = reduce, .once = once});
+      } else if (auto* emb = dynamic_cast<nn::Embedding*>(module)) {
+        ARTEL_CHECK(rule.style == nn::TensorParallelStyle::vocab, "plan: ", path, " is an Embedding: split it as vocab");
+        const nn::Split rows{.dim = 0, .pad = true};
+        set_split(joined(path, "weight"), rows);
+        const int64_t first = nn::part_geometry({emb->num_embeddings(), emb->dim()}, rows, r, T).begin;
+        if (path == plan.vocab_parallel_logits) logits_first_ = first, logits_vocab_ = emb->num_embeddings();
+        if (g) emb->set_parallel({.first_row = first, .enter = enter, .reduce = reduce});
+      } else {
+        throw Error("plan: tensor-parallel rule '" + rule.pattern + "' matches " + path +
+                        ", which is neither an nn::Linear nor an nn::Embedding",
+                    "split Linear layers column- or row-wise and Embeddings by vocabulary");
+      }
+    }
+    if (matched == 0)
+      throw Error("plan: tensor-parallel rule '" + rule.pattern + "' matches no module of the model",
+                  "check the pattern against the model's module paths ('*' stands for one component)");
+  }
+}
+
+void ModelShard::place_parameters() {
+  const std::vector<nn::Piece>& pieces = model_.plan().pieces;
+  for (ParameterPlacement& p : placements_) {
+    if (pieces.empty()) p.stages = {0};
+    for (int s = 0; s < stages() && !pieces.empty(); ++s)
+      for (int64_t i = place_.stages[s].first; i < place_.stages[s].last; ++i)
+        if (used_by(pieces[static_cast<size_t>(i)], p.name) && (p.stages.empty() || p.stages.back() != s))
+          p.stages.push_back(s);
+    if (p.stages.empty())
+      throw Error("plan: parameter " + p.name + " is used by no piece of the model's plan",
+                  "list every module a piece uses in its Piece::modules");
+  }
+  for (const nn::DeclaredParameter& d : model_.declared_parameters()) {
+    const std::vector<int>& s = placement(d.name).stages;
+    if (std::find(s.begin(), s.end(), place_.stage) != s.end()) mine_.emplace_back(d.name, d.param);
+  }
+}
+
+const ParameterPlacement& ModelShard::placement(const std::string& name) const {
+  auto it = index_.find(name);
+  ARTEL_CHECK(it != index_.end(), "the model has no parameter ", name);
+  return placements_[it->second];
+}
+
+void ModelShard::materialize(uint64_t seed) {
+  std::map<std::string, nn::DeclaredParameter> declared;
+  for (nn::DeclaredParameter& d : model_.declared_parameters()) declared.emplace(d.name, d);
+  for (auto& [name, p] : mine_) {
+    const ParameterPlacement& where = placement(name);
+    const nn::DeclaredParameter& d = declared.at(name);
+    if (!d.init) {  // given a value at registration: this worker's part of it
+      p.value() = nn::take_part(p.value(), where.split, tp_rank(), tp_size());
+      continue;
+    }
+    Tensor t = Tensor::empty(nn::part_geometry(where.shape, where.split, tp_rank(), tp_size()).shape);
+    nn::fill(t, *d.init, seed, nn::stream_of(name), where.shape, where.split, tp_rank(), tp_size());
+    p.value() = t;
+  }
+}
+
+void ModelShard::load(const std::function<Tensor(const std::string&)>& whole) {
+  for (auto& [name, p] : mine_) {
+    const ParameterPlacement& where = placement(name);
+    Tensor t = whole(name);
+    ARTEL_CHECK(t.defined() && t.shape() == where.shape, "loading ", name, ": got ",
+                t.defined() ? shape_str(t.shape()) : std::string("nothing"), ", the model has ", shape_str(where.shape));
+    p.value() = nn::take_part(t, where.split, tp_rank(), tp_size());
+  }
+}
+
+nn::NamedParameters ModelShard::parameters() const { return mine_; }
+
+std::vector<std::pair<std::string, Variable>> ModelShard::tied() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  for (const auto& [name, p] : mine_)
+    if (placement(name).stages.size() > 1) out.emplace_back(name, p);
+  return out;
+}
+
+nn::Activations ModelShard::forward(const nn::Activations& in) {
+  const nn::ParallelPlan& plan = model_.plan();
+  if (plan.pieces.empty()) return {model_.forward(in.at(0).value())};
+  const PieceRange& r = place_.stages[static_cast<size_t>(place_.stage)];
+  return nn::run_pieces(plan, static_cast<size_t>(r.first), static_cast<size_t>(r.last), in);
+}
+
+Variable ModelShard::loss(const Variable& logits, const Tensor& targets) {
+  const Tensor y = targets.view({-1});
+  if (!place_.tp || model_.plan().vocab_parallel_logits.empty()) return autograd::cross_entropy(logits, y);
+  return vocab_parallel_cross_entropy(logits, y, logits_first_, *place_.tp, logits_vocab_);
+}
+
+}  // namespace artel::parallel

@@ -1,0 +1,105 @@
+// ModelShard: the part of a model (nn/model.h) one worker holds under
+// pipeline and tensor parallelism, made by applying the model's own plan
+// (nn/parallel_plan.h) to the model — there is no second definition of any
+// model. The model is built declared (no storage); the shard
+//   - keeps the pieces of its pipeline stage and materialises only the
+//     parameters those pieces use (a weight used by pieces of two stages,
+//     such as a GPT's tied embedding, on both);
+//   - gives every layer the plan splits over the tensor-parallel group its
+//     shard of each parameter (nn/split.h) and the collectives around it
+//     (tensor_parallel.h): Megatron's column, row and vocabulary splits;
+//   - draws its parameters from the seed exactly as the whole model would
+//     be drawn there, or takes them from whole tensors one at a time.
+// Parameters keep the whole model's names, and per name the shard knows the
+// split and the stages holding it, so checkpoints, weights files and norms
+// read the declaration rather than guessing from names.
+//
+//   auto model = models::declare_model(cfg);
+//   ModelShard shard(*model, {.stages = balanced, .stage = 1, .tp = tp_group.get()});
+//   shard.materialize(seed);
+//   Activations out = shard.forward({Variable(input)});   // this stage's pieces
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "artel/comm/process_group.h"
+#include "artel/nn/model.h"
+#include "artel/nn/split.h"
+#include "artel/parallel/stages.h"
+
+namespace artel::parallel {
+
+using autograd::Variable;
+
+struct ShardPlace {
+  std::vector<PieceRange> stages;      // every stage's pieces; empty = one stage of all pieces
+  int stage = 0;                       // this worker's
+  comm::ProcessGroup* tp = nullptr;    // the tensor-parallel group; null = none
+  int tp_degree = 1;                   // without a group: the degree to check the plan against
+};
+
+// What the plan makes of one parameter of the whole model.
+struct ParameterPlacement {
+  std::string name;
+  Shape shape;               // whole
+  nn::Split split;           // over the tensor-parallel group
+  std::vector<int> stages;   // that hold it, ascending; a tied weight has several
+};
+
+class ModelShard {
+ public:
+  // Applies the plan; throws Error naming the rule or the parameter when it
+  // does not fit the model (a pattern matching nothing, a split that does not
+  // divide). Materialises nothing yet. The model must outlive the shard.
+  ModelShard(nn::Model& model, ShardPlace place);
+
+  // Draws this worker's parameters (Note [Declared parameters]).
+  void materialize(uint64_t seed);
+  // Fills this worker's parameters from whole tensors, asked for by name one
+  // at a time (a weights file, a checkpoint); throws naming a missing one.
+  void load(const std::function<Tensor(const std::string&)>& whole);
+
+  // This worker's parameters, in model order, whole-model names.
+  nn::NamedParameters parameters() const;
+  const ParameterPlacement& placement(const std::string& name) const;
+  const std::vector<ParameterPlacement>& placements() const { return placements_; }
+
+  // This stage's pieces on `in` (the batch input on the first stage).
+  nn::Activations forward(const nn::Activations& in);
+  // Mean cross-entropy of the logits (the last stage's output) against
+  // `targets`: vocabulary-parallel over the group when the plan splits the logits.
+  Variable loss(const Variable& logits, const Tensor& targets);
+
+  bool first_stage() const { return place_.stage == 0; }
+  bool last_stage() const { return place_.stage == stages() - 1; }
+  int stage() const { return place_.stage; }
+  int stages() const { return static_cast<int>(place_.stages.size()); }
+  int tp_rank() const { return place_.tp ? place_.tp->rank() : 0; }
+  int tp_size() const { return place_.tp ? place_.tp->size() : 1; }
+  // The tied weights of this stage: parameters that other stages hold too.
+  std::vector<std::pair<std::string, Variable>> tied() const;
+  const std::vector<PieceRange>& stage_pieces() const { return place_.stages; }
+  nn::Model& model() { return model_; }
+
+ private:
+  void apply_tensor_parallel();
+  void place_parameters();
+
+  nn::Model& model_;
+  ShardPlace place_;
+  std::vector<ParameterPlacement> placements_;
+  std::map<std::string, size_t> index_;   // name -> placements_
+  nn::NamedParameters mine_;
+  int64_t logits_first_ = 0, logits_vocab_ = -1;  // the split logits' columns (vocab_parallel_logits)
+};
+
+// The parameter count each piece uses (its cost for balancing by size; a
+// tied weight counts in every piece that uses it).
+std::vector<double> piece_parameter_counts(const nn::Model& model);
+// Which pieces are layers (nn::Piece::layer).
+std::vector<bool> piece_layers(const nn::Model& model);
+
+}  // namespace artel::parallel

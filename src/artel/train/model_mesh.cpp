@@ -1,0 +1,452 @@
+#include "artel/train/model_mesh.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "artel/autograd/ops.h"
+#include "artel/core/error.h"
+#include "artel/core/memory_stats.h"
+#include "artel/core/trace.h"
+#include "artel/optim/clip.h"
+#include "artel/models/model.h"
+#include "artel/nn/init.h"
+#include "artel/nn/safetensors.h"
+#include "artel/train/recipe.h"
+
+namespace artel::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr const char* kModel = "model/";
+constexpr const char* kOptim = "optim/";
+constexpr const char* kRng = "rng/dropout";
+
+// An optimizer key "<kind>.<parameter name>" -> its parameter's name.
+std::string param_of_state(const std::string& key) { return key.substr(key.find('.') + 1); }
+bool is_step_count(const std::string& key) { return key.compare(0, 5, "step.") == 0; }
+
+Tensor rng_tensor(const RngState& s) {
+  Tensor t = Tensor::empty({4}, DType::i64);
+  int64_t* d = t.data<int64_t>();
+  d[0] = static_cast<int64_t>(s.seed), d[1] = static_cast<int64_t>(s.stream);
+  d[2] = static_cast<int64_t>(s.counter), d[3] = s.used;
+  return t;
+}
+
+RngState rng_state(const Tensor& t) {
+  const int64_t* d = t.data<int64_t>();
+  return {static_cast<uint64_t>(d[0]), static_cast<uint64_t>(d[1]), static_cast<uint64_t>(d[2]),
+          static_cast<uint32_t>(d[3])};
+}
+
+}  // namespace
+
+void check_mesh(const TrainConfig& cfg, int world) {
+  cfg.validate();
+  parallel::Topology::for_world(world, static_cast<int>(cfg.pp), static_cast<int>(cfg.tp));
+  if (cfg.tp == 1 && cfg.pp == 1) return;
+  // The plan against the layout, on the declared model (nothing allocated).
+  const int64_t classes = cfg.data.empty() ? 0 : data::open_dataset(cfg.data, {.block_size = cfg.block_size})->num_classes();
+  std::unique_ptr<models::Model> model = models::declare_model(make_model_config(cfg, classes));
+  if (cfg.tp > 1 && model->plan().tensor_parallel.empty())
+    throw Error("--tp " + std::to_string(cfg.tp) + ": model " + cfg.model + " declares no tensor-parallel split",
+                "use --pp or data parallelism for it, or declare its splits in its plan");
+  const std::vector<bool> layers = parallel::piece_layers(*model);
+  std::vector<parallel::PieceRange> stages;
+  if (cfg.pp > 1) {
+    const std::vector<int64_t> counts = cfg.stage_layer_counts();
+    stages = counts.empty() ? parallel::balanced_stages(layers, parallel::piece_parameter_counts(*model),
+                                                        static_cast<int>(cfg.pp))
+                            : parallel::explicit_stages(layers, counts);
+  }
+  parallel::ModelShard(*model, {.stages = stages, .stage = 0, .tp_degree = static_cast<int>(cfg.tp)});
+}
+
+ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups)
+    : cfg_(cfg), groups_(std::move(groups)), schedule_(parallel::parse_schedule_kind(cfg.schedule)) {
+  scalar_ = Tensor::zeros({2}, DType::f64);
+}
+
+ModelMesh::~ModelMesh() = default;
+
+bool ModelMesh::holds_loss() const { return shard_->last_stage() && shard_->tp_rank() == 0; }
+
+nn::NamedParameters ModelMesh::shard(models::Model& model, const data::Dataset& data) {
+  model_ = &model;
+  const int P = static_cast<int>(cfg_.pp);
+  layers_ = parallel::piece_layers(model);
+  stages_ = partition(model, data);
+  const int stage = groups_.coord.pp;
+  shard_ = std::make_unique<parallel::ModelShard>(
+      model, parallel::ShardPlace{.stages = stages_, .stage = stage, .tp = groups_.tp.get()});
+  if (cfg_.init.empty()) {
+    shard_->materialize(static_cast<uint64_t>(cfg_.seed));
+  } else {
+    // Only the tensors this worker holds parts of are read, one at a time.
+    const nn::SafetensorsReader file(cfg_.init);
+    const std::map<std::string, std::string> aliases = model.aliases();
+    shard_->load([&](const std::string& name) {
+      if (file.contains(name)) return file.read(name);
+      for (const auto& [alias, target] : aliases)
+        if (target == name && file.contains(alias)) return file.read(alias);
+      throw Error("--init " + cfg_.init + " has no tensor " + name, "pass weights saved from the same model");
+    });
+  }
+  model.train(true);
+  executor_ = std::make_unique<parallel::PipelineExecutor>(stage, P, groups_.links);
+  for (auto& [name, p] : shard_->tied()) {
+    const std::vector<int>& at = shard_->placement(name).stages;
+    ARTEL_CHECK(at.size() == 2 && at.front() == 0 && at.back() == P - 1, "pipeline: ", name,
+                " is used by stages other than the first and the last; only a weight tied across those two "
+                "(a language model's embedding and head) is supported");
+    tied_.push_back(p);
+  }
+  return shard_->parameters();
+}
+
+// --stage-layers: explicit counts, or balanced by parameters (the default) or
+// by measured cost.
+std::vector<parallel::PieceRange> ModelMesh::partition(models::Model& model, const data::Dataset& data) {
+  const int P = static_cast<int>(cfg_.pp);
+  const std::vector<int64_t> counts = cfg_.stage_layer_counts();
+  if (!counts.empty()) return parallel::explicit_stages(layers_, counts);
+  if (P == 1) return {};
+  if (cfg_.stage_layers != "cost") return parallel::balanced_stages(layers_, parallel::piece_parameter_counts(model), P);
+  measured_ = measured_costs(data);
+  return parallel::balanced_stages(layers_, measured_, P);
+}
+
+// Every worker times each piece's forward + backward on one micro-batch —
+// on a whole copy of the model, drawn for this and dropped after — and the
+// average over the world is used, so all of them cut the model the same way.
+// The fastest of the repeats counts: the work is the same every call, so
+// anything above it is the machine.
+std::vector<double> ModelMesh::measured_costs(const data::Dataset& data) {
+  std::unique_ptr<models::Model> whole = models::make_model(model_->config());
+  const nn::ParallelPlan& plan = whole->plan();
+  const data::Batch batch = data.val_batch(cfg_.batch_size / cfg_.micro_batches, 0);
+  Rng rng(static_cast<uint64_t>(cfg_.seed), /*stream=*/0xC057);
+  nn::Activations in = {Variable(batch.x)};
+  Tensor t = Tensor::zeros({static_cast<int64_t>(plan.pieces.size())}, DType::f64);
+  for (size_t i = 0; i < plan.pieces.size(); ++i) {
+    nn::Activations inputs;
+    for (const Variable& v : in) inputs.emplace_back(v.value(), v.value().dtype() == DType::f32);
+    nn::Activations out;
+    double best = 1e300;
+    for (int r = 0; r < 6; ++r) {  // one warm-up, then the fastest of five
+      auto t0 = std::chrono::steady_clock::now();
+      out = plan.pieces[i].forward(inputs);
+      std::vector<Tensor> seeds;
+      for (const Variable& o : out)
+        if (o.defined() && o.requires_grad()) {
+          Tensor g = Tensor::empty(o.shape());
+          nn::init::normal(g, 0.0f, 1.0f, rng);
+          o.backward(g);
+        }
+      if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    t.data<double>()[i] = best;
+    in = out;
+  }
+  whole->zero_grad();
+  groups_.world->all_reduce(t, {.op = comm::ReduceOp::avg})->wait();
+  return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
+}
+
+std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
+  if (stages_.empty()) return {{0, static_cast<int64_t>(std::count(layers_.begin(), layers_.end(), true))}};
+  return parallel::layers_of(layers_, stages_);
+}
+
+// ZeRO-1 over the data-parallel group (--zero 1) as for data parallelism
+// alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
+// averaged gradient is summed with the other stage's copy, whole.
+void ModelMesh::start_data_parallel(parallel::DdpOptions opts, optim::Optimizer& optimizer) {
+  if (!groups_.dp) return;
+  opts.shard_optimizer = cfg_.zero == 1;
+  opts.replicate = [this](const std::string& name) { return shard_->placement(name).stages.size() > 1; };
+  ddp_ = std::make_unique<parallel::DistributedDataParallel>(shard_->parameters(), *groups_.dp, opts);
+  ddp_->shard(optimizer);
+}
+
+double ModelMesh::forward_backward(const data::Batch& batch) {
+  const int M = static_cast<int>(cfg_.micro_batches);
+  const int64_t rows = batch.x.size(0) / M;
+  double loss_sum = 0;
+  parallel::StageFunctions fns;
+  fns.forward = [&](int mb, const nn::Activations& inputs) {
+    nn::Activations in = shard_->first_stage() ? nn::Activations{Variable(batch.x.slice0(mb * rows, (mb + 1) * rows))} : inputs;
+    nn::Activations out = shard_->forward(in);
+    if (!shard_->last_stage()) return out;
+    Variable loss = shard_->loss(out.at(0), batch.y.slice0(mb * rows, (mb + 1) * rows));
+    loss_sum += loss.item();
+    return nn::Activations{M == 1 ? loss : autograd::mul(loss, 1.0f / static_cast<float>(M))};
+  };
+  if (ddp_) fns.no_sync = [this] { return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_); };
+  const int64_t base = live_tensor_bytes();
+  reset_peak_tensor_bytes();
+  const int P = static_cast<int>(cfg_.pp);
+  parallel::PipelineRunStats run = executor_->run(parallel::make_schedule(schedule_, M, P, groups_.coord.pp), fns);
+  stats_.peak_live_micro_batches = std::max(stats_.peak_live_micro_batches, run.peak_live_micro_batches);
+  stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak_tensor_bytes() - base);
+  return loss_sum / M;
+}
+
+double ModelMesh::sync_gradients() {
+  double exposed = ddp_ ? ddp_->finish().count() : 0.0;
+  if (groups_.embedding && !tied_.empty()) {
+    Clock::time_point t0 = Clock::now();
+    for (Variable& p : tied_) groups_.embedding->all_reduce(p.grad())->wait();  // every copy gets the whole gradient
+    exposed += seconds_since(t0);
+  }
+  return exposed;
+}
+
+double ModelMesh::reported_loss(double local) {
+  scalar_.data<double>()[0] = holds_loss() ? local : 0.0;
+  groups_.world->all_reduce(scalar_.slice0(0, 1))->wait();
+  return scalar_.data<double>()[0] / groups_.topology.degree(parallel::Axis::dp);
+}
+
+// Each parameter once: replicated ones on tensor-parallel rank 0, a tied
+// weight on the first stage holding it.
+bool ModelMesh::counts_in_norm(const std::string& name) const {
+  const parallel::ParameterPlacement& p = shard_->placement(name);
+  if (p.split.replicated() && shard_->tp_rank() != 0) return false;
+  return p.stages.front() == shard_->stage();
+}
+
+// optim's one clipping rule: each element of the model counted once — over
+// the replica (tensor-parallel copies and tied copies counted where
+// counts_in_norm says), and over the data-parallel ranks too when the step
+// is sharded (each rank then holds its own block of the averaged gradients).
+void ModelMesh::clip_grad_norm(float max_norm) {
+  std::vector<optim::GradSpan> scaled = ddp_ ? ddp_->averaged_gradients(false) : optim::gradient_spans(shard_->parameters());
+  std::vector<optim::GradSpan> counted;
+  for (optim::GradSpan& s : ddp_ ? ddp_->averaged_gradients(true) : scaled)
+    if (counts_in_norm(s.name)) counted.push_back(s);
+  comm::ProcessGroup* over = ddp_ && ddp_->sharded_gradients() ? groups_.world.get() : groups_.replica.get();
+  optim::clip_grad_norm(counted, scaled, max_norm, [&](double sq) {
+    scalar_.data<double>()[0] = sq;
+    if (over) over->all_reduce(scalar_.slice0(0, 1))->wait();
+    return scalar_.data<double>()[0];
+  });
+}
+
+double ModelMesh::step(optim::Optimizer& optimizer) {
+  if (ddp_) return ddp_->step(optimizer).count();
+  optimizer.step();
+  return 0.0;
+}
+
+void ModelMesh::gather_optimizer_state(optim::Optimizer& optimizer) {
+  if (ddp_) ddp_->gather_optimizer_state(optimizer);
+}
+
+EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
+  const bool was_training = model_->is_training();
+  model_->eval();
+  trace::set_step(-1);  // evaluation's forwards are no step's
+  autograd::NoGradGuard no_grad;
+  int64_t batches = ds.num_val_batches(opts.batch_size);
+  if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
+  // Replica d evaluates batches d, d + dp, ...; the sums meet in one all-reduce.
+  const int dp = groups_.topology.degree(parallel::Axis::dp);
+  std::vector<data::Batch> mine;
+  for (int64_t i = groups_.coord.dp; i < batches; i += dp) mine.push_back(ds.val_batch(opts.batch_size, i));
+  double sums[3] = {0, 0, 0};  // loss · targets, targets, correct
+  if (!mine.empty()) {
+    parallel::StageFunctions fns;
+    fns.forward = [&](int mb, const nn::Activations& inputs) {
+      const data::Batch& b = mine[static_cast<size_t>(mb)];
+      nn::Activations out = shard_->forward(shard_->first_stage() ? nn::Activations{Variable(b.x)} : inputs);
+      if (!shard_->last_stage()) return out;
+      const Variable loss = shard_->loss(out.at(0), b.y);
+      const auto n = static_cast<double>(b.y.numel());
+      sums[0] += static_cast<double>(loss.item()) * n;
+      sums[1] += n;
+      if (opts.accuracy) sums[2] += static_cast<double>(count_correct(out.at(0).value(), b.y));
+      return nn::Activations{loss};
+    };
+    const int P = static_cast<int>(cfg_.pp);
+    executor_->run(parallel::forward_only(static_cast<int>(mine.size()), P, groups_.coord.pp), fns);
+  }
+  model_->train(was_training);
+  Tensor t = Tensor::zeros({3}, DType::f64);
+  for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
+  groups_.world->all_reduce(t)->wait();
+  const double* d = t.data<double>();
+  ARTEL_CHECK(d[1] > 0, "the validation split of ", ds.describe(), " is empty");
+  EvalResult r;
+  r.val_loss = d[0] / d[1];
+  r.targets = static_cast<int64_t>(d[1]);
+  if (opts.accuracy) r.val_accuracy = d[2] / d[1];
+  return r;
+}
+
+// Every (name, tensor) of replica 0's workers on rank 0, put back together:
+// a tensor split over tensor-parallel ranks is joined from the ranks of the
+// stage that owns it (the first stage for the tied embedding), a replicated
+// one taken from that stage's tensor-parallel rank 0. `param_of` maps a key
+// to the parameter whose split it follows ("" = a per-stage tensor, taken
+// from whichever stage sent it: its name is unique).
+comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine,
+                                           const std::function<std::string(const std::string&)>& param_of) {
+  if (groups_.coord.dp != 0) return {};
+  std::vector<comm::NamedTensors> lists =
+      groups_.replica ? comm::gather_named(*groups_.replica, mine) : std::vector<comm::NamedTensors>{mine};
+  if (groups_.world->rank() != 0) return {};
+  struct Part {
+    int stage, tp;
+    Tensor t;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Part>> parts;
+  for (size_t r = 0; r < lists.size(); ++r) {
+    parallel::Coord c = groups_.topology.coord_of(static_cast<int>(r));  // replica 0 holds world ranks 0 .. P·T-1
+    for (auto& [name, t] : lists[r]) {
+      if (!parts.count(name)) order.push_back(name);
+      parts[name].push_back({c.pp, c.tp, t});
+    }
+  }
+  comm::NamedTensors whole;
+  for (const std::string& name : order) {
+    const std::string param = param_of(name);
+    const parallel::ParameterPlacement* where = param.empty() ? nullptr : &shard_->placement(param);
+    const int owner = where ? where->stages.front() : -1;
+    const bool scalar = parts[name].front().t.dim() == 0;  // step counts: never split
+    const nn::Split split = where && !scalar ? where->split : nn::Split{};
+    std::vector<Tensor> by_tp(static_cast<size_t>(shard_->tp_size()));
+    for (const Part& p : parts[name])
+      if (p.stage == owner || owner < 0) by_tp[static_cast<size_t>(p.tp)] = p.t;
+    if (split.replicated()) by_tp.resize(1);
+    for (const Tensor& t : by_tp) ARTEL_CHECK(t.defined(), "gathering the model: no worker sent all of ", name);
+    whole.emplace_back(name, nn::join_parts(by_tp, split, split.replicated() ? by_tp[0].shape() : where->shape));
+  }
+  return whole;
+}
+
+void ModelMesh::write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  constexpr int64_t kBatchBytes = 64 << 20;  // whole tensors gathered on the reporter at once, at most (or one)
+  const std::vector<parallel::ParameterPlacement>& all = shard_->placements();
+  std::unique_ptr<nn::SafetensorsWriter> file;
+  if (groups_.world->rank() == 0) {
+    std::map<std::string, std::pair<DType, Shape>> layout;
+    for (const parallel::ParameterPlacement& p : all) layout[p.name] = {DType::f32, p.shape};
+    file = std::make_unique<nn::SafetensorsWriter>(path, layout, metadata);
+  }
+  std::map<std::string, Tensor> held;
+  for (auto& [name, p] : shard_->parameters()) held[name] = p.value();
+  for (size_t first = 0; first < all.size();) {
+    size_t last = first;
+    int64_t bytes = 0;
+    while (last < all.size() && (last == first || bytes + shape_numel(all[last].shape) * 4 <= kBatchBytes))
+      bytes += shape_numel(all[last++].shape) * 4;
+    comm::NamedTensors mine;
+    for (size_t i = first; i < last; ++i)
+      if (auto it = held.find(all[i].name); it != held.end()) mine.emplace_back(it->first, it->second);
+    const comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
+    for (const auto& [name, t] : whole) file->write(name, t);
+    first = last;
+  }
+  if (file) file->commit();
+}
+
+void ModelMesh::gather_into(models::Model* full) {
+  comm::NamedTensors mine;
+  for (auto& [name, p] : shard_->parameters()) mine.emplace_back(name, p.value());
+  comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
+  if (whole.empty()) return;
+  ARTEL_CHECK(full, "gathering the model: the reporter has no model to fill");
+  nn::StateDict state(whole.begin(), whole.end());
+  full->load_state_dict(state);
+}
+
+Checkpoint ModelMesh::checkpoint(int64_t step, const optim::Optimizer& optimizer, const Compatibility& compat) {
+  comm::NamedTensors mine;
+  for (auto& [name, p] : shard_->parameters()) mine.emplace_back(kModel + name, p.value());
+  for (auto& [key, t] : optimizer.state_dict()) mine.emplace_back(kOptim + key, t);
+  // One dropout stream per stage, stored in stage order.
+  mine.emplace_back(kRng + std::to_string(groups_.coord.pp), rng_tensor(model_->dropout_rng().state()));
+  comm::NamedTensors whole = gather_to_root(mine, [](const std::string& key) -> std::string {
+    if (key.compare(0, 6, kModel) == 0) return key.substr(6);
+    if (key.compare(0, 6, kOptim) == 0) return param_of_state(key.substr(6));
+    return "";
+  });
+  Checkpoint ck;
+  if (whole.empty()) return ck;
+  ck.step = step;
+  ck.sampler_position = step;
+  ck.meta = compat.to_meta();
+  std::map<std::string, Tensor> rngs;
+  for (auto& [name, t] : whole) {
+    if (name.compare(0, std::string(kRng).size(), kRng) == 0) rngs[name] = t;
+    else ck.add(name, t);
+  }
+  for (size_t s = 0; s < static_cast<size_t>(cfg_.pp); ++s) {
+    auto it = rngs.find(kRng + std::to_string(s));
+    ARTEL_CHECK(it != rngs.end(), "checkpoint of step ", step, ": stage ", s, " sent no dropout generator state");
+    ck.rng.push_back(rng_state(it->second));
+  }
+  return ck;
+}
+
+int64_t ModelMesh::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
+  ARTEL_CHECK(ck.rng.size() == static_cast<size_t>(cfg_.pp), "checkpoint ", ck.path, " holds ", ck.rng.size(),
+              " dropout generator states, this pipeline has ", cfg_.pp, " stages");
+  ARTEL_CHECK(ck.sampler_position == ck.step, "checkpoint ", ck.path, ": sampler position ", ck.sampler_position,
+              " differs from its step ", ck.step, " (not written by artel train)");
+  const int part = shard_->tp_rank(), parts = shard_->tp_size();
+  std::set<std::string> mine;
+  for (auto& [name, p] : shard_->parameters()) {
+    Tensor t = nn::take_part(ck.get(kModel + name), shard_->placement(name).split, part, parts);
+    ARTEL_CHECK(t.shape() == p.value().shape(), "checkpoint ", ck.path, ": ", name, " has the wrong shape for this shard");
+    p.value().copy_from(t);
+    mine.insert(name);
+  }
+  optim::OptimizerState state;
+  const std::string prefix = kOptim;
+  for (const auto& [key, t] : ck.tensors) {
+    if (key.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string k = key.substr(prefix.size()), param = param_of_state(k);
+    if (!mine.count(param)) continue;
+    state[k] = is_step_count(k) ? t : nn::take_part(t, shard_->placement(param).split, part, parts);
+  }
+  optimizer.load_state_dict(state);
+  model_->dropout_rng().set_state(ck.rng[static_cast<size_t>(groups_.coord.pp)]);
+  return ck.step;
+}
+
+nlohmann::json ModelMesh::layout() const {
+  const parallel::Topology& t = groups_.topology;
+  return {{"world", t.world()},
+          {"dp", t.degree(parallel::Axis::dp)},
+          {"pp", t.degree(parallel::Axis::pp)},
+          {"tp", t.degree(parallel::Axis::tp)}};
+}
+
+std::string ModelMesh::describe() const {
+  const parallel::Topology& t = groups_.topology;
+  std::string s = detail::concat("dp ", t.degree(parallel::Axis::dp), " x pp ", t.degree(parallel::Axis::pp), " x tp ",
+                                 t.degree(parallel::Axis::tp), "; ", cfg_.micro_batches, " micro-batch(es) of ",
+                                 cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule, "; layers per stage");
+  for (const parallel::PieceRange& r : stage_layers()) s += detail::concat(" [", r.first, ",", r.last, ")");
+  if (!measured_.empty()) {
+    s += ", balanced by measured ms per micro-batch:";
+    const std::vector<nn::Piece>& pieces = model_->plan().pieces;
+    for (size_t i = 0; i < measured_.size(); ++i) {
+      char cost[96];
+      std::snprintf(cost, sizeof cost, "%s %s %.3f", i ? "," : "", pieces[i].name.c_str(), measured_[i]);
+      s += cost;
+    }
+  }
+  return s;
+}
+
+}  // namespace artel::train
