@@ -1,80 +1,22 @@
 // Tensor-parallel training of a block of your own, checked against one worker.
 //
-// A feed-forward block y = x + W2·relu(W1·x), written as single-worker code.
-// Its model's plan declares W1 column-parallel (each worker computes half of
+// The block of examples/common/spirals.h, y = x + W2·relu(W1·x), is plain
+// single-worker code. Its model's plan declares W1 column-parallel (each worker computes half of
 // the hidden features) and W2 row-parallel (each multiplies its half, and the
 // partial sums are added over the workers): Megatron's MLP, with one
 // all-reduce forward and one backward, and nothing in the block itself knows.
 // Every worker also trains a whole copy alone and compares losses and weights.
 //   artel launch -n 2 -- ./tensor_parallel
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <memory>
-#include <numbers>
-#include <utility>
 
-#include "artel/autograd/ops.h"
+#include "../common/spirals.h"
 #include "artel/comm/process_group.h"
-#include "artel/nn/linear.h"
-#include "artel/nn/model.h"
 #include "artel/optim/sgd.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/parallel/model_shard.h"
 
 using namespace artel;
 using autograd::Variable;
-using nn::TensorParallelStyle;
-
-class FeedForward : public nn::Layer {
- public:
-  FeedForward(int64_t dim, int64_t hidden) {
-    w1_ = register_module("w1", std::make_shared<nn::Linear>(dim, hidden));
-    w2_ = register_module("w2", std::make_shared<nn::Linear>(hidden, dim));
-  }
-  // x + W2·relu(W1·x): the residual is laid into W2's product.
-  Variable forward(const Variable& x) override { return w2_->forward_onto(x, autograd::relu(w1_->forward(x))); }
-
- private:
-  std::shared_ptr<nn::Linear> w1_, w2_;
-};
-
-// x (B, 2) -> logits (B, 2): a projection in, the block, a head.
-class Net : public nn::Model {
- public:
-  Net() {
-    in_ = register_module("in", std::make_shared<nn::Linear>(2, 32));
-    block_ = register_module("block", std::make_shared<FeedForward>(32, 256));
-    head_ = register_module("head", std::make_shared<nn::Linear>(32, 2));
-    nn::ParallelPlan plan;
-    plan.tensor_parallel = {{"block.w1", TensorParallelStyle::column}, {"block.w2", TensorParallelStyle::row}};
-    plan.pieces = {nn::layer_piece("in", *in_), nn::layer_piece("block", *block_), nn::layer_piece("head", *head_)};
-    set_plan(std::move(plan));
-  }
-
- private:
-  std::shared_ptr<nn::Linear> in_, head_;
-  std::shared_ptr<FeedForward> block_;
-};
-
-// B noisy points of two spirals: x (B, 2), label (B) = which spiral.
-std::pair<Tensor, Tensor> spiral_batch(int64_t B, Rng& rng) {
-  Tensor x = Tensor::empty({B, 2}), label = Tensor::empty({B}, DType::i64);
-  for (int64_t i = 0; i < B; ++i) {
-    int64_t c = static_cast<int64_t>(rng.below(2));
-    float t = rng.uniform(), angle = (3 * t + c) * std::numbers::pi_v<float>;
-    x.data<float>()[2 * i] = t * std::cos(angle) + 0.03f * rng.normal();
-    x.data<float>()[2 * i + 1] = t * std::sin(angle) + 0.03f * rng.normal();
-    label.data<int64_t>()[i] = c;
-  }
-  return {x, label};
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  float d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(a.data<float>()[i] - b.data<float>()[i]));
-  return d;
-}
 
 int main() try {
   auto world = comm::init_process_group(comm::group_options_from_env());
@@ -83,7 +25,7 @@ int main() try {
   const uint64_t seed = 42;
 
   // The plan applied: W1's rows and W2's columns split over the tp group.
-  Net model;  // declared, no storage yet
+  spirals::SpiralNet model;  // declared, no storage yet
   parallel::ModelShard shard(model, {.stages = {}, .tp = groups.tp.get()});  // no stages: one
   shard.materialize(seed);  // draws only this worker's halves
   optim::Sgd opt(optim::one_group(shard.parameters(), 0.05f), {.momentum = 0.9f});
@@ -93,14 +35,14 @@ int main() try {
                   shape_str(p.shape()).c_str());
 
   // The reference: the whole model on this worker alone, drawn from the same seed.
-  Net copy;
+  spirals::SpiralNet copy;
   nn::materialize(copy, seed);
   optim::Sgd copy_opt(optim::one_group(copy.named_parameters(), 0.05f), {.momentum = 0.9f});
 
   Rng data(7);  // the same batch on every worker: tensor parallelism splits the model, not the data
   float loss_err = 0, first = 0, last = 0;
   for (int step = 0; step < kSteps; ++step) {
-    auto [x, label] = spiral_batch(kBatch, data);
+    auto [x, label] = spirals::batch(kBatch, data);
     opt.zero_grad();
     Variable loss = shard.loss(shard.forward({Variable(x)})[0], label);
     loss.backward();  // the all-reduces of W1's input gradient run here
@@ -112,7 +54,7 @@ int main() try {
     copy_opt.step();
 
     loss_err = std::max(loss_err, std::abs(loss.item() - copy_loss.item()) / std::abs(copy_loss.item()));
-    if (world->rank() == 0 && (step % 40 == 0 || step == kSteps - 1))
+    if (world->rank() == 0 && (step % 50 == 0 || step == kSteps - 1))
       std::printf("step %3d  loss %.5f (tensor parallel)  %.5f (one worker)\n", step, loss.item(), copy_loss.item());
     if (step == 0) first = loss.item();
     last = loss.item();
@@ -121,7 +63,7 @@ int main() try {
   nn::StateDict whole = copy.state_dict();
   float weight_err = 0;
   for (auto& [name, p] : shard.parameters())
-    weight_err = std::max(weight_err, max_abs_diff(p.value(), nn::take_part(whole.at(name), shard.placement(name).split,
+    weight_err = std::max(weight_err, spirals::max_abs_diff(p.value(), nn::take_part(whole.at(name), shard.placement(name).split,
                                                                              shard.tp_rank(), shard.tp_size())));
   Tensor errs = Tensor::from_vector({loss_err, weight_err}, {2});
   world->all_reduce(errs, {.op = comm::ReduceOp::max})->wait();
