@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <numbers>
 #include <utility>
 
 #include "artel/autograd/ops.h"
+#include "artel/comm/process_group.h"
 #include "artel/core/rng.h"
 #include "artel/nn/linear.h"
 #include "artel/nn/model.h"
@@ -81,6 +83,19 @@ inline float max_abs_diff(const Tensor& a, const Tensor& b) {
   float d = 0;
   for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(a.data<float>()[i] - b.data<float>()[i]));
   return d;
+}
+
+// The largest differences over the workers, printed by rank 0 -> the exit
+// status: 0 when within 1e-5. A loss difference below 0 is not reported.
+inline int report_against_one_worker(artel::comm::ProcessGroup& world, float weight_err, float loss_err = -1) {
+  Tensor errs = Tensor::from_vector({weight_err, loss_err}, {2});
+  world.all_reduce(errs, {.op = artel::comm::ReduceOp::max})->wait();
+  weight_err = errs.data<float>()[0], loss_err = errs.data<float>()[1];
+  if (world.rank() == 0) {
+    if (loss_err >= 0) std::printf("max relative loss difference vs one worker: %.3g\n", loss_err);
+    std::printf("max |weight difference| vs one worker: %.3g\n", weight_err);
+  }
+  return weight_err <= 1e-5f && loss_err <= 1e-5f ? 0 : 1;
 }
 
 }  // namespace spirals

@@ -50,10 +50,7 @@ int main() try {
   float err = 0;
   nn::StateDict whole = copy.state_dict();
   for (auto& [name, p] : model.named_parameters()) err = std::max(err, spirals::max_abs_diff(p.value(), whole.at(name)));
-  Tensor errs = Tensor::from_vector({err}, {1});
-  pg->all_reduce(errs, {.op = comm::ReduceOp::max})->wait();
-  if (rank == 0) std::printf("max |weight difference| vs one worker: %.3g\n", errs.data<float>()[0]);
-  return errs.data<float>()[0] <= 1e-5f ? 0 : 1;
+  return spirals::report_against_one_worker(*pg, err);
 } catch (const Error& e) {
   std::fprintf(stderr, "error: %s\n", e.what());
   return 1;

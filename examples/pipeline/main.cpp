@@ -80,14 +80,7 @@ int main() try {
   // Each stage's weights against the same-named ones of the copy.
   nn::StateDict whole = copy.state_dict();
   for (auto& [name, p] : shard.parameters()) weight_err = std::max(weight_err, spirals::max_abs_diff(p.value(), whole.at(name)));
-  Tensor errs = Tensor::from_vector({loss_err, weight_err}, {2});
-  world->all_reduce(errs, {.op = comm::ReduceOp::max})->wait();
-  loss_err = errs.data<float>()[0], weight_err = errs.data<float>()[1];
-  if (world->rank() == 0) {
-    std::printf("max relative loss difference vs one worker: %.3g\n", loss_err);
-    std::printf("max |weight difference| vs one worker: %.3g\n", weight_err);
-  }
-  return loss_err <= 1e-5f && weight_err <= 1e-5f ? 0 : 1;
+  return spirals::report_against_one_worker(*world, weight_err, loss_err);
 } catch (const Error& e) {
   std::fprintf(stderr, "error: %s\n", e.what());
   return 1;

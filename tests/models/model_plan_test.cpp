@@ -7,23 +7,12 @@
 
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
+#include "tiny_gpt.h"
 
 namespace artel::models {
 namespace {
 
 using ::testing::ElementsAre;
-
-ModelConfig tiny_gpt() {
-  ModelConfig c;
-  c.vocab_size = 11, c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8, c.seed = 7;
-  return c;
-}
-
-Tensor ids_of(const std::vector<int64_t>& v, int64_t B, int64_t T) {
-  Tensor t = Tensor::empty({B, T}, DType::i64);
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return t;
-}
 
 TEST(Models, DeclareHasShapesOnlyAndMakeDrawsEachParameterFromItsName) {
   ModelConfig c = tiny_gpt();

@@ -9,6 +9,7 @@
 #include "artel/models/gpt.h"
 #include "artel/models/mlp.h"
 #include "artel/nn/safetensors.h"
+#include "tiny_gpt.h"
 
 namespace artel::models {
 namespace {
@@ -23,18 +24,6 @@ std::string error_of(const ModelConfig& c) {
     return e.what();
   }
   return "no error";
-}
-
-ModelConfig tiny_gpt() {
-  ModelConfig c;
-  c.vocab_size = 11, c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.block_size = 8, c.seed = 7;
-  return c;
-}
-
-Tensor ids_of(const std::vector<int64_t>& v, int64_t B, int64_t T) {
-  Tensor t = Tensor::empty({B, T}, DType::i64);
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return t;
 }
 
 // A GPT with every parameter drawn from its config's seed.

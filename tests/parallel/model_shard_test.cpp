@@ -13,6 +13,7 @@
 #include <set>
 
 #include "artel/autograd/ops.h"
+#include "artel/core/memory_stats.h"
 #include "artel/models/model.h"
 #include "artel/nn/activations.h"
 #include "artel/nn/linear.h"
@@ -189,6 +190,49 @@ TEST(ModelShard, ATensorParallelRankRunsTheSingleWorkersOpsPlusTheCollectives) {
     want_loss.emplace_back("vocab_parallel_cross_entropy");
     EXPECT_EQ(without_communication(loss_ops[r]), want_loss) << "rank " << r;
   }
+}
+
+// Tensor bytes allocated while the shards are made: exactly the ranks' parts,
+// never a whole tensor first (the peak is what the shards hold).
+TEST(ModelShard, EachWorkerAllocatesOnlyItsOwnPart) {
+  const models::ModelConfig c = gpt_config();
+  const int64_t whole_bytes = 4 * models::declare_model(c)->num_parameters();
+  auto held_bytes = [](const ModelShard& s) {
+    int64_t n = 0;
+    for (auto& [name, p] : s.parameters()) n += 4 * p.numel();
+    return n;
+  };
+  {  // stage 0 of 2, alone
+    auto m = models::declare_model(c);
+    const int64_t base = live_tensor_bytes();
+    reset_peak_tensor_bytes();
+    ModelShard shard(*m, {.stages = {{0, 2}, {2, 4}}, .stage = 0});
+    shard.materialize(c.seed);
+    EXPECT_EQ(live_tensor_bytes() - base, held_bytes(shard));
+    EXPECT_EQ(peak_tensor_bytes() - base, held_bytes(shard));
+    EXPECT_LT(held_bytes(shard), whole_bytes * 3 / 4);
+  }
+  // Two tensor-parallel ranks as threads (one process: the counters add up).
+  const int64_t base = live_tensor_bytes();
+  reset_peak_tensor_bytes();
+  std::vector<int64_t> held(2);
+  int64_t live = 0, peak = 0, replicated = 0;
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    auto m = models::declare_model(c);
+    ModelShard shard(*m, tp_place(&pg));
+    shard.materialize(c.seed);
+    held[pg.rank()] = held_bytes(shard);
+    if (pg.rank() == 0)
+      for (auto& [name, p] : shard.parameters()) replicated += shard.placement(name).split.replicated() ? 4 * p.numel() : 0;
+    pg.barrier()->wait();
+    if (pg.rank() == 0) live = live_tensor_bytes() - base, peak = peak_tensor_bytes() - base;
+    pg.barrier()->wait();
+  });
+  // Both parts together: the whole model, the padding of wte (65 -> 66 rows),
+  // and a second copy of what every rank holds whole (layer norms, biases summed once).
+  EXPECT_EQ(held[0] + held[1], whole_bytes + 4 * c.n_embd + replicated);
+  EXPECT_EQ(live, held[0] + held[1]);
+  EXPECT_EQ(peak, held[0] + held[1]);
 }
 
 TEST(ModelShard, TensorParallelMlpGivesTheWholeLogitsOnEveryRank) {

@@ -44,17 +44,28 @@ class TrainerTest : public ::testing::Test {
   std::ostringstream log_;
 };
 
-TEST_F(TrainerTest, HooksSeeEveryStepAndShapeTheReportedLoss) {
-  int syncs = 0;
+// A strategy that counts what the loop asks of it and shifts the reported loss.
+struct CountingStrategy : Strategy {
+  int syncs = 0, steps = 0, built = 0;
   std::vector<double> local;
-  WorkerHooks hooks;
-  hooks.sync_gradients = [&] { return ++syncs, 0.001; };
-  hooks.mean_over_workers = [&](double l) { return local.push_back(l), l + 1.0; };
-  Trainer t(tiny(), quiet(), hooks);
+  nn::NamedParameters build(models::Model& m, const data::Dataset& d, uint64_t seed, const std::string& init) override {
+    return ++built, Strategy::build(m, d, seed, init);
+  }
+  double sync_gradients() override { return ++syncs, 0.001; }
+  double reported_loss(double l) override { return local.push_back(l), l + 1.0; }
+  double optimizer_step(optim::Optimizer& o) override { return ++steps, Strategy::optimizer_step(o); }
+};
+
+TEST_F(TrainerTest, TheStrategySeesEveryStepAndShapesTheReportedLoss) {
+  CountingStrategy strategy;
+  Trainer t(tiny(), quiet(), &strategy);
   RunSummary s = t.run();
-  EXPECT_EQ(syncs, 4);
-  ASSERT_EQ(local.size(), 4u);
-  for (size_t i = 0; i < local.size(); ++i) EXPECT_DOUBLE_EQ(s.losses[i], local[i] + 1.0);  // the reported loss
+  EXPECT_EQ(strategy.built, 1);
+  EXPECT_EQ(strategy.syncs, 4);
+  EXPECT_EQ(strategy.steps, 4);
+  ASSERT_EQ(strategy.local.size(), 4u);
+  for (size_t i = 0; i < strategy.local.size(); ++i)
+    EXPECT_DOUBLE_EQ(s.losses[i], strategy.local[i] + 1.0);  // the reported loss
   ASSERT_TRUE(s.final_eval);
   EXPECT_GT(s.final_eval->targets, 0);
 }
@@ -80,9 +91,10 @@ TEST_F(TrainerTest, EpochsSetTheStepCount) {
 
 TEST_F(TrainerTest, NonFiniteLossStopsBeforeTheUpdate) {
   TrainConfig c = tiny();
-  WorkerHooks hooks;
-  hooks.mean_over_workers = [](double) { return NAN; };  // as if a worker diverged
-  Trainer bad(c, quiet(), hooks);
+  struct Diverged : Strategy {
+    double reported_loss(double) override { return NAN; }  // as if a worker diverged
+  } diverged;
+  Trainer bad(c, quiet(), &diverged);
   auto before = bad.model().state_dict().begin()->second.clone().to_vector();
   try {
     bad.run();

@@ -149,20 +149,17 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
   }
   run.resume = run.resume || restarts > 0;
   std::shared_ptr<comm::ProcessGroup> pg = comm::init_process_group(g);
+  run.after_step = fault_injection(pg->rank(), restarts);
+  parallel::DdpOptions ddp;
+  ddp.buckets = cfg.bucket_options();
   if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
   if (cfg.model_parallel()) {
     train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
-    train::MeshOptions opts;
-    opts.ddp.buckets = cfg.bucket_options();
-    opts.after_step = fault_injection(pg->rank(), restarts);
-    train::MeshWorker worker(cfg, run, pg, opts);
+    train::MeshWorker worker(cfg, run, pg, ddp);
     worker.run();
     return 0;
   }
-  train::DataParallelOptions opts;
-  opts.ddp.buckets = cfg.bucket_options();
-  opts.after_step = fault_injection(pg->rank(), restarts);
-  train::DataParallelWorker worker(cfg, run, pg, opts);
+  train::DataParallelWorker worker(cfg, run, pg, ddp);
   worker.run();
   return 0;
 }

@@ -1,10 +1,10 @@
-// One worker of a data-parallel training job: a Trainer whose gradients are
-// averaged over the process group by DistributedDataParallel (buckets in the
-// backend's registered memory, all-reduces overlapping backward), whose
-// reported loss is the mean over workers, and of which only rank 0 prints
-// and writes files. See Note [Data-parallel seams] in trainer.h. With
-// --trace FILE, rank 0 writes every worker's compute and communication as a
-// Chrome trace.
+// Data parallelism for the training loop: every worker holds the whole model
+// and trains on its own rows of each global batch; DistributedDataParallel
+// averages the gradients over the process group (buckets in the backend's
+// registered memory, all-reduces overlapping backward), the reported loss is
+// the mean over workers, and only rank 0 prints and writes files. With
+// --zero 1 the optimizer step is sharded over the workers. With --trace FILE,
+// rank 0 writes every worker's compute and communication as a Chrome trace.
 //
 // Dropout: every worker starts from the same generator state and draws the
 // same masks for its rows, so with dropout > 0 a data-parallel run is a valid
@@ -18,27 +18,55 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 
 #include "artel/comm/process_group.h"
 #include "artel/parallel/distributed_data_parallel.h"
+#include "artel/train/strategy.h"
 #include "artel/train/trainer.h"
 
 namespace artel::train {
 
-struct DataParallelOptions {
-  parallel::DdpOptions ddp;
-  std::function<void(int64_t)> after_step;  // WorkerHooks::after_step (fault injection in tests)
+class DataParallelStrategy : public Strategy {
+ public:
+  // `shard_optimizer`: --zero 1 (with more than one worker).
+  DataParallelStrategy(std::shared_ptr<comm::ProcessGroup> group, parallel::DdpOptions opts);
+  ~DataParallelStrategy() override;
+
+  int64_t replica() const override { return group_->rank(); }
+  int64_t replicas() const override { return group_->size(); }
+  bool reporter() const override { return group_->rank() == 0; }
+  bool synchronises() const override { return true; }
+  // The whole model, then DDP over it (which broadcasts rank 0's weights).
+  nn::NamedParameters build(models::Model& model, const data::Dataset& data, uint64_t seed,
+                            const std::string& init) override;
+  void attach(optim::Optimizer& optimizer) override;
+  double sync_gradients() override { return ddp_->finish().count(); }
+  double reported_loss(double local) override;
+  void clip_grad_norm(float max_norm) override { ddp_->clip_grad_norm(max_norm); }
+  double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
+  void barrier() override { group_->barrier()->wait(); }
+  Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) override;
+  std::string describe_sync() const override { return ddp_->describe(); }
+
+ protected:
+  std::shared_ptr<void> accumulate_locally() override;
+  void loss_ready(double local) override;  // the loss all-reduce, issued before backward
+
+ private:
+  std::shared_ptr<comm::ProcessGroup> group_;
+  parallel::DdpOptions opts_;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  Tensor scalar_;       // the loss being averaged, in registered memory
+  comm::WorkPtr mean_;  // its all-reduce, while in flight
 };
 
 class DataParallelWorker {
  public:
-  // Builds the trainer for rank pg->rank() of pg->size() and wraps its model
-  // in DDP (which broadcasts rank 0's weights). Collective: every rank of the
-  // group constructs one.
+  // Builds the trainer for rank group->rank() of group->size(). Collective:
+  // every rank of the group constructs one.
   DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,
-                     DataParallelOptions opts = {});
+                     parallel::DdpOptions ddp = {});
   ~DataParallelWorker();
 
   // Trains; with --trace, rank 0 then writes every worker's timeline.
@@ -47,15 +75,9 @@ class DataParallelWorker {
   comm::ProcessGroup& group() { return *group_; }
 
  private:
-  WorkerHooks hooks(std::function<void(int64_t)> after_step);
-  void start_mean(double local);           // the loss all-reduce, issued before backward
-  double mean_over_workers(double local);  // its result (issued now if not yet)
-
   std::shared_ptr<comm::ProcessGroup> group_;
-  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<DataParallelStrategy> strategy_;
   std::unique_ptr<Trainer> trainer_;
-  Tensor scalar_;  // the loss being averaged, in registered memory
-  comm::WorkPtr mean_;  // its all-reduce, while in flight
 };
 
 }  // namespace artel::train

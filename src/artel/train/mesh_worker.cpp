@@ -47,28 +47,17 @@ size_t link_message_bytes(const TrainConfig& cfg) {
 
 }  // namespace
 
-MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, MeshOptions opts)
+MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world,
+                       parallel::DdpOptions ddp)
     : cfg_(std::move(cfg)), run_(run), world_(std::move(world)) {
   cfg_.validate();
   // Before the mesh times its pieces (--stage-layers cost) with the library the run will use.
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
-  mesh_ = std::make_unique<ModelMesh>(cfg_, parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
-                                                                     static_cast<int>(cfg_.tp), link_message_bytes(cfg_)));
-  const parallel::MeshGroups& g = mesh_->groups();
-  WorkerHooks h;
-  h.rank = g.coord.dp;
-  h.world_size = g.topology.degree(parallel::Axis::dp);
-  h.reporter = world_->rank() == 0;
-  h.sync_gradients = [this] { return mesh_->sync_gradients(); };
-  h.mean_over_workers = [this](double local) { return mesh_->reported_loss(local); };
-  h.barrier = [this] { world_->barrier()->wait(); };
-  h.describe_sync = [this] { return mesh_->describe_data_parallel(); };
-  h.after_step = std::move(opts.after_step);
-  h.optimizer_step = [this] { return mesh_->step(trainer_->optimizer()); };
-  h.before_checkpoint = [this] { mesh_->gather_optimizer_state(trainer_->optimizer()); };
-  h.model_parallel = mesh_.get();
-  trainer_ = std::make_unique<Trainer>(cfg_, run_, std::move(h));
-  mesh_->start_data_parallel(opts.ddp, trainer_->optimizer());
+  mesh_ = std::make_unique<ModelMesh>(cfg_,
+                                      parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
+                                                                 static_cast<int>(cfg_.tp), link_message_bytes(cfg_)),
+                                      std::move(ddp));
+  trainer_ = std::make_unique<Trainer>(cfg_, run_, mesh_.get());
 }
 
 MeshWorker::~MeshWorker() = default;

@@ -1,7 +1,7 @@
 // One worker of a DP × PP × TP job (`artel train --tp T --pp P
 // --micro-batches M`): the process groups of its place in the mesh, the
-// model shard it trains (model_mesh.h), and a Trainer that runs the usual loop over
-// them (Note [Model-parallel seams] in model_parallel.h). Only rank 0 prints
+// model shard it trains (model_mesh.h), and a Trainer that runs the usual loop
+// with the mesh as its strategy (Note [Model-parallel seams] in strategy.h). Only rank 0 prints
 // and writes files. After training rank 0 prints, per pipeline stage, the
 // most micro-batches and activation bytes a stage held at once, and with
 // --trace writes the timeline of every worker (Chrome trace) and, for
@@ -13,7 +13,6 @@
 //   w.run();
 #pragma once
 
-#include <functional>
 #include <memory>
 
 #include "artel/comm/process_group.h"
@@ -22,15 +21,11 @@
 
 namespace artel::train {
 
-struct MeshOptions {
-  parallel::DdpOptions ddp;                 // data parallelism across replicas
-  std::function<void(int64_t)> after_step;  // WorkerHooks::after_step (fault injection in tests)
-};
-
 class MeshWorker {
  public:
-  // Collective over `world`: builds the groups, the shard and the trainer.
-  MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, MeshOptions opts = {});
+  // Collective over `world`: builds the groups, the shard and the trainer;
+  // `ddp` for data parallelism across the replicas.
+  MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world, parallel::DdpOptions ddp = {});
   ~MeshWorker();
 
   RunSummary run();

@@ -68,8 +68,9 @@ void check_mesh(const TrainConfig& cfg, int world) {
   parallel::ModelShard(*model, {.stages = stages, .stage = 0, .tp_degree = static_cast<int>(cfg.tp)});
 }
 
-ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups)
-    : cfg_(cfg), groups_(std::move(groups)), schedule_(parallel::parse_schedule_kind(cfg.schedule)) {
+ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups, parallel::DdpOptions ddp)
+    : cfg_(cfg), groups_(std::move(groups)), ddp_options_(std::move(ddp)),
+      schedule_(parallel::parse_schedule_kind(cfg.schedule)) {
   scalar_ = Tensor::zeros({2}, DType::f64);
 }
 
@@ -77,7 +78,8 @@ ModelMesh::~ModelMesh() = default;
 
 bool ModelMesh::holds_loss() const { return shard_->last_stage() && shard_->tp_rank() == 0; }
 
-nn::NamedParameters ModelMesh::shard(models::Model& model, const data::Dataset& data) {
+nn::NamedParameters ModelMesh::build(models::Model& model, const data::Dataset& data, uint64_t seed,
+                                     const std::string& init) {
   model_ = &model;
   const int P = static_cast<int>(cfg_.pp);
   layers_ = parallel::piece_layers(model);
@@ -85,17 +87,17 @@ nn::NamedParameters ModelMesh::shard(models::Model& model, const data::Dataset& 
   const int stage = groups_.coord.pp;
   shard_ = std::make_unique<parallel::ModelShard>(
       model, parallel::ShardPlace{.stages = stages_, .stage = stage, .tp = groups_.tp.get()});
-  if (cfg_.init.empty()) {
-    shard_->materialize(static_cast<uint64_t>(cfg_.seed));
+  if (init.empty()) {
+    shard_->materialize(seed);
   } else {
     // Only the tensors this worker holds parts of are read, one at a time.
-    const nn::SafetensorsReader file(cfg_.init);
+    const nn::SafetensorsReader file(init);
     const std::map<std::string, std::string> aliases = model.aliases();
     shard_->load([&](const std::string& name) {
       if (file.contains(name)) return file.read(name);
       for (const auto& [alias, target] : aliases)
         if (target == name && file.contains(alias)) return file.read(alias);
-      throw Error("--init " + cfg_.init + " has no tensor " + name, "pass weights saved from the same model");
+      throw Error("--init " + init + " has no tensor " + name, "pass weights saved from the same model");
     });
   }
   model.train(true);
@@ -107,7 +109,8 @@ nn::NamedParameters ModelMesh::shard(models::Model& model, const data::Dataset& 
                 "(a language model's embedding and head) is supported");
     tied_.push_back(p);
   }
-  return shard_->parameters();
+  params_ = shard_->parameters();
+  return params_;
 }
 
 // --stage-layers: explicit counts, or balanced by parameters (the default) or
@@ -167,15 +170,19 @@ std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
 // ZeRO-1 over the data-parallel group (--zero 1) as for data parallelism
 // alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
 // averaged gradient is summed with the other stage's copy, whole.
-void ModelMesh::start_data_parallel(parallel::DdpOptions opts, optim::Optimizer& optimizer) {
+void ModelMesh::attach(optim::Optimizer& optimizer) {
   if (!groups_.dp) return;
+  parallel::DdpOptions opts = ddp_options_;
   opts.shard_optimizer = cfg_.zero == 1;
   opts.replicate = [this](const std::string& name) { return shard_->placement(name).stages.size() > 1; };
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(shard_->parameters(), *groups_.dp, opts);
   ddp_->shard(optimizer);
 }
 
-double ModelMesh::forward_backward(const data::Batch& batch) {
+double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
+  // A step's rows are the pipeline's micro-batches (validate refuses --accum with --pp / --tp).
+  ARTEL_CHECK(micro_batches.size() == 1, "a mesh step takes one batch, got ", micro_batches.size());
+  const data::Batch& batch = micro_batches[0];
   const int M = static_cast<int>(cfg_.micro_batches);
   const int64_t rows = batch.x.size(0) / M;
   double loss_sum = 0;
@@ -239,14 +246,10 @@ void ModelMesh::clip_grad_norm(float max_norm) {
   });
 }
 
-double ModelMesh::step(optim::Optimizer& optimizer) {
+double ModelMesh::optimizer_step(optim::Optimizer& optimizer) {
   if (ddp_) return ddp_->step(optimizer).count();
   optimizer.step();
   return 0.0;
-}
-
-void ModelMesh::gather_optimizer_state(optim::Optimizer& optimizer) {
-  if (ddp_) ddp_->gather_optimizer_state(optimizer);
 }
 
 EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
@@ -358,17 +361,18 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
   if (file) file->commit();
 }
 
-void ModelMesh::gather_into(models::Model* full) {
+models::Model* ModelMesh::whole_model() {
+  if (reporter() && !whole_) whole_ = models::declare_model(model_->config());
   comm::NamedTensors mine;
   for (auto& [name, p] : shard_->parameters()) mine.emplace_back(name, p.value());
   comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
-  if (whole.empty()) return;
-  ARTEL_CHECK(full, "gathering the model: the reporter has no model to fill");
-  nn::StateDict state(whole.begin(), whole.end());
-  full->load_state_dict(state);
+  if (whole.empty()) return nullptr;
+  whole_->load_state_dict(nn::StateDict(whole.begin(), whole.end()));
+  return whole_.get();
 }
 
-Checkpoint ModelMesh::checkpoint(int64_t step, const optim::Optimizer& optimizer, const Compatibility& compat) {
+Checkpoint ModelMesh::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
+  if (ddp_) ddp_->gather_optimizer_state(optimizer);  // a sharded step's state put together
   comm::NamedTensors mine;
   for (auto& [name, p] : shard_->parameters()) mine.emplace_back(kModel + name, p.value());
   for (auto& [key, t] : optimizer.state_dict()) mine.emplace_back(kOptim + key, t);
@@ -423,12 +427,13 @@ int64_t ModelMesh::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
   return ck.step;
 }
 
-nlohmann::json ModelMesh::layout() const {
+void ModelMesh::describe_layout(Compatibility& compat) const {
   const parallel::Topology& t = groups_.topology;
-  return {{"world", t.world()},
-          {"dp", t.degree(parallel::Axis::dp)},
-          {"pp", t.degree(parallel::Axis::pp)},
-          {"tp", t.degree(parallel::Axis::tp)}};
+  compat.layout = {{"world", t.world()},
+                   {"dp", t.degree(parallel::Axis::dp)},
+                   {"pp", t.degree(parallel::Axis::pp)},
+                   {"tp", t.degree(parallel::Axis::tp)}};
+  compat.world_size = t.world();
 }
 
 std::string ModelMesh::describe() const {

@@ -2,7 +2,8 @@
 // worker's shard, made from the model's own plan (parallel/model_shard.h),
 // the pipeline executor running the chosen schedule over M micro-batches,
 // and the bookkeeping that makes the shards act as one model for the
-// training loop (Note [Model-parallel seams] in model_parallel.h): a tied
+// training loop (it is the loop's Strategy, Note [Model-parallel seams] in
+// strategy.h): a tied
 // weight's gradient summed over the stages holding it, the global gradient
 // norm over the replica (each parameter counted once, as its placement
 // says), evaluation through the pipeline, and the whole model gathered on
@@ -14,8 +15,8 @@
 // replicas is an all-reduce over the world in which the others add zero.
 //
 //   MeshGroups groups = make_mesh_groups(world, cfg.pp, cfg.tp);
-//   ModelMesh mesh(cfg, groups);
-//   Trainer t(cfg, run, {... .model_parallel = &mesh});   // calls mesh.shard(model)
+//   ModelMesh mesh(cfg, groups, {.buckets = cfg.bucket_options()});
+//   Trainer t(cfg, run, &mesh);   // calls mesh.build(model, ...)
 #pragma once
 
 #include <memory>
@@ -27,7 +28,7 @@
 #include "artel/parallel/model_shard.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/parallel/pipeline_executor.h"
-#include "artel/train/model_parallel.h"
+#include "artel/train/strategy.h"
 #include "artel/train/train_config.h"
 
 namespace artel::train {
@@ -46,36 +47,38 @@ struct StageStats {
   int64_t peak_activation_bytes = 0; // tensor bytes held above the step's start, at most
 };
 
-class ModelMesh : public ModelParallel {
+class ModelMesh : public Strategy {
  public:
-  ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups);
+  // `ddp`: data parallelism over the replicas (when dp > 1), its step
+  // sharded with --zero 1.
+  ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups, parallel::DdpOptions ddp = {});
   ~ModelMesh() override;
 
-  nn::NamedParameters shard(models::Model& model, const data::Dataset& data) override;
-  double forward_backward(const data::Batch& batch) override;
+  int64_t replica() const override { return groups_.coord.dp; }
+  int64_t replicas() const override { return groups_.topology.degree(parallel::Axis::dp); }
+  bool reporter() const override { return groups_.world->rank() == 0; }
+  bool sharded() const override { return true; }
+  bool synchronises() const override { return true; }
+  // This worker's shard of the model's plan: drawn from the seed, or only
+  // its own parts read from `init`.
+  nn::NamedParameters build(models::Model& model, const data::Dataset& data, uint64_t seed,
+                            const std::string& init) override;
+  void attach(optim::Optimizer& optimizer) override;  // DDP over the shard, ZeRO-1 with --zero 1
+  double forward_backward(std::span<const data::Batch> micro_batches) override;
+  // DDP's wait plus the tied weights' sum over the stages holding them; exposed seconds.
+  double sync_gradients() override;
+  double reported_loss(double local) override;
   void clip_grad_norm(float max_norm) override;
+  double optimizer_step(optim::Optimizer& optimizer) override;
   EvalResult evaluate(const data::Dataset& ds, const EvalOptions& opts) override;
-  void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
-  void gather_into(models::Model* full) override;
-  Checkpoint checkpoint(int64_t step, const optim::Optimizer& optimizer, const Compatibility& compat) override;
+  void barrier() override { groups_.world->barrier()->wait(); }
+  Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) override;
   int64_t restore(const Checkpoint& ck, optim::Optimizer& optimizer) override;
-  nlohmann::json layout() const override;
+  void describe_layout(Compatibility& compat) const override;
+  void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
+  models::Model* whole_model() override;  // gathered on the reporter
   std::string describe() const override;
-
-  // Data parallelism over the replicas (when dp > 1): DDP on the shard's
-  // parameters, the step sharded with --zero 1. Call after shard(), before training.
-  void start_data_parallel(parallel::DdpOptions opts, optim::Optimizer& optimizer);
-  // WorkerHooks::optimizer_step: the step (and, sharded, the weights'
-  // all-gather) -> seconds waited for peers.
-  double step(optim::Optimizer& optimizer);
-  // WorkerHooks::before_checkpoint: a sharded step's state put together.
-  void gather_optimizer_state(optim::Optimizer& optimizer);
-  // DDP's buckets ("" without data parallelism).
-  std::string describe_data_parallel() const { return ddp_ ? ddp_->describe() : ""; }
-  // WorkerHooks::sync_gradients: DDP's wait plus the tied embedding's sum; exposed seconds.
-  double sync_gradients();
-  // WorkerHooks::mean_over_workers.
-  double reported_loss(double local);
+  std::string describe_sync() const override { return ddp_ ? ddp_->describe() : ""; }
 
   const parallel::MeshGroups& groups() const { return groups_; }
   nn::NamedParameters parameters() const { return shard_->parameters(); }
@@ -93,11 +96,12 @@ class ModelMesh : public ModelParallel {
 
   TrainConfig cfg_;
   parallel::MeshGroups groups_;
+  parallel::DdpOptions ddp_options_;
   std::vector<parallel::PieceRange> stages_;
   std::vector<bool> layers_;                // per piece: a layer (nn::Piece::layer)
   std::vector<double> measured_;            // --stage-layers cost: ms per piece the split was balanced by
   parallel::ScheduleKind schedule_;
-  models::Model* model_ = nullptr;
+  std::unique_ptr<models::Model> whole_;     // the reporter's gathered copy, for sampling
   std::unique_ptr<parallel::ModelShard> shard_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;

@@ -54,8 +54,9 @@ std::string with_thousands(int64_t n) {
 
 }  // namespace
 
-Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
-    : cfg_(std::move(cfg)), run_(run), hooks_(std::move(hooks)) {
+Trainer::Trainer(TrainConfig cfg, RunOptions run, Strategy* strategy)
+    : cfg_(std::move(cfg)), run_(std::move(run)), alone_(strategy ? nullptr : std::make_unique<Strategy>()),
+      strategy_(strategy ? strategy : alone_.get()) {
   cfg_.validate();
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
@@ -64,18 +65,15 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, WorkerHooks hooks)
   check_model_fits_data();
   // Declared: a worker holding a shard materialises only that (Note [Model-parallel seams]).
   model_ = models::declare_model(make_model_config(cfg_, data_->num_classes()));
-  if (!hooks_.model_parallel && !cfg_.init.empty()) nn::load_weights(*model_, cfg_.init);
-  else if (!hooks_.model_parallel) nn::materialize(*model_, static_cast<uint64_t>(cfg_.seed));
-  nn::NamedParameters trained =
-      hooks_.model_parallel ? hooks_.model_parallel->shard(*model_, *data_) : model_->named_parameters();
-  for (auto& [name, p] : trained) params_.push_back(p);
+  nn::NamedParameters trained = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   optimizer_ = make_optimizer(cfg_, trained);
+  strategy_->attach(*optimizer_);
 
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
   sampler_cfg_.seed = static_cast<uint64_t>(cfg_.seed);
   sampler_cfg_.rank_batch = cfg_.batch_size;
-  sampler_cfg_.world_size = hooks_.world_size * cfg_.accum;
-  sampler_cfg_.rank = hooks_.rank * cfg_.accum;
+  sampler_cfg_.world_size = strategy_->replicas() * cfg_.accum;
+  sampler_cfg_.rank = strategy_->replica() * cfg_.accum;
   data::DistributedSampler sampler = data::make_sampler(*data_, sampler_cfg_);  // checks the batch fits the data
   total_steps_ = cfg_.epochs > 0 ? cfg_.epochs * sampler.steps_per_epoch() : cfg_.steps;
   schedule_ = make_schedule(cfg_, total_steps_);
@@ -108,12 +106,12 @@ void Trainer::announce() const {
   out() << "artel train: " << cfg_.model << ", " << with_thousands(model_->num_parameters()) << " parameters"
         << (cfg_.init.empty() ? "" : " from " + cfg_.init) << "\n"
         << "  data   " << data_->describe() << " (" << cfg_.data_order << ")\n"
-        << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << hooks_.world_size
+        << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << strategy_->replicas()
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s), " << cfg_.gemm << " GEMM\n";
-  if (hooks_.model_parallel) out() << "  layout " << hooks_.model_parallel->describe() << "\n";
-  if (const std::string sync = hooks_.describe_sync ? hooks_.describe_sync() : ""; !sync.empty())
+  if (const std::string layout = strategy_->describe(); !layout.empty()) out() << "  layout " << layout << "\n";
+  if (const std::string sync = strategy_->describe_sync(); !sync.empty())
     out() << "  sync   " << sync << " (--first-bucket-mb, --bucket-mb)\n";
   if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
   out() << std::flush;
@@ -128,13 +126,11 @@ void Trainer::write_config_file() const {
   if (!f) throw Error("cannot write " + cfg_.out + "/config.json", "check that --out is writable");
 }
 
-// Weights under the single-worker names. With model parallelism every
-// worker calls this (the reporter writes the file one batch of gathered
-// tensors at a time, never holding the whole model); alone, the reporter.
+// Weights under the single-worker names, written by the reporter; every
+// worker calls this when the model is sharded (Strategy::write_weights).
 void Trainer::save(const std::string& name, int64_t step) const {
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"model", cfg_.model}, {"step", std::to_string(step)}};
-  if (hooks_.model_parallel) return hooks_.model_parallel->write_weights(cfg_.out + "/" + name, meta);
-  nn::save_weights(*model_, cfg_.out + "/" + name, meta);
+  strategy_->write_weights(cfg_.out + "/" + name, meta);
 }
 
 void Trainer::make_out_dir() const {
@@ -157,54 +153,23 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   optimizer_->set_lr(r.lr);
   optimizer_->zero_grad();
   ARTEL_CHECK(!micro_batches.empty(), "step ", k, " got no micro-batches");
-  const double local_loss = forward_backward(micro_batches);
-  if (hooks_.sync_gradients) {
+  const double local_loss = strategy_->forward_backward(micro_batches);
+  {
     trace::Scope span("sync", "step", "compute");
-    r.sync_ms = 1e3 * hooks_.sync_gradients();
+    r.sync_ms = 1e3 * strategy_->sync_gradients();
   }
-  r.loss = hooks_.mean_over_workers ? hooks_.mean_over_workers(local_loss) : local_loss;
+  r.loss = strategy_->reported_loss(local_loss);
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
                     "; stopped before updating the weights",
                 "the run diverged: lower --lr, set --grad-clip, or check --init and --data");
-  if (cfg_.grad_clip > 0) {
-    const auto max_norm = static_cast<float>(cfg_.grad_clip);
-    if (hooks_.model_parallel) hooks_.model_parallel->clip_grad_norm(max_norm);
-    else if (hooks_.clip_grad_norm) hooks_.clip_grad_norm(max_norm);
-    else optim::clip_grad_norm(params_, max_norm);
-  }
+  if (cfg_.grad_clip > 0) strategy_->clip_grad_norm(static_cast<float>(cfg_.grad_clip));
   {
     trace::Scope span("optimizer", "step", "compute");
-    if (hooks_.optimizer_step) r.sync_ms += 1e3 * hooks_.optimizer_step();
-    else optimizer_->step();
+    r.sync_ms += 1e3 * strategy_->optimizer_step(*optimizer_);
   }
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
-}
-
-// The local loss of one step: every micro-batch's forward and backward, the
-// first K-1 only accumulating (Note [Micro-batches]), each loss scaled by 1/K.
-// With model parallelism, the shards run the step (Note [Model-parallel seams]).
-double Trainer::forward_backward(std::span<const data::Batch> micro_batches) {
-  if (hooks_.model_parallel) return hooks_.model_parallel->forward_backward(micro_batches[0]);
-  const size_t n = micro_batches.size();
-  double local_loss = 0;
-  for (size_t m = 0; m < n; ++m) {
-    std::shared_ptr<void> local_only = m + 1 < n && hooks_.no_sync ? hooks_.no_sync() : nullptr;
-    const data::Batch& batch = micro_batches[m];
-    autograd::Variable loss;
-    {
-      trace::Scope span("forward", "compute", "compute", static_cast<int>(m));
-      autograd::Variable logits = model_->forward(batch.x);                 // (B, V) or (B, T, V)
-      loss = autograd::cross_entropy(logits, batch.y.view({-1}));           // mean over B or B·T targets
-    }
-    local_loss += loss.item();
-    if (m + 1 == n && hooks_.loss_ready) hooks_.loss_ready(local_loss / static_cast<double>(n));
-    trace::Scope span("backward", "compute", "compute", static_cast<int>(m));
-    if (n == 1) loss.backward();
-    else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));
-  }
-  return local_loss / static_cast<double>(n);
 }
 
 EvalResult Trainer::evaluate() {
@@ -212,21 +177,19 @@ EvalResult Trainer::evaluate() {
   opts.batch_size = cfg_.batch_size;
   opts.max_batches = cfg_.eval_batches;
   opts.accuracy = cfg_.model != "gpt";
-  if (hooks_.model_parallel) return hooks_.model_parallel->evaluate(*data_, opts);
-  return train::evaluate(*model_, *data_, opts);
+  return strategy_->evaluate(*data_, opts);
 }
 
 Compatibility Trainer::compatibility() const {
-  Compatibility c = run_compatibility(cfg_, data_->num_classes(), hooks_.world_size);
-  if (hooks_.model_parallel) {
-    c.layout = hooks_.model_parallel->layout();
-    c.world_size = c.layout.value("world", hooks_.world_size);
-  }
+  Compatibility c = run_compatibility(cfg_, data_->num_classes(), strategy_->replicas());
+  strategy_->describe_layout(c);
   return c;
 }
 
-std::string Trainer::sample(int64_t chars) {
-  auto* gpt = dynamic_cast<models::Gpt*>(whole_ ? whole_.get() : model_.get());
+std::string Trainer::sample(int64_t chars) { return sample(strategy_->whole_model(), chars); }
+
+std::string Trainer::sample(models::Model* whole, int64_t chars) const {
+  auto* gpt = dynamic_cast<models::Gpt*>(whole);
   auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
   ARTEL_CHECK(gpt && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
   const data::CharVocab& vocab = text->vocab();
@@ -240,7 +203,7 @@ std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
   make_out_dir();
   write_config_file();
   if (first_step == 1) {
-    if (!hooks_.model_parallel) save("init.safetensors", 0);  // else every worker wrote it already
+    if (!strategy_->sharded()) save("init.safetensors", 0);  // else every worker wrote it already
     return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl");
   }
   return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl", first_step - 1);
@@ -249,32 +212,26 @@ std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
 int64_t Trainer::resume_step() {
   Compatibility compat = compatibility();
   auto warn = [&](const std::string& w) {
-    if (hooks_.reporter) out() << "artel train: " << w << "\n";  // the store says what it tries next
+    if (strategy_->reporter()) out() << "artel train: " << w << "\n";  // the store says what it tries next
   };
   std::optional<Checkpoint> ck = store_->load_latest(compat, warn);
   if (!ck) {
-    if (hooks_.reporter) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
+    if (strategy_->reporter()) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
     return 0;
   }
-  int64_t done = hooks_.model_parallel ? hooks_.model_parallel->restore(*ck, *optimizer_)
-                                      : restore_run_checkpoint(*ck, *model_, *optimizer_);
+  int64_t done = strategy_->restore(*ck, *optimizer_);
   ARTEL_CHECK(done <= total_steps_, "checkpoint ", ck->path, " was taken after step ", done, " but this run has only ",
               total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
-  if (hooks_.reporter) out() << "artel train: resuming from " << ck->path << " (step " << done << ")\n";
+  if (strategy_->reporter()) out() << "artel train: resuming from " << ck->path << " (step " << done << ")\n";
   return done;
 }
 
 void Trainer::maybe_checkpoint(int64_t k, MetricsWriter* metrics) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
-  if (hooks_.barrier) hooks_.barrier();  // every worker finished step k: the file is the state of all of them
+  strategy_->barrier();  // every worker finished step k: the file is the state of all of them
   if (metrics) metrics->flush();  // the file holds every step the checkpoint holds
-  if (hooks_.before_checkpoint) hooks_.before_checkpoint();
-  if (hooks_.model_parallel) {
-    Checkpoint ck = hooks_.model_parallel->checkpoint(k, *optimizer_, compatibility());
-    if (hooks_.reporter && run_.write_files) store_->save(ck);
-    return;
-  }
-  if (hooks_.reporter && run_.write_files) store_->save(make_run_checkpoint(*model_, *optimizer_, k, compatibility()));
+  Checkpoint ck = strategy_->checkpoint(k, *optimizer_, compatibility());
+  if (strategy_->reporter() && run_.write_files) store_->save(ck);
 }
 
 void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
@@ -282,7 +239,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   // free. When the workers' threads take every core it would only preempt the
   // computation to do the same work (and pay the switches): build in next().
   const int64_t threads = cfg_.threads > 0 ? cfg_.threads : available_cores();
-  const bool spare_core = hooks_.world_size * threads < available_cores();
+  const bool spare_core = strategy_->replicas() * threads < available_cores();
   std::vector<std::unique_ptr<data::DataLoader>> loaders;  // one per micro-step (Note [Micro-batches])
   for (int64_t m = 0; m < cfg_.accum; ++m) {
     data::SamplerConfig s = sampler_cfg_;
@@ -290,7 +247,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     loaders.push_back(std::make_unique<data::DataLoader>(
         *data_, s, data::LoaderConfig{.start_step = first_step - 1, .prefetch = spare_core ? 2 : 0}));
   }
-  const double items = static_cast<double>(items_per_step() * hooks_.world_size);
+  const double items = static_cast<double>(items_per_step() * strategy_->replicas());
   std::vector<data::Batch> micro(loaders.size());
   for (int64_t k = first_step; k <= total_steps_; ++k) {
     Clock::time_point t0 = Clock::now();
@@ -306,16 +263,16 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     if (metrics) {
       StepMetrics m{.step = k, .loss = r.loss, .lr = decimal(r.lr), .items_per_s = items / (ms / 1e3),
                     .items_name = cfg_.model == "gpt" ? "tokens_per_s" : "samples_per_s", .step_ms = ms};
-      if (hooks_.sync_gradients) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
+      if (strategy_->synchronises()) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
       metrics->step(m);
     }
-    if (hooks_.sync_gradients) progress.step(k, r.loss, items / (ms / 1e3), r.comp_ms, r.sync_ms);
+    if (strategy_->synchronises()) progress.step(k, r.loss, items / (ms / 1e3), r.comp_ms, r.sync_ms);
     else progress.step(k, r.loss, items / (ms / 1e3));
     maybe_checkpoint(k, metrics);
-    if (hooks_.after_step) hooks_.after_step(k);
+    if (run_.after_step) run_.after_step(k);
     // Only the reporter evaluates (the others would compute the same numbers),
     // unless the model is sharded: then all of them run it together.
-    if (!run_.evaluate || !due_for_eval(k) || (!hooks_.reporter && !hooks_.model_parallel)) continue;
+    if (!run_.evaluate || !due_for_eval(k) || (!strategy_->reporter() && !strategy_->sharded())) continue;
     EvalResult e = evaluate();
     if (metrics) metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy});
     progress.eval(k, e.val_loss, e.val_accuracy);
@@ -323,21 +280,12 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   }
 }
 
-// With model parallelism, the reporter's whole model receives every shard
-// (all workers take part) — for sampling text only; alone, the model is
-// whole already.
-void Trainer::gather_whole() {
-  if (!hooks_.model_parallel) return;
-  if (hooks_.reporter && !whole_) whole_ = models::declare_model(model_->config());
-  hooks_.model_parallel->gather_into(whole_.get());
-}
-
 RunSummary Trainer::run() {
-  const bool report = hooks_.reporter;
+  const bool report = strategy_->reporter();
   const bool files = report && run_.write_files;
   if (report) announce();
   const int64_t first_step = 1 + (run_.resume ? resume_step() : 0);
-  if (first_step == 1 && run_.write_files && hooks_.model_parallel) {  // a collective: before only the reporter goes on
+  if (first_step == 1 && run_.write_files && strategy_->sharded()) {  // a collective: before only the reporter goes on
     if (report) make_out_dir();
     save("init.safetensors", 0);
   }
@@ -359,15 +307,16 @@ RunSummary Trainer::run() {
   progress.finish();
   // Every worker takes part in writing a sharded model's weights and in
   // gathering it for the sample, so the conditions are the same on all.
-  if (run_.write_files && (report || hooks_.model_parallel)) save("final.safetensors", total_steps_);
+  if (run_.write_files && (report || strategy_->sharded())) save("final.safetensors", total_steps_);
   if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
-  if (run_.sample && cfg_.model == "gpt" && cfg_.generate > 0) gather_whole();
-  if (report && !hooks_.model_parallel)
+  const bool sampling = run_.sample && cfg_.model == "gpt" && cfg_.generate > 0;
+  models::Model* whole = sampling && (report || strategy_->sharded()) ? strategy_->whole_model() : nullptr;
+  if (report && !strategy_->sharded())
     out() << "memory: peak resident " << std::fixed << std::setprecision(2)
           << static_cast<double>(peak_resident_bytes()) / (1 << 20) << " MiB (VmHWM of the reporting worker)\n"
           << std::defaultfloat;
-  if (report && run_.sample && cfg_.model == "gpt" && cfg_.generate > 0) {
-    summary.sample = sample(cfg_.generate);
+  if (report && sampling) {
+    summary.sample = sample(whole, cfg_.generate);
     out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"
           << summary.sample << "\n---\n";
   }

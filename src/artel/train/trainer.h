@@ -11,15 +11,16 @@
 // that is NaN or infinite stops the run with an error naming the step, before
 // the bad gradients reach the weights.
 //
-// Note [Data-parallel seams]
-// Data parallelism plugs in through WorkerHooks, not by editing the loop:
-// `sync_gradients` runs after backward and before clipping (DDP waits for its
-// bucket all-reduces there and returns the exposed wait), `mean_over_workers`
-// turns the local loss into the reported one (an all-reduce, which
-// `loss_ready` may start early, during backward), and only the
-// `reporter` writes files and prints. Batches are a pure function of the step
-// (data/dataset.h), so a worker only needs its rank in the sampler config.
-//
+// Note [Strategies]
+// How the run is parallelised is one object, the Strategy (strategy.h), not
+// edits to the loop: the loop below calls it for the parts that depend on
+// where the model and the data live (build the weights, forward/backward,
+// sync, reported loss, clip, optimizer step, evaluate, checkpoint, weights).
+// A worker alone uses the base Strategy; DataParallelWorker and MeshWorker
+// pass theirs. Only the strategy's reporter writes files and prints. Batches
+// are a pure function of the step (data/dataset.h), so a worker only needs
+// its replica number in the sampler config.
+
 // Note [Micro-batches]
 // With accum = K, a step runs K forward/backward passes of B rows each, the
 // first K−1 under `no_sync` (gradients accumulate locally), each loss scaled
@@ -60,7 +61,7 @@
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
 #include "artel/train/evaluate.h"
-#include "artel/train/model_parallel.h"
+#include "artel/train/strategy.h"
 #include "artel/train/train_config.h"
 
 namespace artel::train {
@@ -76,32 +77,7 @@ struct RunOptions {
   bool sample = true;           // gpt: print cfg.generate sampled characters at the end
   bool set_threads = true;      // apply cfg.threads to the process (artel::set_num_threads)
   bool resume = false;          // continue from the newest checkpoint under cfg.out (Note [Resuming]); none: start fresh
-};
-
-// See Note [Data-parallel seams]. The defaults are a worker alone.
-struct WorkerHooks {
-  int64_t rank = 0, world_size = 1;
-  bool reporter = true;                                   // prints and writes files
-  std::function<double()> sync_gradients;                 // -> exposed seconds; empty = nothing to sync
-  std::function<double(double)> mean_over_workers;        // empty = identity
-  // The local loss is known (after the step's last forward, before its
-  // backward): a worker may start averaging it now, so the reduction overlaps
-  // backward; mean_over_workers then only collects it. May be empty.
-  std::function<void(double)> loss_ready;
-  std::function<std::shared_ptr<void>()> no_sync;         // a guard: while it lives, backward only accumulates locally
-  std::function<void()> barrier;                          // all workers reach this before a checkpoint is written
-  std::function<std::string()> describe_sync;             // one line on gradient synchronisation ("" = none)
-  // Clips the synchronised gradients to a global norm (empty: clip the
-  // model's own gradients), and takes the optimizer step (empty: step() of
-  // the whole optimizer) -> exposed seconds spent waiting for peers in it.
-  std::function<float(float)> clip_grad_norm;
-  std::function<double()> optimizer_step;
-  std::function<void()> before_checkpoint;                // every worker, after the barrier (gather sharded state)
-  std::function<void(int64_t)> after_step;                // after step k and its checkpoint (fault-injection tests)
-  // This worker holds a shard of the model (Note [Model-parallel seams] in
-  // model_parallel.h); null = the whole model. rank / world_size then count
-  // data-parallel replicas. Owned by the caller, which outlives the Trainer.
-  ModelParallel* model_parallel = nullptr;
+  std::function<void(int64_t)> after_step;  // after step k and its checkpoint (fault-injection tests)
 };
 
 struct StepResult {
@@ -123,7 +99,9 @@ class Trainer {
  public:
   // Opens the data and builds model and optimizer; throws artel::Error on bad
   // data, a model that does not fit the data, or unusable --init weights.
-  explicit Trainer(TrainConfig cfg, RunOptions run = {}, WorkerHooks hooks = {});
+  // `strategy` (owned by the caller, outliving the Trainer) parallelises the
+  // run; null: a worker alone.
+  explicit Trainer(TrainConfig cfg, RunOptions run = {}, Strategy* strategy = nullptr);
   ~Trainer();
 
   RunSummary run();
@@ -134,7 +112,8 @@ class Trainer {
   // With accumulation: one micro-batch per micro-step (Note [Micro-batches]).
   StepResult step(int64_t k, std::span<const data::Batch> micro_batches);
   EvalResult evaluate();
-  // cfg.generate characters sampled from the gpt (decoded); throws for other models.
+  // `chars` characters sampled from the gpt (decoded); throws for other
+  // models. Collective when the model is sharded (it is gathered whole).
   std::string sample(int64_t chars);
 
   const TrainConfig& config() const { return cfg_; }
@@ -145,18 +124,17 @@ class Trainer {
   // Rows (mlp, cnn) or tokens (gpt) one step consumes on this worker (all micro-steps).
   int64_t items_per_step() const;
   // Rows of one optimizer step over all workers: W·B·K.
-  int64_t global_batch() const { return hooks_.world_size * cfg_.batch_size * cfg_.accum; }
+  int64_t global_batch() const { return strategy_->replicas() * cfg_.batch_size * cfg_.accum; }
 
  private:
   void check_model_fits_data() const;
+  std::string sample(models::Model* whole, int64_t chars) const;
   Compatibility compatibility() const;
-  double forward_backward(std::span<const data::Batch> micro_batches);
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
   void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
-  void gather_whole();
   void make_out_dir() const;
   void announce() const;
   void write_config_file() const;
@@ -166,11 +144,10 @@ class Trainer {
 
   TrainConfig cfg_;
   RunOptions run_;
-  WorkerHooks hooks_;
+  std::unique_ptr<Strategy> alone_;  // the strategy when none was given
+  Strategy* strategy_;
   std::unique_ptr<data::Dataset> data_;
-  std::unique_ptr<models::Model> model_;   // with model parallelism: declared, holding this worker's shard
-  std::unique_ptr<models::Model> whole_;   // with model parallelism, on the reporter: every shard gathered
-  std::vector<autograd::Variable> params_;
+  std::unique_ptr<models::Model> model_;   // declared; its weights where the strategy put them
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   data::SamplerConfig sampler_cfg_;   // micro-step 0's: world W·K, rank r·K (Note [Micro-batches])

@@ -1,0 +1,72 @@
+#include "artel/train/strategy.h"
+
+#include "artel/autograd/ops.h"
+#include "artel/core/error.h"
+#include "artel/core/trace.h"
+#include "artel/nn/safetensors.h"
+#include "artel/optim/clip.h"
+#include "artel/train/run_checkpoint.h"
+
+namespace artel::train {
+
+nn::NamedParameters Strategy::build(models::Model& model, const data::Dataset& data, uint64_t seed,
+                                    const std::string& init) {
+  model_ = &model;
+  if (!init.empty()) nn::load_weights(model, init);
+  else nn::materialize(model, seed);
+  params_ = model.named_parameters();
+  return params_;
+}
+
+// The local loss of one step: every micro-batch's forward and backward, the
+// first K-1 only accumulating (Note [Micro-batches]), each loss scaled by 1/K.
+double Strategy::forward_backward(std::span<const data::Batch> micro_batches) {
+  const size_t n = micro_batches.size();
+  double local_loss = 0;
+  for (size_t m = 0; m < n; ++m) {
+    std::shared_ptr<void> local_only = m + 1 < n ? accumulate_locally() : nullptr;
+    const data::Batch& batch = micro_batches[m];
+    autograd::Variable loss;
+    {
+      trace::Scope span("forward", "compute", "compute", static_cast<int>(m));
+      autograd::Variable logits = model_->forward(batch.x);                 // (B, V) or (B, T, V)
+      loss = autograd::cross_entropy(logits, batch.y.view({-1}));           // mean over B or B·T targets
+    }
+    local_loss += loss.item();
+    if (m + 1 == n) loss_ready(local_loss / static_cast<double>(n));
+    trace::Scope span("backward", "compute", "compute", static_cast<int>(m));
+    if (n == 1) loss.backward();
+    else loss.backward(Tensor::full({}, 1.0f / static_cast<float>(n)));
+  }
+  return local_loss / static_cast<double>(n);
+}
+
+void Strategy::clip_grad_norm(float max_norm) {
+  std::vector<autograd::Variable> params;
+  for (auto& [name, p] : params_) params.push_back(p);
+  optim::clip_grad_norm(params, max_norm);
+}
+
+double Strategy::optimizer_step(optim::Optimizer& optimizer) {
+  optimizer.step();
+  return 0;
+}
+
+EvalResult Strategy::evaluate(const data::Dataset& data, const EvalOptions& opts) {
+  return train::evaluate(*model_, data, opts);
+}
+
+Checkpoint Strategy::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
+  if (!reporter()) return {};
+  return make_run_checkpoint(*model_, optimizer, step, compat);
+}
+
+int64_t Strategy::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
+  return restore_run_checkpoint(ck, *model_, optimizer);
+}
+
+void Strategy::write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  if (reporter()) nn::save_weights(*model_, path, metadata);
+}
+
+}  // namespace artel::train
