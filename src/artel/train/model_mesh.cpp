@@ -125,27 +125,42 @@ std::vector<parallel::PieceRange> ModelMesh::partition(models::Model& model, con
   return parallel::balanced_stages(layers_, measured_, P);
 }
 
-// Every worker times each piece's forward + backward on one micro-batch —
-// on a whole copy of the model, drawn for this and dropped after — and the
-// average over the world is used, so all of them cut the model the same way.
-// The fastest of the repeats counts: the work is the same every call, so
-// anything above it is the machine.
+// Every worker times each piece's forward + backward on one micro-batch, on
+// a declared copy of the model whose pieces get their weights one at a time
+// (drawn for the piece, dropped after it), so timing never holds more than
+// one piece's parameters; the average over the world is used, so all of
+// them cut the model the same way. The fastest of the repeats counts: the
+// work is the same every call, so anything above it is the machine.
 std::vector<double> ModelMesh::measured_costs(const data::Dataset& data) {
-  std::unique_ptr<models::Model> whole = models::make_model(model_->config());
-  const nn::ParallelPlan& plan = whole->plan();
+  std::unique_ptr<models::Model> copy = models::declare_model(model_->config());
+  const nn::ParallelPlan& plan = copy->plan();
+  std::map<std::string, nn::Module*> modules;
+  for (const auto& [path, m] : copy->named_modules()) modules[path] = m;
+  auto weights_of = [&](const nn::Piece& piece, bool draw) {
+    for (const std::string& path : piece.modules) {
+      nn::Module& m = *modules.at(path);
+      if (draw) {
+        nn::materialize(m, static_cast<uint64_t>(cfg_.seed));  // values do not matter, only the work
+        continue;
+      }
+      for (auto& [name, p] : m.named_parameters()) {
+        p.zero_grad();
+        p.value() = Tensor();
+      }
+    }
+  };
   const data::Batch batch = data.val_batch(cfg_.batch_size / cfg_.micro_batches, 0);
   Rng rng(static_cast<uint64_t>(cfg_.seed), /*stream=*/0xC057);
-  nn::Activations in = {Variable(batch.x)};
+  std::vector<Tensor> in = {batch.x};
   Tensor t = Tensor::zeros({static_cast<int64_t>(plan.pieces.size())}, DType::f64);
   for (size_t i = 0; i < plan.pieces.size(); ++i) {
+    weights_of(plan.pieces[i], true);
     nn::Activations inputs;
-    for (const Variable& v : in) inputs.emplace_back(v.value(), v.value().dtype() == DType::f32);
-    nn::Activations out;
+    for (const Tensor& v : in) inputs.emplace_back(v, v.dtype() == DType::f32);
     double best = 1e300;
     for (int r = 0; r < 6; ++r) {  // one warm-up, then the fastest of five
       auto t0 = std::chrono::steady_clock::now();
-      out = plan.pieces[i].forward(inputs);
-      std::vector<Tensor> seeds;
+      nn::Activations out = plan.pieces[i].forward(inputs);
       for (const Variable& o : out)
         if (o.defined() && o.requires_grad()) {
           Tensor g = Tensor::empty(o.shape());
@@ -153,11 +168,14 @@ std::vector<double> ModelMesh::measured_costs(const data::Dataset& data) {
           o.backward(g);
         }
       if (r > 0) best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (r == 5) {  // the next piece's input, without this piece's graph
+        in.clear();
+        for (const Variable& o : out) in.push_back(o.value());
+      }
     }
     t.data<double>()[i] = best;
-    in = out;
+    weights_of(plan.pieces[i], false);
   }
-  whole->zero_grad();
   groups_.world->all_reduce(t, {.op = comm::ReduceOp::avg})->wait();
   return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
 }
