@@ -111,6 +111,31 @@ TEST_F(TrainMeshRuns, MpiMeshEqualsOneWorker) {
 }
 #endif
 
+// The sample after training runs through the shards (no worker gathers the
+// model): the mesh draws the same text as one worker.
+TEST_F(TrainMeshRuns, SamplesThroughTheShardsTheTextOneWorkerSamples) {
+  auto sampled = [](const std::string& out) {
+    std::string text;
+    std::istringstream in(out);
+    bool inside = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("[0] ", 0) == 0) line = line.substr(4);
+      if (line.find("characters sampled") != std::string::npos) inside = true;
+      else if (line == "---") inside = false;
+      else if (inside) text += line + "\n";
+    }
+    return text;
+  };
+  std::string g = gpt() + " --batch-size 8";
+  g.replace(g.find("--generate 0"), 12, "--generate 40");
+  Result one = train(g + out("one"));
+  Result mesh = train(g + " --nproc 4 --tp 2 --pp 2 --micro-batches 2" + out("mesh"));
+  ok(one);
+  ok(mesh);
+  EXPECT_GE(sampled(one.out).size(), 40u) << one.out;
+  EXPECT_EQ(sampled(mesh.out), sampled(one.out)) << mesh.out;
+}
+
 TEST_F(TrainMeshRuns, PrintsTheLayoutAndWhatEachStageHeld) {
   Result r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --micro-batches 4 --schedule gpipe" + out("g"));
   ok(r);

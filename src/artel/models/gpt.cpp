@@ -5,27 +5,9 @@
 #include <limits>
 
 #include "artel/autograd/ops.h"
+#include "artel/models/generate.h"
 
 namespace artel::models {
-namespace {
-
-// Index of a draw from softmax(logits) (entries of -inf never drawn).
-int64_t sample(const std::vector<float>& logits, Rng& rng) {
-  float top = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> p(logits.size());
-  double total = 0;
-  for (size_t i = 0; i < logits.size(); ++i) total += p[i] = std::exp(static_cast<double>(logits[i]) - top);
-  double u = rng.uniform() * total;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (u < p[i]) return static_cast<int64_t>(i);
-    u -= p[i];
-  }
-  for (size_t i = p.size(); i-- > 0;)  // rounding left u just above the last mass
-    if (p[i] > 0) return static_cast<int64_t>(i);
-  return 0;
-}
-
-}  // namespace
 
 Gpt::Transformer::Transformer(const ModelConfig& c, std::shared_ptr<Rng> drop_rng) {
   const nn::Init std = nn::Init::normal(0.0f, 0.02f);
@@ -94,39 +76,15 @@ nn::Activations Gpt::head(const nn::Activations& in) {
 std::vector<int64_t> Gpt::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, float temperature,
                                    int64_t top_k, Rng& rng) {
   const ModelConfig& c = config();
-  ARTEL_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
-  ARTEL_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ", max_new_tokens);
-  ARTEL_CHECK(temperature > 0 && std::isfinite(temperature), "generate: temperature must be positive, got ", temperature);
-  ARTEL_CHECK(top_k >= 0, "generate: top_k must be >= 0 (0 = all), got ", top_k);
-  for (int64_t id : prompt)
-    ARTEL_CHECK(id >= 0 && id < c.vocab_size, "generate: prompt token ", id, " outside [0, ", c.vocab_size, ")");
-
   autograd::NoGradGuard no_grad;
-  struct RestoreMode {  // back to the caller's train/eval mode, even on an error
-    Module& m;
-    bool training;
-    ~RestoreMode() { m.train(training); }
-  } restore{*this, is_training()};
-  eval();
-  std::vector<int64_t> out = prompt;
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    int64_t T = std::min<int64_t>(static_cast<int64_t>(out.size()), c.block_size);
-    Tensor ids = Tensor::empty({1, T}, DType::i64);
-    std::copy(out.end() - T, out.end(), ids.data<int64_t>());
-    Tensor logits = forward(ids).value();  // (1, T, V)
-    const float* last = logits.data<float>() + (T - 1) * c.vocab_size;
-    std::vector<float> row(last, last + c.vocab_size);
-    for (float& v : row) v /= temperature;
-    if (top_k > 0 && top_k < c.vocab_size) {
-      std::vector<float> sorted = row;
-      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<float>());
-      float kth = sorted[top_k - 1];
-      for (float& v : row)
-        if (v < kth) v = -std::numeric_limits<float>::infinity();
-    }
-    out.push_back(sample(row, rng));
-  }
-  return out;
+  nn::EvalMode eval_mode(*this);
+  return models::generate(prompt, max_new_tokens,
+                          {.temperature = temperature, .top_k = top_k, .context = c.block_size, .vocab = c.vocab_size},
+                          rng, [&](const Tensor& ids) {
+                            Tensor logits = forward(ids).value();  // (1, T, V)
+                            const float* last = logits.data<float>() + (ids.size(1) - 1) * c.vocab_size;
+                            return std::vector<float>(last, last + c.vocab_size);
+                          });
 }
 
 }  // namespace artel::models

@@ -121,4 +121,17 @@ class Module {
 // stream_of(name)). Parameters that have values are left alone.
 void materialize(Module& module, uint64_t seed);
 
+// Eval mode while it lives, then the module's mode before it, even on an error.
+class EvalMode {
+ public:
+  explicit EvalMode(Module& m) : m_(m), training_(m.is_training()) { m.eval(); }
+  ~EvalMode() { m_.train(training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  Module& m_;
+  bool training_;
+};
+
 }  // namespace artel::nn

@@ -180,4 +180,17 @@ Variable ModelShard::loss(const Variable& logits, const Tensor& targets) {
   return vocab_parallel_cross_entropy(logits, y, logits_first_, *place_.tp, logits_vocab_);
 }
 
+std::vector<float> ModelShard::last_logits(const Variable& logits) {
+  const Tensor& v = logits.value();
+  const int64_t columns = v.size(-1), T = v.numel() / columns;
+  Tensor mine = v.view({T, columns}).slice0(T - 1, T).clone();  // (1, columns)
+  Tensor row = mine;
+  if (place_.tp && !model_.plan().vocab_parallel_logits.empty()) {
+    row = Tensor::empty({1, columns * tp_size()});
+    place_.tp->all_gather(mine, row)->wait();  // rank r's columns [r·columns, (r+1)·columns): Split's padded order
+  }
+  const int64_t vocab = logits_vocab_ > 0 ? logits_vocab_ : row.numel();
+  return std::vector<float>(row.data<float>(), row.data<float>() + vocab);
+}
+
 }  // namespace artel::parallel

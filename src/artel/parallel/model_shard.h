@@ -72,6 +72,11 @@ class ModelShard {
   // Mean cross-entropy of the logits (the last stage's output) against
   // `targets`: vocabulary-parallel over the group when the plan splits the logits.
   Variable loss(const Variable& logits, const Tensor& targets);
+  // The logits of the last position of `logits` (the last stage's output,
+  // (1, T, V) or this rank's vocabulary columns of it) over the whole
+  // vocabulary: gathered over the tensor-parallel group when the plan splits
+  // them, padding dropped. Collective over that group.
+  std::vector<float> last_logits(const Variable& logits);
 
   bool first_stage() const { return place_.stage == 0; }
   bool last_stage() const { return place_.stage == stages() - 1; }

@@ -23,8 +23,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
 
 EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
   ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
-  const bool was_training = model.is_training();
-  model.eval();
+  nn::EvalMode eval_mode(model);
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
   if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
@@ -39,7 +38,6 @@ EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOpt
     targets += y.numel();
     if (opts.accuracy) correct += count_correct(logits.value(), y);
   }
-  model.train(was_training);
   ARTEL_CHECK(targets > 0, "the validation split of ", ds.describe(), " is empty");
   EvalResult r;
   r.val_loss = loss_sum / static_cast<double>(targets);

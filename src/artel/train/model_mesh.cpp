@@ -271,8 +271,7 @@ double ModelMesh::optimizer_step(optim::Optimizer& optimizer) {
 }
 
 EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
-  const bool was_training = model_->is_training();
-  model_->eval();
+  nn::EvalMode eval_mode(*model_);
   trace::set_step(-1);  // evaluation's forwards are no step's
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
@@ -298,7 +297,6 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
     const int P = static_cast<int>(cfg_.pp);
     executor_->run(parallel::forward_only(static_cast<int>(mine.size()), P, groups_.coord.pp), fns);
   }
-  model_->train(was_training);
   Tensor t = Tensor::zeros({3}, DType::f64);
   for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
   groups_.world->all_reduce(t)->wait();
@@ -379,14 +377,23 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
   if (file) file->commit();
 }
 
-models::Model* ModelMesh::whole_model() {
-  if (reporter() && !whole_) whole_ = models::declare_model(model_->config());
-  comm::NamedTensors mine;
-  for (auto& [name, p] : shard_->parameters()) mine.emplace_back(name, p.value());
-  comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
-  if (whole.empty()) return nullptr;
-  whole_->load_state_dict(nn::StateDict(whole.begin(), whole.end()));
-  return whole_.get();
+// One forward of `ids` through the pipeline; the last stage's tensor-parallel
+// ranks gather the last position's logits, and an all-reduce in which every
+// other worker adds zeros hands them to all (each replica runs the same).
+std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
+  std::vector<float> row;
+  parallel::StageFunctions fns;
+  fns.forward = [&](int, const nn::Activations& inputs) {
+    nn::Activations out = shard_->forward(shard_->first_stage() ? nn::Activations{Variable(ids)} : inputs);
+    if (shard_->last_stage()) row = shard_->last_logits(out.at(0));
+    return out;
+  };
+  executor_->run(parallel::forward_only(1, static_cast<int>(cfg_.pp), groups_.coord.pp), fns);
+  const int64_t vocab = model_->config().vocab_size;
+  Tensor t = Tensor::zeros({vocab});
+  if (holds_loss() && groups_.coord.dp == 0) std::copy(row.begin(), row.end(), t.data<float>());
+  groups_.world->all_reduce(t)->wait();
+  return std::vector<float>(t.data<float>(), t.data<float>() + vocab);
 }
 
 Checkpoint ModelMesh::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {

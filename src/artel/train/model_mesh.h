@@ -76,7 +76,7 @@ class ModelMesh : public Strategy {
   int64_t restore(const Checkpoint& ck, optim::Optimizer& optimizer) override;
   void describe_layout(Compatibility& compat) const override;
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
-  models::Model* whole_model() override;  // gathered on the reporter
+  std::vector<float> next_token_logits(const Tensor& ids) override;  // through the pipeline and tp ranks
   std::string describe() const override;
   std::string describe_sync() const override { return ddp_ ? ddp_->describe() : ""; }
 
@@ -101,7 +101,6 @@ class ModelMesh : public Strategy {
   std::vector<bool> layers_;                // per piece: a layer (nn::Piece::layer)
   std::vector<double> measured_;            // --stage-layers cost: ms per piece the split was balanced by
   parallel::ScheduleKind schedule_;
-  std::unique_ptr<models::Model> whole_;     // the reporter's gathered copy, for sampling
   std::unique_ptr<parallel::ModelShard> shard_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;

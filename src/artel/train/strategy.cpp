@@ -65,6 +65,13 @@ int64_t Strategy::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
   return restore_run_checkpoint(ck, *model_, optimizer);
 }
 
+std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
+  const Tensor logits = model_->forward(ids).value();  // (1, T, V)
+  const int64_t V = logits.size(-1);
+  const float* last = logits.data<float>() + (ids.size(1) - 1) * V;
+  return std::vector<float>(last, last + V);
+}
+
 void Strategy::write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) {
   if (reporter()) nn::save_weights(*model_, path, metadata);
 }

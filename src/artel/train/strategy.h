@@ -85,9 +85,10 @@ class Strategy {
   // reporter (collective when sharded(); a mesh streams a batch of tensors
   // at a time).
   virtual void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata);
-  // The whole model on the reporter (null elsewhere), for sampling text;
-  // collective when sharded().
-  virtual models::Model* whole_model() { return model_; }
+  // ids (1, T) -> the logits of position T - 1 over the whole vocabulary,
+  // on every worker (models/generate.h); collective when sharded(), where it
+  // runs through the shards. The caller sets eval mode and no graph.
+  virtual std::vector<float> next_token_logits(const Tensor& ids);
   // Lines for the start of the run ("" = none): the layout, gradient synchronisation.
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }

@@ -16,7 +16,7 @@
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
 #include "artel/kernels/gemm.h"
-#include "artel/models/gpt.h"
+#include "artel/models/generate.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
 #include "artel/train/metrics_writer.h"
@@ -186,16 +186,21 @@ Compatibility Trainer::compatibility() const {
   return c;
 }
 
-std::string Trainer::sample(int64_t chars) { return sample(strategy_->whole_model(), chars); }
-
-std::string Trainer::sample(models::Model* whole, int64_t chars) const {
-  auto* gpt = dynamic_cast<models::Gpt*>(whole);
+// Each token's logits come from the strategy: the whole model's forward, or
+// one through the shards (every worker of a mesh runs this).
+std::string Trainer::sample(int64_t chars) {
   auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
-  ARTEL_CHECK(gpt && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
+  ARTEL_CHECK(cfg_.model == "gpt" && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
   const data::CharVocab& vocab = text->vocab();
   std::vector<int64_t> prompt = {vocab.contains('\n') ? vocab.id('\n') : 0};
   Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
-  std::vector<int64_t> ids = gpt->generate(prompt, chars, static_cast<float>(cfg_.temperature), 0, rng);
+  autograd::NoGradGuard no_grad;
+  nn::EvalMode eval_mode(*model_);
+  const models::SamplingOptions opts{.temperature = static_cast<float>(cfg_.temperature),
+                                     .context = cfg_.block_size,
+                                     .vocab = model_->config().vocab_size};
+  std::vector<int64_t> ids = models::generate(prompt, chars, opts, rng,
+                                              [&](const Tensor& in) { return strategy_->next_token_logits(in); });
   return vocab.decode(std::span<const int64_t>(ids).subspan(prompt.size()));
 }
 
@@ -306,17 +311,16 @@ RunSummary Trainer::run() {
   }
   progress.finish();
   // Every worker takes part in writing a sharded model's weights and in
-  // gathering it for the sample, so the conditions are the same on all.
+  // sampling through it, so the conditions are the same on all.
   if (run_.write_files && (report || strategy_->sharded())) save("final.safetensors", total_steps_);
   if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
   const bool sampling = run_.sample && cfg_.model == "gpt" && cfg_.generate > 0;
-  models::Model* whole = sampling && (report || strategy_->sharded()) ? strategy_->whole_model() : nullptr;
+  if (sampling && (report || strategy_->sharded())) summary.sample = sample(cfg_.generate);
   if (report && !strategy_->sharded())
     out() << "memory: peak resident " << std::fixed << std::setprecision(2)
           << static_cast<double>(peak_resident_bytes()) / (1 << 20) << " MiB (VmHWM of the reporting worker)\n"
           << std::defaultfloat;
   if (report && sampling) {
-    summary.sample = sample(whole, cfg_.generate);
     out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"
           << summary.sample << "\n---\n";
   }

@@ -128,7 +128,6 @@ class Trainer {
 
  private:
   void check_model_fits_data() const;
-  std::string sample(models::Model* whole, int64_t chars) const;
   Compatibility compatibility() const;
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
