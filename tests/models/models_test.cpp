@@ -206,9 +206,9 @@ TEST(Gpt, DropoutOnlyInTrainingMode) {
   EXPECT_EQ(m.forward(ids).value().to_vector(), m.forward(ids).value().to_vector());
   // The dropout stream is the model's and can be rewound.
   m.train();
-  RngState s = m.dropout_rng().state();
+  RngState s = m.dropout_rng()->state();
   std::vector<float> first = m.forward(ids).value().to_vector();
-  m.dropout_rng().set_state(s);
+  m.dropout_rng()->set_state(s);
   EXPECT_EQ(m.forward(ids).value().to_vector(), first);
 }
 

@@ -1,5 +1,6 @@
-// The training loop on a tiny GPT over a small text file: the seams data
-// parallelism plugs into, determinism, and stopping on a non-finite loss.
+// The training loop on a tiny GPT over a small text file: the strategy seam,
+// determinism, stopping on a non-finite loss; and a user's own model and
+// data through the same loop.
 #include "artel/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,9 @@
 #include <unistd.h>
 
 #include "artel/core/error.h"
+#include "artel/data/dataset.h"
+#include "artel/nn/activations.h"
+#include "artel/nn/linear.h"
 
 namespace artel::train {
 namespace {
@@ -48,7 +52,7 @@ class TrainerTest : public ::testing::Test {
 struct CountingStrategy : Strategy {
   int syncs = 0, steps = 0, built = 0;
   std::vector<double> local;
-  nn::NamedParameters build(models::Model& m, const data::Dataset& d, uint64_t seed, const std::string& init) override {
+  nn::NamedParameters build(nn::Model& m, const data::Dataset& d, uint64_t seed, const std::string& init) override {
     return ++built, Strategy::build(m, d, seed, init);
   }
   double sync_gradients() override { return ++syncs, 0.001; }
@@ -118,6 +122,76 @@ TEST_F(TrainerTest, ModelMustFitTheData) {
   c.model = "mlp";
   c.batch_size = 4;
   EXPECT_THROW(Trainer(c, quiet()), Error);
+}
+
+// A model the library does not know: y = fc2(relu(fc1(x))), its plan two pieces.
+class TwoLayer : public nn::Model {
+ public:
+  TwoLayer() {
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(4, 16));
+    relu_ = register_module("relu", std::make_shared<nn::ReLU>());
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+    set_plan({.pieces = {nn::layer_piece("fc1", *fc1_), nn::layer_piece("relu", *relu_), nn::layer_piece("fc2", *fc2_)}});
+  }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_;
+  std::shared_ptr<nn::ReLU> relu_;
+};
+
+// Rows whose class is the index of their largest of the first three features.
+std::unique_ptr<data::Dataset> argmax_rows(int64_t n) {
+  Rng rng(3);
+  auto split = [&](int64_t rows) {
+    Tensor x = Tensor::empty({rows, 4}), y = Tensor::empty({rows}, DType::i64);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int j = 0; j < 4; ++j) x.data<float>()[i * 4 + j] = rng.normal();
+      const float* r = x.data<float>() + i * 4;
+      y.data<int64_t>()[i] = std::max_element(r, r + 3) - r;
+    }
+    return std::pair{x, y};
+  };
+  auto [tx, ty] = split(n);
+  auto [vx, vy] = split(n / 4);
+  return std::make_unique<data::TensorDataset>(tx, ty, vx, vy, 3, "argmax rows");
+}
+
+TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 60, c.batch_size = 32, c.threads = 1, c.eval_batches = 0, c.lr = 0.1;
+  c.data_order = "sequential";
+  Trainer t(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet());
+  EXPECT_EQ(t.model().num_parameters(), 4 * 16 + 16 + 16 * 3 + 3);
+  EXPECT_EQ(t.items_per_step(), 32);
+  RunSummary s = t.run();
+  EXPECT_LT(s.losses.back(), 0.6 * s.losses.front()) << "it learns";
+  ASSERT_TRUE(s.final_eval);
+  EXPECT_EQ(s.final_eval->targets, 128);
+  EXPECT_GT(*s.final_eval->val_accuracy, 0.6);
+  EXPECT_NE(log_.str().find("artel train: two-layer, 131 parameters"), std::string::npos) << log_.str();
+  // The same run again: the same losses (weights drawn from cfg.seed, batches in order).
+  EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
+}
+
+TEST(TensorDataset, RowsThatDoNotFitAreNamed) {
+  auto rows = [](Shape x, Shape y, int64_t cls = 0) {
+    Tensor ty = Tensor::zeros(y, DType::i64);
+    if (ty.numel()) ty.data<int64_t>()[0] = cls;
+    return data::TensorDataset(Tensor::zeros(x), ty, Tensor::zeros({1, 2}), Tensor::zeros({1}, DType::i64), 2, "mine");
+  };
+  EXPECT_THROW(rows({3}, {3}), Error);
+  try {
+    rows({3, 2}, {4});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dataset mine: train y must be (3) int64, got [4]"), std::string::npos) << e.what();
+  }
+  try {
+    rows({3, 2}, {3}, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train class 2 at row 0 is outside [0, 2)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

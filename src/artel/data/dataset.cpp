@@ -17,7 +17,7 @@ DistributedSampler make_sampler(const Dataset& ds, SamplerConfig cfg) {
 namespace {
 
 // Rows `samples` of (x, y) copied into a new batch.
-Batch gather_mnist(const Tensor& x, const Tensor& y, const std::vector<int64_t>& samples) {
+Batch gather_rows(const Tensor& x, const Tensor& y, const std::vector<int64_t>& samples) {
   const int64_t b = static_cast<int64_t>(samples.size()), d = x.size(1);
   Batch out{Tensor::empty({b, d}), Tensor::empty({b}, DType::i64)};
   const float* xs = x.data<float>();
@@ -53,34 +53,54 @@ void check_val_batch(int64_t batch, int64_t i, int64_t num) {
 
 }  // namespace
 
-MnistDataset::MnistDataset(MnistData data, std::string source) : data_(std::move(data)), source_(std::move(source)) {}
-
-std::string MnistDataset::describe() const {
-  return "MNIST " + source_ + ": " + std::to_string(data_.train_x.size(0)) + " train / " +
-         std::to_string(data_.val_x.size(0)) + " validation images of 28x28";
+TensorDataset::TensorDataset(Tensor train_x, Tensor train_y, Tensor val_x, Tensor val_y, int64_t classes,
+                             std::string description, DatasetKind kind)
+    : train_x_(std::move(train_x)), train_y_(std::move(train_y)), val_x_(std::move(val_x)), val_y_(std::move(val_y)),
+      classes_(classes), description_(std::move(description)), kind_(kind) {
+  ARTEL_CHECK(classes_ >= 1, "dataset ", description_, ": classes must be >= 1, got ", classes_);
+  auto check = [&](const Tensor& x, const Tensor& y, const char* split) {
+    ARTEL_CHECK(x.dtype() == DType::f32 && x.dim() == 2, "dataset ", description_, ": ", split,
+                " x must be (N, D) float32, got ", shape_str(x.shape()));
+    ARTEL_CHECK(y.dtype() == DType::i64 && y.dim() == 1 && y.size(0) == x.size(0), "dataset ", description_, ": ",
+                split, " y must be (", x.size(0), ") int64, got ", shape_str(y.shape()));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      ARTEL_CHECK(y.data<int64_t>()[i] >= 0 && y.data<int64_t>()[i] < classes_, "dataset ", description_, ": ", split,
+                  " class ", y.data<int64_t>()[i], " at row ", i, " is outside [0, ", classes_, ")");
+  };
+  check(train_x_, train_y_, "train");
+  check(val_x_, val_y_, "validation");
+  ARTEL_CHECK(train_x_.size(0) >= 1 && train_x_.size(1) == val_x_.size(1), "dataset ", description_,
+              ": needs train rows, and validation rows as wide as them");
 }
 
-Batch MnistDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
+Batch TensorDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
   ARTEL_CHECK(sampler.num_items() == num_train_items(), "sampler built over ", sampler.num_items(),
-              " items, but the MNIST train split has ", num_train_items(), " (hint: use make_sampler)");
+              " items, but the train split of ", description_, " has ", num_train_items(), " (hint: use make_sampler)");
   std::vector<int64_t> samples = sampler.draws(k);
   if (sampler.config().order == Order::sequential)
     for (int64_t& s : samples) s %= num_train_items();
-  return gather_mnist(data_.train_x, data_.train_y, samples);
+  return gather_rows(train_x_, train_y_, samples);
 }
 
-int64_t MnistDataset::num_val_batches(int64_t batch) const {
+int64_t TensorDataset::num_val_batches(int64_t batch) const {
   ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
-  return ceil_div(data_.val_x.size(0), batch);
+  return ceil_div(val_x_.size(0), batch);
 }
 
-Batch MnistDataset::val_batch(int64_t batch, int64_t i) const {
+Batch TensorDataset::val_batch(int64_t batch, int64_t i) const {
   check_val_batch(batch, i, num_val_batches(batch));
-  const int64_t begin = i * batch, end = std::min(begin + batch, data_.val_x.size(0));
+  const int64_t begin = i * batch, end = std::min(begin + batch, val_x_.size(0));
   std::vector<int64_t> samples;
   for (int64_t s = begin; s < end; ++s) samples.push_back(s);
-  return gather_mnist(data_.val_x, data_.val_y, samples);
+  return gather_rows(val_x_, val_y_, samples);
 }
+
+MnistDataset::MnistDataset(MnistData data, std::string source)
+    : TensorDataset(data.train_x, data.train_y, data.val_x, data.val_y, 10,
+                    "MNIST " + source + ": " + std::to_string(data.train_x.size(0)) + " train / " +
+                        std::to_string(data.val_x.size(0)) + " validation images of 28x28",
+                    DatasetKind::mnist),
+      data_(std::move(data)) {}
 
 CharTextDataset::CharTextDataset(CharText text, int64_t block_size) : text_(std::move(text)), block_(block_size) {
   ARTEL_CHECK(block_ >= 1, "text block size must be >= 1, got ", block_);

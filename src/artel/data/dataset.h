@@ -31,7 +31,9 @@
 
 namespace artel::data {
 
-enum class DatasetKind { mnist, char_text };
+// char_text: token blocks (a batch's items are tokens); the others are rows
+// with a class each (items are samples); `other` is a dataset of the user's own.
+enum class DatasetKind { mnist, char_text, other };
 
 struct Batch {
   Tensor x;  // inputs
@@ -56,21 +58,39 @@ class Dataset {
 // A sampler over the dataset's train items.
 DistributedSampler make_sampler(const Dataset& ds, SamplerConfig cfg);
 
-class MnistDataset : public Dataset {
+// Rows a program already holds, as PyTorch's TensorDataset: x (N, D) float32
+// inputs and y (N) int64 classes in [0, classes), a train and a validation
+// split. A batch is rows of x and their classes; a user's own data comes in
+// this way (kind `other`), and MNIST is one.
+//
+//   auto ds = std::make_unique<TensorDataset>(train_x, train_y, val_x, val_y, /*classes=*/2, "spirals");
+class TensorDataset : public Dataset {
  public:
-  explicit MnistDataset(MnistData data, std::string source = "mnist");
-  DatasetKind kind() const override { return DatasetKind::mnist; }
-  std::string describe() const override;
-  int64_t num_classes() const override { return 10; }
-  int64_t num_train_items() const override { return data_.train_x.size(0); }
+  // Throws naming the tensor whose shape or dtype does not fit.
+  TensorDataset(Tensor train_x, Tensor train_y, Tensor val_x, Tensor val_y, int64_t classes, std::string description,
+                DatasetKind kind = DatasetKind::other);
+  DatasetKind kind() const override { return kind_; }
+  std::string describe() const override { return description_; }
+  int64_t num_classes() const override { return classes_; }
+  int64_t num_train_items() const override { return train_x_.size(0); }
   Batch train_batch(const DistributedSampler& sampler, int64_t k) const override;
   int64_t num_val_batches(int64_t batch) const override;
   Batch val_batch(int64_t batch, int64_t i) const override;
+
+ private:
+  Tensor train_x_, train_y_, val_x_, val_y_;
+  int64_t classes_;
+  std::string description_;
+  DatasetKind kind_;
+};
+
+class MnistDataset : public TensorDataset {
+ public:
+  explicit MnistDataset(MnistData data, std::string source = "mnist");
   const MnistData& data() const { return data_; }
 
  private:
   MnistData data_;
-  std::string source_;
 };
 
 class CharTextDataset : public Dataset {

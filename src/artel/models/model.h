@@ -44,7 +44,7 @@ class Model : public nn::Model {
 
   const ModelConfig& config() const { return config_; }
   // The dropout stream (save / restore its state() to resume bit-for-bit).
-  Rng& dropout_rng() { return *dropout_rng_; }
+  Rng* dropout_rng() override { return dropout_rng_.get(); }
 
  protected:
   const std::shared_ptr<Rng>& shared_dropout_rng() const { return dropout_rng_; }

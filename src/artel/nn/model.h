@@ -19,6 +19,7 @@
 
 #include <memory>
 
+#include "artel/core/rng.h"
 #include "artel/nn/layer.h"
 #include "artel/nn/module.h"
 #include "artel/nn/parallel_plan.h"
@@ -32,6 +33,9 @@ class Model : public Module {
   // default: the plan's pieces in order, the input entering the first.
   virtual Variable forward(const Tensor& input);
   const ParallelPlan& plan() const { return plan_; }
+  // The generator of the model's dropout masks, if it has one: checkpoints
+  // save its state, so a resumed run draws the masks an uninterrupted one would.
+  virtual Rng* dropout_rng() { return nullptr; }
 
  protected:
   void set_plan(ParallelPlan plan) { plan_ = std::move(plan); }

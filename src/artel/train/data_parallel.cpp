@@ -14,7 +14,7 @@ DataParallelStrategy::DataParallelStrategy(std::shared_ptr<comm::ProcessGroup> g
 
 DataParallelStrategy::~DataParallelStrategy() = default;
 
-nn::NamedParameters DataParallelStrategy::build(models::Model& model, const data::Dataset& data, uint64_t seed,
+nn::NamedParameters DataParallelStrategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                                 const std::string& init) {
   nn::NamedParameters params = Strategy::build(model, data, seed, init);
   opts_.shard_optimizer = opts_.shard_optimizer && group_->size() > 1;

@@ -38,7 +38,7 @@ class DataParallelStrategy : public Strategy {
   bool reporter() const override { return group_->rank() == 0; }
   bool synchronises() const override { return true; }
   // The whole model, then DDP over it (which broadcasts rank 0's weights).
-  nn::NamedParameters build(models::Model& model, const data::Dataset& data, uint64_t seed,
+  nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
   void attach(optim::Optimizer& optimizer) override;
   double sync_gradients() override { return ddp_->finish().count(); }

@@ -21,7 +21,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
   return correct;
 }
 
-EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
+EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
   ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
   nn::EvalMode eval_mode(model);
   autograd::NoGradGuard no_grad;

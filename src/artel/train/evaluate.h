@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "artel/data/dataset.h"
-#include "artel/models/model.h"
+#include "artel/nn/model.h"
 
 namespace artel::train {
 
@@ -31,7 +31,7 @@ struct EvalResult {
   int64_t targets = 0;       // how many targets the mean is over
 };
 
-EvalResult evaluate(models::Model& model, const data::Dataset& ds, const EvalOptions& opts);
+EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts);
 
 // Targets whose largest logit is the target: logits (N, C), targets (N) int64.
 int64_t count_correct(const Tensor& logits, const Tensor& targets);

@@ -78,9 +78,10 @@ ModelMesh::~ModelMesh() = default;
 
 bool ModelMesh::holds_loss() const { return shard_->last_stage() && shard_->tp_rank() == 0; }
 
-nn::NamedParameters ModelMesh::build(models::Model& model, const data::Dataset& data, uint64_t seed,
+nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                      const std::string& init) {
   model_ = &model;
+  classes_ = data.num_classes();
   const int P = static_cast<int>(cfg_.pp);
   layers_ = parallel::piece_layers(model);
   stages_ = partition(model, data);
@@ -115,7 +116,7 @@ nn::NamedParameters ModelMesh::build(models::Model& model, const data::Dataset& 
 
 // --stage-layers: explicit counts, or balanced by parameters (the default) or
 // by measured cost.
-std::vector<parallel::PieceRange> ModelMesh::partition(models::Model& model, const data::Dataset& data) {
+std::vector<parallel::PieceRange> ModelMesh::partition(nn::Model& model, const data::Dataset& data) {
   const int P = static_cast<int>(cfg_.pp);
   const std::vector<int64_t> counts = cfg_.stage_layer_counts();
   if (!counts.empty()) return parallel::explicit_stages(layers_, counts);
@@ -126,16 +127,18 @@ std::vector<parallel::PieceRange> ModelMesh::partition(models::Model& model, con
 }
 
 // Every worker times each piece's forward + backward on one micro-batch, on
-// a declared copy of the model whose pieces get their weights one at a time
-// (drawn for the piece, dropped after it), so timing never holds more than
-// one piece's parameters; the average over the world is used, so all of
-// them cut the model the same way. The fastest of the repeats counts: the
-// work is the same every call, so anything above it is the machine.
+// the declared model before it is sharded, its pieces given weights one at a
+// time (drawn for the piece, dropped after it), so timing never holds more
+// than one piece's parameters; the dropout generator is put back after. The
+// average over the world is used, so all of them cut the model the same way.
+// The fastest of the repeats counts: the work is the same every call, so
+// anything above it is the machine.
 std::vector<double> ModelMesh::measured_costs(const data::Dataset& data) {
-  std::unique_ptr<models::Model> copy = models::declare_model(model_->config());
-  const nn::ParallelPlan& plan = copy->plan();
+  const nn::ParallelPlan& plan = model_->plan();
   std::map<std::string, nn::Module*> modules;
-  for (const auto& [path, m] : copy->named_modules()) modules[path] = m;
+  for (const auto& [path, m] : model_->named_modules()) modules[path] = m;
+  const std::optional<RngState> dropout =
+      model_->dropout_rng() ? std::optional(model_->dropout_rng()->state()) : std::nullopt;
   auto weights_of = [&](const nn::Piece& piece, bool draw) {
     for (const std::string& path : piece.modules) {
       nn::Module& m = *modules.at(path);
@@ -176,6 +179,7 @@ std::vector<double> ModelMesh::measured_costs(const data::Dataset& data) {
     t.data<double>()[i] = best;
     weights_of(plan.pieces[i], false);
   }
+  if (dropout) model_->dropout_rng()->set_state(*dropout);
   groups_.world->all_reduce(t, {.op = comm::ReduceOp::avg})->wait();
   return std::vector<double>(t.data<double>(), t.data<double>() + t.numel());
 }
@@ -389,7 +393,7 @@ std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
     return out;
   };
   executor_->run(parallel::forward_only(1, static_cast<int>(cfg_.pp), groups_.coord.pp), fns);
-  const int64_t vocab = model_->config().vocab_size;
+  const int64_t vocab = classes_;
   Tensor t = Tensor::zeros({vocab});
   if (holds_loss() && groups_.coord.dp == 0) std::copy(row.begin(), row.end(), t.data<float>());
   groups_.world->all_reduce(t)->wait();
@@ -402,7 +406,7 @@ Checkpoint ModelMesh::checkpoint(int64_t step, optim::Optimizer& optimizer, cons
   for (auto& [name, p] : shard_->parameters()) mine.emplace_back(kModel + name, p.value());
   for (auto& [key, t] : optimizer.state_dict()) mine.emplace_back(kOptim + key, t);
   // One dropout stream per stage, stored in stage order.
-  mine.emplace_back(kRng + std::to_string(groups_.coord.pp), rng_tensor(model_->dropout_rng().state()));
+  mine.emplace_back(kRng + std::to_string(groups_.coord.pp), rng_tensor(model_->dropout_rng() ? model_->dropout_rng()->state() : RngState{}));
   comm::NamedTensors whole = gather_to_root(mine, [](const std::string& key) -> std::string {
     if (key.compare(0, 6, kModel) == 0) return key.substr(6);
     if (key.compare(0, 6, kOptim) == 0) return param_of_state(key.substr(6));
@@ -448,7 +452,7 @@ int64_t ModelMesh::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
     state[k] = is_step_count(k) ? t : nn::take_part(t, shard_->placement(param).split, part, parts);
   }
   optimizer.load_state_dict(state);
-  model_->dropout_rng().set_state(ck.rng[static_cast<size_t>(groups_.coord.pp)]);
+  if (model_->dropout_rng()) model_->dropout_rng()->set_state(ck.rng[static_cast<size_t>(groups_.coord.pp)]);
   return ck.step;
 }
 

@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "artel/comm/gather_named.h"
@@ -61,7 +62,7 @@ class ModelMesh : public Strategy {
   bool synchronises() const override { return true; }
   // This worker's shard of the model's plan: drawn from the seed, or only
   // its own parts read from `init`.
-  nn::NamedParameters build(models::Model& model, const data::Dataset& data, uint64_t seed,
+  nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
   void attach(optim::Optimizer& optimizer) override;  // DDP over the shard, ZeRO-1 with --zero 1
   double forward_backward(std::span<const data::Batch> micro_batches) override;
@@ -88,7 +89,7 @@ class ModelMesh : public Strategy {
   bool holds_loss() const;  // the last stage's tensor-parallel rank 0
 
  private:
-  std::vector<parallel::PieceRange> partition(models::Model& model, const data::Dataset& data);
+  std::vector<parallel::PieceRange> partition(nn::Model& model, const data::Dataset& data);
   std::vector<double> measured_costs(const data::Dataset& data);
   comm::NamedTensors gather_to_root(const comm::NamedTensors& mine, const std::function<std::string(const std::string&)>& param_of);
   bool counts_in_norm(const std::string& name) const;
@@ -100,6 +101,7 @@ class ModelMesh : public Strategy {
   std::vector<parallel::PieceRange> stages_;
   std::vector<bool> layers_;                // per piece: a layer (nn::Piece::layer)
   std::vector<double> measured_;            // --stage-layers cost: ms per piece the split was balanced by
+  int64_t classes_ = 0;                     // of the data: a logits row's length
   parallel::ScheduleKind schedule_;
   std::unique_ptr<parallel::ModelShard> shard_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;

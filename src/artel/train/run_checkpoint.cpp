@@ -23,7 +23,7 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int6
   return c;
 }
 
-Checkpoint make_run_checkpoint(models::Model& model, const optim::Optimizer& optimizer, int64_t step,
+Checkpoint make_run_checkpoint(nn::Model& model, const optim::Optimizer& optimizer, int64_t step,
                                const Compatibility& compat) {
   Checkpoint ck;
   ck.step = step;
@@ -31,11 +31,11 @@ Checkpoint make_run_checkpoint(models::Model& model, const optim::Optimizer& opt
   ck.meta = compat.to_meta();
   for (auto& [name, p] : model.named_parameters()) ck.add(kModel + name, p.value());
   for (auto& [key, t] : optimizer.state_dict()) ck.add(kOptim + key, t);
-  ck.rng = {model.dropout_rng().state()};
+  ck.rng = {model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};  // a model without dropout: a placeholder
   return ck;
 }
 
-int64_t restore_run_checkpoint(const Checkpoint& ck, models::Model& model, optim::Optimizer& optimizer) {
+int64_t restore_run_checkpoint(const Checkpoint& ck, nn::Model& model, optim::Optimizer& optimizer) {
   ARTEL_CHECK(ck.sampler_position == ck.step, "checkpoint ", ck.path, ": sampler position ", ck.sampler_position,
               " differs from its step ", ck.step, " (not written by artel train)");
   ARTEL_CHECK(ck.rng.size() == 1, "checkpoint ", ck.path, " holds ", ck.rng.size(),
@@ -46,7 +46,7 @@ int64_t restore_run_checkpoint(const Checkpoint& ck, models::Model& model, optim
   for (const auto& [name, t] : ck.tensors)
     if (name.compare(0, prefix.size(), prefix) == 0) state[name.substr(prefix.size())] = t;
   optimizer.load_state_dict(state);
-  model.dropout_rng().set_state(ck.rng[0]);
+  if (model.dropout_rng()) model.dropout_rng()->set_state(ck.rng[0]);
   return ck.step;
 }
 

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "artel/models/model.h"
+#include "artel/nn/model.h"
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
 #include "artel/train/train_config.h"
@@ -28,12 +28,12 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int6
 
 // The checkpoint after `step` optimizer steps. Tensors alias the live ones:
 // write it before the next step.
-Checkpoint make_run_checkpoint(models::Model& model, const optim::Optimizer& optimizer, int64_t step,
+Checkpoint make_run_checkpoint(nn::Model& model, const optim::Optimizer& optimizer, int64_t step,
                                const Compatibility& compat);
 
 // Copies weights, optimizer state and the dropout generator back; returns the
 // step the checkpoint was taken after. Throws an Error naming the file and the
 // missing or mismatched tensor.
-int64_t restore_run_checkpoint(const Checkpoint& ck, models::Model& model, optim::Optimizer& optimizer);
+int64_t restore_run_checkpoint(const Checkpoint& ck, nn::Model& model, optim::Optimizer& optimizer);
 
 }  // namespace artel::train

@@ -9,7 +9,7 @@
 
 namespace artel::train {
 
-nn::NamedParameters Strategy::build(models::Model& model, const data::Dataset& data, uint64_t seed,
+nn::NamedParameters Strategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init) {
   model_ = &model;
   if (!init.empty()) nn::load_weights(model, init);

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "artel/data/dataset.h"
-#include "artel/models/model.h"
+#include "artel/nn/model.h"
 #include "artel/nn/module.h"
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
@@ -53,7 +53,7 @@ class Strategy {
   // Gives the declared `model` its weights on this worker — from `init`
   // (a safetensors file) when given, else drawn from `seed` — and returns what
   // the optimizer updates. `data` supplies inputs to time pieces on.
-  virtual nn::NamedParameters build(models::Model& model, const data::Dataset& data, uint64_t seed,
+  virtual nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init);
   // The optimizer over build()'s parameters exists (a sharded step wraps it).
   virtual void attach(optim::Optimizer& optimizer) {}
@@ -100,7 +100,7 @@ class Strategy {
   virtual std::shared_ptr<void> accumulate_locally() { return nullptr; }
   virtual void loss_ready(double local) {}
 
-  models::Model* model_ = nullptr;  // set by build()
+  nn::Model* model_ = nullptr;  // set by build()
   nn::NamedParameters params_;      // what build() returned
 };
 

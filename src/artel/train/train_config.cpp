@@ -158,7 +158,8 @@ parallel::BucketOptions TrainConfig::bucket_options() const {
 }
 
 void TrainConfig::validate() const {
-  check_one_of("model", model, {"gpt", "mlp", "cnn"});
+  // A bundled model's name (the CLI checks it) or a user model's (Trainer's second constructor).
+  ARTEL_CHECK(!model.empty(), "config key 'model' is empty (hint: gpt, mlp, cnn, or your model's name)");
   check_one_of("data_order", data_order, {"shuffle", "sequential"});
   check_one_of("optimizer", optimizer, {"adamw", "sgd"});
   check_one_of("lr_schedule", lr_schedule, {"constant", "cosine"});

@@ -26,7 +26,7 @@ namespace artel::train {
 
 struct TrainConfig {
   // ---- what to train
-  std::string model = "gpt";        // gpt | mlp | cnn
+  std::string model = "gpt";        // gpt | mlp | cnn, or the name of a user's model (Trainer's second constructor)
   std::string data;                 // text file (gpt) or MNIST directory (mlp, cnn); "" = the bundled one
   std::string init;                 // safetensors file to start from; "" = fresh init from `seed`
   std::string out = "runs/gpt";     // directory for metrics.jsonl, init/final.safetensors
@@ -68,14 +68,15 @@ struct TrainConfig {
   double first_bucket_mb = 1.0;     // MiB of the first bucket, > 0: small, so communication starts early
   // 1: each worker updates 1/N of the weights and they are all-gathered (DeepSpeed's
   // ZeRO stage 1, Note [Sharded optimizer step]); 0: every worker runs the whole
-  // step (PyTorch's DDP). Same weights either way. Not used with --tp / --pp.
+  // step (PyTorch's DDP). Same weights either way. With --tp / --pp: over the
+  // mesh's data-parallel ranks.
   int64_t zero = 1;
 
   // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none
   int64_t keep_checkpoints = 3;     // >= 0; the newest K are kept; 0 = keep all
 
-  // ---- model parallelism (gpt only; mesh_worker.h). Data parallelism takes the
+  // ---- model parallelism (any model whose plan allows it; mesh_worker.h). Data parallelism takes the
   // workers left: dp = nproc / (tp · pp).
   int64_t tp = 1;                   // tensor-parallel degree, >= 1, divides n_head and the vocabulary
   int64_t pp = 1;                   // pipeline stages, in [1, n_layer]
@@ -94,7 +95,7 @@ struct TrainConfig {
   // Throws artel::Error naming the first field out of range.
   void validate() const;
   // Tensor or pipeline parallelism, or micro-batches: the run goes through
-  // the model-parallel mesh (gpt only).
+  // the model-parallel mesh.
   bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
   // bucket_mb and first_bucket_mb in bytes, for DdpOptions.
   parallel::BucketOptions bucket_options() const;

@@ -58,13 +58,26 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, Strategy* strategy)
     : cfg_(std::move(cfg)), run_(std::move(run)), alone_(strategy ? nullptr : std::make_unique<Strategy>()),
       strategy_(strategy ? strategy : alone_.get()) {
   cfg_.validate();
-  if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
-  kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
   data_ = data::open_dataset(cfg_.data, {.block_size = cfg_.block_size});
   check_model_fits_data();
   // Declared: a worker holding a shard materialises only that (Note [Model-parallel seams]).
   model_ = models::declare_model(make_model_config(cfg_, data_->num_classes()));
+  start();
+}
+
+Trainer::Trainer(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_ptr<data::Dataset> data,
+                 RunOptions run, Strategy* strategy)
+    : cfg_(std::move(cfg)), run_(std::move(run)), alone_(strategy ? nullptr : std::make_unique<Strategy>()),
+      strategy_(strategy ? strategy : alone_.get()), data_(std::move(data)), model_(std::move(model)) {
+  cfg_.validate();
+  ARTEL_CHECK(model_ && data_, "Trainer: a model and a dataset are needed");
+  start();
+}
+
+void Trainer::start() {
+  if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
+  kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   nn::NamedParameters trained = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   optimizer_ = make_optimizer(cfg_, trained);
   strategy_->attach(*optimizer_);
@@ -95,14 +108,15 @@ void Trainer::check_model_fits_data() const {
 
 std::ostream& Trainer::out() const { return run_.out ? *run_.out : std::cout; }
 
+bool Trainer::text() const { return data_->kind() == data::DatasetKind::char_text; }
+
 int64_t Trainer::items_per_step() const {
-  return cfg_.accum * (cfg_.model == "gpt" ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size);
+  return cfg_.accum * (text() ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size);
 }
 
 void Trainer::announce() const {
-  std::string per_step = cfg_.model == "gpt" ? std::to_string(cfg_.batch_size) + "x" + std::to_string(cfg_.block_size) +
-                                                  " tokens"
-                                            : std::to_string(cfg_.batch_size) + " images";
+  std::string per_step = text() ? std::to_string(cfg_.batch_size) + "x" + std::to_string(cfg_.block_size) + " tokens"
+                                : std::to_string(cfg_.batch_size) + " samples";
   out() << "artel train: " << cfg_.model << ", " << with_thousands(model_->num_parameters()) << " parameters"
         << (cfg_.init.empty() ? "" : " from " + cfg_.init) << "\n"
         << "  data   " << data_->describe() << " (" << cfg_.data_order << ")\n"
@@ -176,7 +190,7 @@ EvalResult Trainer::evaluate() {
   EvalOptions opts;
   opts.batch_size = cfg_.batch_size;
   opts.max_batches = cfg_.eval_batches;
-  opts.accuracy = cfg_.model != "gpt";
+  opts.accuracy = !text();
   return strategy_->evaluate(*data_, opts);
 }
 
@@ -190,7 +204,7 @@ Compatibility Trainer::compatibility() const {
 // one through the shards (every worker of a mesh runs this).
 std::string Trainer::sample(int64_t chars) {
   auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
-  ARTEL_CHECK(cfg_.model == "gpt" && text, "only a gpt trained on text can generate text, this is ", cfg_.model);
+  ARTEL_CHECK(text, "only a model trained on text can generate text, this is ", cfg_.model);
   const data::CharVocab& vocab = text->vocab();
   std::vector<int64_t> prompt = {vocab.contains('\n') ? vocab.id('\n') : 0};
   Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
@@ -198,7 +212,7 @@ std::string Trainer::sample(int64_t chars) {
   nn::EvalMode eval_mode(*model_);
   const models::SamplingOptions opts{.temperature = static_cast<float>(cfg_.temperature),
                                      .context = cfg_.block_size,
-                                     .vocab = model_->config().vocab_size};
+                                     .vocab = data_->num_classes()};
   std::vector<int64_t> ids = models::generate(prompt, chars, opts, rng,
                                               [&](const Tensor& in) { return strategy_->next_token_logits(in); });
   return vocab.decode(std::span<const int64_t>(ids).subspan(prompt.size()));
@@ -267,7 +281,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     summary.steps = k;
     if (metrics) {
       StepMetrics m{.step = k, .loss = r.loss, .lr = decimal(r.lr), .items_per_s = items / (ms / 1e3),
-                    .items_name = cfg_.model == "gpt" ? "tokens_per_s" : "samples_per_s", .step_ms = ms};
+                    .items_name = text() ? "tokens_per_s" : "samples_per_s", .step_ms = ms};
       if (strategy_->synchronises()) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
       metrics->step(m);
     }
@@ -298,7 +312,7 @@ RunSummary Trainer::run() {
   std::ostringstream quiet;
   Progress progress({.total_steps = total_steps_,
                      .first_step = first_step,
-                     .unit = cfg_.model == "gpt" ? "tok/s" : "samples/s",
+                     .unit = text() ? "tok/s" : "samples/s",
                      .terminal = run_.terminal,
                      .log_every = cfg_.log_every},
                     report ? out() : quiet);
@@ -314,7 +328,7 @@ RunSummary Trainer::run() {
   // sampling through it, so the conditions are the same on all.
   if (run_.write_files && (report || strategy_->sharded())) save("final.safetensors", total_steps_);
   if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
-  const bool sampling = run_.sample && cfg_.model == "gpt" && cfg_.generate > 0;
+  const bool sampling = run_.sample && text() && cfg_.generate > 0;
   if (sampling && (report || strategy_->sharded())) summary.sample = sample(cfg_.generate);
   if (report && !strategy_->sharded())
     out() << "memory: peak resident " << std::fixed << std::setprecision(2)

@@ -102,6 +102,13 @@ class Trainer {
   // `strategy` (owned by the caller, outliving the Trainer) parallelises the
   // run; null: a worker alone.
   explicit Trainer(TrainConfig cfg, RunOptions run = {}, Strategy* strategy = nullptr);
+  // A model and a dataset of the user's own (cfg.model names the model in
+  // messages and files; cfg's data and GPT fields are not read). The model is
+  // declared (its layers declare their parameters, nn/module.h): the
+  // strategy draws its weights from cfg.seed or reads cfg.init. Its forward
+  // maps a batch's x to logits scored by cross-entropy against y.
+  Trainer(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_ptr<data::Dataset> data,
+          RunOptions run = {}, Strategy* strategy = nullptr);
   ~Trainer();
 
   RunSummary run();
@@ -118,7 +125,7 @@ class Trainer {
 
   const TrainConfig& config() const { return cfg_; }
   int64_t total_steps() const { return total_steps_; }
-  models::Model& model() { return *model_; }
+  nn::Model& model() { return *model_; }
   const data::Dataset& dataset() const { return *data_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   // Rows (mlp, cnn) or tokens (gpt) one step consumes on this worker (all micro-steps).
@@ -127,7 +134,9 @@ class Trainer {
   int64_t global_batch() const { return strategy_->replicas() * cfg_.batch_size * cfg_.accum; }
 
  private:
+  void start();  // after the model and data: the weights, optimizer, sampler, schedule
   void check_model_fits_data() const;
+  bool text() const;  // token blocks (items are tokens), not rows
   Compatibility compatibility() const;
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
@@ -146,7 +155,7 @@ class Trainer {
   std::unique_ptr<Strategy> alone_;  // the strategy when none was given
   Strategy* strategy_;
   std::unique_ptr<data::Dataset> data_;
-  std::unique_ptr<models::Model> model_;   // declared; its weights where the strategy put them
+  std::unique_ptr<nn::Model> model_;       // declared; its weights where the strategy put them
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   data::SamplerConfig sampler_cfg_;   // micro-step 0's: world W·K, rank r·K (Note [Micro-batches])
