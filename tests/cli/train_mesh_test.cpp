@@ -111,6 +111,26 @@ TEST_F(TrainMeshRuns, MpiMeshEqualsOneWorker) {
 }
 #endif
 
+// Recomputing activations reruns the same ops (and draws the same dropout
+// masks): the same run to the bit, alone and on a mesh.
+TEST_F(TrainMeshRuns, RecomputeChangesNothingButWhatIsKept) {
+  const std::string g = gpt() + " --batch-size 8 --dropout 0.1";
+  for (const char* mode : {"none", "selective", "full"}) ok(train(g + " --recompute " + mode + out(mode)));
+  expect_identical_run("none", "selective");
+  expect_identical_run("none", "full");
+  const std::string pp = g + " --nproc 2 --pp 2 --micro-batches 2";
+  ok(train(pp + out("pp_none")));
+  ok(train(pp + " --recompute full" + out("pp_full")));
+  expect_identical_run("pp_none", "pp_full");
+  const std::string tp = g + " --nproc 2 --tp 2";
+  ok(train(tp + out("tp_none")));
+  ok(train(tp + " --recompute selective" + out("tp_selective")));
+  expect_identical_run("tp_none", "tp_selective");
+  Result bad = train(g + " --recompute some" + out("bad"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("recompute"), std::string::npos) << bad.err;
+}
+
 // The sample after training runs through the shards (no worker gathers the
 // model): the mesh draws the same text as one worker.
 TEST_F(TrainMeshRuns, SamplesThroughTheShardsTheTextOneWorkerSamples) {

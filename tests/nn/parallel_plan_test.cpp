@@ -75,10 +75,10 @@ TEST(Model, ForwardRunsThePiecesInOrder) {
   ASSERT_EQ(m.plan().pieces.size(), 3u);
   EXPECT_EQ(m.plan().pieces[0].modules, std::vector<std::string>{"fc1"});
   // Any run of pieces, one after the other, is the same computation.
-  Activations mid = run_pieces(m.plan(), 0, 2, {Variable(x)});
-  EXPECT_EQ(run_pieces(m.plan(), 2, 3, mid)[0].value().to_vector(), want);
-  EXPECT_EQ(run_pieces(m.plan(), 1, 1, mid)[0].value().to_vector(), mid[0].value().to_vector());
-  EXPECT_THROW(run_pieces(m.plan(), 2, 4, mid), Error);
+  Activations mid = m.run_pieces(0, 2, {Variable(x)});
+  EXPECT_EQ(m.run_pieces(2, 3, mid)[0].value().to_vector(), want);
+  EXPECT_EQ(m.run_pieces(1, 1, mid)[0].value().to_vector(), mid[0].value().to_vector());
+  EXPECT_THROW(m.run_pieces(2, 4, mid), Error);
   EXPECT_THROW(m.plan().pieces[0].forward({Variable(x), Variable(x)}), Error);  // a layer piece takes one input
 }
 

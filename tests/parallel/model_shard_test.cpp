@@ -192,6 +192,22 @@ TEST(ModelShard, ATensorParallelRankRunsTheSingleWorkersOpsPlusTheCollectives) {
   }
 }
 
+// What backward keeps: with full recompute each block is one checkpoint node
+// (the head shares wte with the embedding, so it is not recomputed); with
+// selective only the attention core is.
+TEST(ModelShard, RecomputeLeavesOnlyCheckpointsWhereItRecomputes) {
+  auto m = models::make_model(gpt_config());
+  const Tensor ids = token_ids(1);
+  m->set_recompute(nn::Recompute::full);
+  EXPECT_EQ(listed(ops_of(m->forward(ids))), "embedding embedding add checkpoint checkpoint layer_norm linear");
+  m->set_recompute(nn::Recompute::selective);
+  const std::string block = "layer_norm linear checkpoint linear_add layer_norm linear gelu linear_add";
+  EXPECT_EQ(listed(ops_of(m->forward(ids))), "embedding embedding add " + block + " " + block + " layer_norm linear");
+  m->set_recompute(nn::Recompute::none);
+  const std::vector<std::string> plain = ops_of(m->forward(ids));
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "checkpoint"), 0);
+}
+
 // Tensor bytes allocated while the shards are made: exactly the ranks' parts,
 // never a whole tensor first (the peak is what the shards hold).
 TEST(ModelShard, EachWorkerAllocatesOnlyItsOwnPart) {

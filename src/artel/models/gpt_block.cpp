@@ -1,5 +1,6 @@
 #include "artel/models/gpt_block.h"
 
+#include "artel/autograd/checkpoint.h"
 #include "artel/autograd/ops.h"
 
 namespace artel::models {
@@ -38,8 +39,10 @@ Variable CausalSelfAttention::forward_onto(const Variable& residual, const Varia
 // The heads are whatever c_attn produced: all of them on one worker, this
 // rank's n_head/T under tensor parallelism.
 Variable CausalSelfAttention::heads(const Variable& x) {
-  Variable qkv = c_attn_->forward(x);                                         // (B, T, 3·heads·D)
-  return autograd::causal_self_attention(qkv, qkv.size(-1) / (3 * head_dim_));  // (B, T, heads·D)
+  Variable qkv = c_attn_->forward(x);  // (B, T, 3·heads·D)
+  const int64_t heads = qkv.size(-1) / (3 * head_dim_);
+  auto core = [heads](const Variable& q) { return autograd::causal_self_attention(q, heads); };  // (B, T, heads·D)
+  return recompute_core_ ? autograd::checkpoint(core, qkv) : core(qkv);
 }
 
 GptMlp::GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop) {

@@ -43,10 +43,15 @@ class CausalSelfAttention : public nn::Layer {
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, C)
   // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
   Variable forward_onto(const Variable& residual, const Variable& x);
+  // Selective recomputation: the attention core (softmax and attention over
+  // V) keeps only its input and runs again during backward, instead of
+  // keeping its (B, heads, T, T) probabilities.
+  void set_recompute_core(bool on) { recompute_core_ = on; }
 
  private:
   Variable heads(const Variable& x);  // c_attn and attention: (B, T, C) -> (B, T, C), before c_proj
   int64_t head_dim_;
+  bool recompute_core_ = false;
   std::shared_ptr<nn::Linear> c_attn_, c_proj_;
   std::shared_ptr<nn::Dropout> resid_dropout_;
 };

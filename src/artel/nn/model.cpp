@@ -1,18 +1,49 @@
 #include "artel/nn/model.h"
 
+#include "artel/autograd/checkpoint.h"
 #include "artel/core/error.h"
 
 namespace artel::nn {
 
-Activations run_pieces(const ParallelPlan& plan, size_t first, size_t last, Activations in) {
-  ARTEL_CHECK(first <= last && last <= plan.pieces.size(), "pieces [", first, ", ", last, ") of ", plan.pieces.size());
-  for (size_t i = first; i < last; ++i) in = plan.pieces[i].forward(in);
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  throw Error("unknown recompute mode '" + name + "'", "use none, selective or full");
+}
+
+bool Model::shares_modules(size_t piece) const {
+  for (size_t j = 0; j < plan_.pieces.size(); ++j)
+    if (j != piece)
+      for (const std::string& a : plan_.pieces[piece].modules)
+        for (const std::string& b : plan_.pieces[j].modules)
+          if (path_within(a, b) || path_within(b, a)) return true;
+  return false;
+}
+
+Activations Model::run_pieces(size_t first, size_t last, Activations in) {
+  ARTEL_CHECK(first <= last && last <= plan_.pieces.size(), "pieces [", first, ", ", last, ") of ", plan_.pieces.size());
+  for (size_t i = first; i < last; ++i) {
+    const Piece& piece = plan_.pieces[i];
+    if (recompute_ == Recompute::full && piece.layer && in.size() == 1 && !shares_modules(i)) {
+      Variable out = autograd::checkpoint(
+          [&piece](const Variable& x) {
+            Activations o = piece.forward({x});
+            ARTEL_CHECK(o.size() == 1, "recompute: piece ", piece.name, " returned ", o.size(), " tensors, not one");
+            return o[0];
+          },
+          in[0], dropout_rng());
+      in = {out};
+      continue;
+    }
+    in = piece.forward(in);
+  }
   return in;
 }
 
 Variable Model::forward(const Tensor& input) {
   ARTEL_CHECK(!plan_.pieces.empty(), "this model declares no pieces: override forward() or set_plan() its pieces");
-  Activations out = run_pieces(plan_, 0, plan_.pieces.size(), {Variable(input)});
+  Activations out = run_pieces(0, plan_.pieces.size(), {Variable(input)});
   ARTEL_CHECK(out.size() == 1, "the last piece returned ", out.size(), " tensors, the logits must be one");
   return out[0];
 }

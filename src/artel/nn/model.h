@@ -27,6 +27,13 @@
 
 namespace artel::nn {
 
+// What backward recomputes instead of keeping (Korthikanti et al. 2022):
+// `full` keeps only each layer piece's input and reruns the piece during
+// backward; `selective` reruns only what a model marks as its cheap-to-redo,
+// large-to-keep core (a GPT's softmax and attention over V); `none` keeps all.
+enum class Recompute { none, selective, full };
+Recompute parse_recompute(const std::string& name);  // "none" | "selective" | "full"
+
 class Model : public Module {
  public:
   // The input (ids, images, ...) -> logits, with the graph recorded. By
@@ -36,16 +43,24 @@ class Model : public Module {
   // The generator of the model's dropout masks, if it has one: checkpoints
   // save its state, so a resumed run draws the masks an uninterrupted one would.
   virtual Rng* dropout_rng() { return nullptr; }
+  // How this model's forward saves for backward from now on. A model with
+  // a selective core overrides this to mark it (and calls this base).
+  virtual void set_recompute(Recompute mode) { recompute_ = mode; }
+  Recompute recompute() const { return recompute_; }
+  // Runs pieces [first, last) of the plan on `in`; with Recompute::full, a
+  // layer piece of one input and one output whose modules no other piece
+  // uses is recomputed during backward (autograd/checkpoint.h).
+  Activations run_pieces(size_t first, size_t last, Activations in);
 
  protected:
   void set_plan(ParallelPlan plan) { plan_ = std::move(plan); }
 
  private:
-  ParallelPlan plan_;
-};
+  bool shares_modules(size_t piece) const;  // with another piece (a tied weight)
 
-// Runs pieces [first, last) of `plan` on `in`.
-Activations run_pieces(const ParallelPlan& plan, size_t first, size_t last, Activations in);
+  ParallelPlan plan_;
+  Recompute recompute_ = Recompute::none;
+};
 
 // A piece made of one Layer registered at `path` (the model owns the layer).
 Piece layer_piece(const std::string& path, Layer& layer);

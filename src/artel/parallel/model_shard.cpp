@@ -171,7 +171,7 @@ nn::Activations ModelShard::forward(const nn::Activations& in) {
   const nn::ParallelPlan& plan = model_.plan();
   if (plan.pieces.empty()) return {model_.forward(in.at(0).value())};
   const PieceRange& r = place_.stages[static_cast<size_t>(place_.stage)];
-  return nn::run_pieces(plan, static_cast<size_t>(r.first), static_cast<size_t>(r.last), in);
+  return model_.run_pieces(static_cast<size_t>(r.first), static_cast<size_t>(r.last), in);
 }
 
 Variable ModelShard::loss(const Variable& logits, const Tensor& targets) {

@@ -57,8 +57,9 @@ const std::vector<Field>& fields() {
       {"zero", &TrainConfig::zero, "data parallelism: 1 = shard the optimizer step, each worker updates 1/N of the weights (DeepSpeed's ZeRO stage 1); 0 = every worker runs the whole step (PyTorch's DDP); same weights"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
-      {"tp", &TrainConfig::tp, "tensor-parallel degree (gpt): split each block's matrices over T workers"},
-      {"pp", &TrainConfig::pp, "pipeline stages (gpt): split the blocks into P stages on different workers"},
+      {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
+      {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
+      {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
       {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b"},
       {"stage_layers", &TrainConfig::stage_layers, "pipeline stages: params (balanced by parameter count, the default), cost (by measured forward + backward time) or blocks per stage, e.g. 1,3"},
@@ -164,6 +165,7 @@ void TrainConfig::validate() const {
   check_one_of("optimizer", optimizer, {"adamw", "sgd"});
   check_one_of("lr_schedule", lr_schedule, {"constant", "cosine"});
   check_one_of("gemm", gemm, {"onednn", "openblas"});
+  check_one_of("recompute", recompute, {"none", "selective", "full"});
   ARTEL_CHECK(!out.empty(), "out must name a directory");
   check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));

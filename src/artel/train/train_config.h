@@ -85,6 +85,9 @@ struct TrainConfig {
   std::string stage_layers;         // "params" (or ""), "cost", or blocks per stage, e.g. "1,3"
   std::string trace;                // write a Chrome trace (and for pipelines an SVG) to this file; "" = none
 
+  // ---- memory
+  std::string recompute = "none";   // none | selective | full (nn/model.h: what backward recomputes instead of keeping)
+
   // ---- GPT shape (ignored by mlp, cnn)
   int64_t n_layer = 4;              // >= 1
   int64_t n_head = 4;               // >= 1, divides n_embd

@@ -76,6 +76,7 @@ Trainer::Trainer(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_
 }
 
 void Trainer::start() {
+  model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   nn::NamedParameters trained = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
