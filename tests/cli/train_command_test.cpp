@@ -80,7 +80,10 @@ TEST_F(TrainCommand, TinyGptWritesMetricsAndWeights) {
   Result r = train(tiny_gpt("run") + " --steps 3");
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<nlohmann::json> lines = metrics(dir_ / "run");
-  ASSERT_EQ(lines.size(), 4u);  // 3 steps, then the final evaluation
+  ASSERT_EQ(lines.size(), 5u);  // 3 steps, the final evaluation, the memory report
+  const nlohmann::json& memory = lines[4]["memory"][0];  // bytes: AdamW keeps two moments per weight
+  EXPECT_GT(memory["parameters"].get<int64_t>(), 0);
+  EXPECT_EQ(memory["optimizer_state"].get<int64_t>(), 2 * memory["parameters"].get<int64_t>());
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(lines[k]["step"], k + 1);
     EXPECT_TRUE(lines[k]["loss"].is_number());
@@ -125,7 +128,7 @@ TEST_F(TrainCommand, ConfigFileWithFlagOverrides) {
   Result r = train("--config cfg.json --steps 2 --out run");
   ASSERT_EQ(r.code, 0) << r.err;
   auto lines = metrics(dir_ / "run");
-  ASSERT_EQ(lines.size(), 3u);  // 2 steps (the flag won over the file) and the final evaluation
+  ASSERT_EQ(lines.size(), 4u);  // 2 steps (the flag won over the file), the final evaluation, the memory report
   EXPECT_EQ(lines[0]["lr"], 0.002);
   auto cfg = nlohmann::json::parse(slurp(dir_ / "run" / "config.json"));
   EXPECT_EQ(cfg["steps"], 2);
@@ -152,8 +155,9 @@ TEST_F(TrainCommand, MlpReportsValidationAccuracy) {
   Result r = train("--model mlp --steps 2 --batch-size 32 --threads 1 --out run");
   ASSERT_EQ(r.code, 0) << r.err;
   auto lines = metrics(dir_ / "run");
-  ASSERT_EQ(lines.size(), 3u);
+  ASSERT_EQ(lines.size(), 4u);
   EXPECT_TRUE(lines[0].contains("samples_per_s"));
+  EXPECT_TRUE(lines[3].contains("memory"));
   EXPECT_GE(lines[2]["val_accuracy"].get<double>(), 0.0);
   EXPECT_LE(lines[2]["val_accuracy"].get<double>(), 1.0);
   EXPECT_NE(r.out.find("val_accuracy"), std::string::npos);

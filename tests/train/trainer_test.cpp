@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "artel/core/error.h"
 #include "artel/data/dataset.h"
 #include "artel/nn/activations.h"
@@ -171,6 +173,32 @@ TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   EXPECT_NE(log_.str().find("artel train: two-layer, 131 parameters"), std::string::npos) << log_.str();
   // The same run again: the same losses (weights drawn from cfg.seed, batches in order).
   EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
+}
+
+// The memory report: parameters and gradients of fp32 weights (4 bytes each),
+// AdamW's two moments (8), the step's transient working set, and the OS's
+// peak — printed as a table and written as the last line of metrics.jsonl.
+TEST_F(TrainerTest, TheMemoryReportCountsEachKindOfBytes) {
+  TrainConfig c = tiny();
+  c.out = ::testing::TempDir() + "artel_memory_report_" + std::to_string(::getpid());
+  RunOptions run = quiet();
+  run.write_files = true;
+  Trainer t(c, run);
+  t.run();
+  const int64_t n = t.model().num_parameters();
+  std::ifstream f(c.out + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(f, line)) last = line;
+  const nlohmann::json m = nlohmann::json::parse(last).at("memory").at(0);
+  EXPECT_EQ(m.at("parameters").get<int64_t>(), 4 * n);
+  EXPECT_EQ(m.at("gradients").get<int64_t>(), 4 * n);
+  EXPECT_EQ(m.at("optimizer_state").get<int64_t>(), 8 * n);
+  EXPECT_GT(m.at("activations").get<int64_t>(), 0);
+  EXPECT_EQ(m.at("communication").get<int64_t>(), 0);  // alone: no process group
+  EXPECT_GT(m.at("peak_resident").get<int64_t>(), m.at("parameters").get<int64_t>());
+  EXPECT_NE(log_.str().find("rank  parameters  gradients  optimizer  activations  communication"), std::string::npos)
+      << log_.str();
+  std::filesystem::remove_all(c.out);
 }
 
 TEST(TensorDataset, RowsThatDoNotFitAreNamed) {

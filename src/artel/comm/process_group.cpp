@@ -34,6 +34,7 @@ struct ProcessGroup::Impl {
   std::shared_ptr<Transport> transport;
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;                      // collectives issued
+  int64_t allocated = 0;                 // bytes alloc() handed out
   std::map<std::string, int> subgroups;  // new_group calls per rank list
 
   // "all_reduce on group 'world' (rank 1)": where an argument error happened.
@@ -191,7 +192,13 @@ WorkPtr ProcessGroup::barrier() {
   return impl_->collective(c, {});
 }
 
-Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) { return impl_->transport->alloc(shape, dtype); }
+Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
+  Tensor t = impl_->transport->alloc(shape, dtype);
+  impl_->allocated += t.numel() * static_cast<int64_t>(dtype_size(dtype));
+  return t;
+}
+
+int64_t ProcessGroup::allocated_bytes() const { return impl_->allocated; }
 
 namespace {
 

@@ -80,6 +80,13 @@ void Optimizer::set_lr(size_t group, float lr) {
   groups_[group].lr = lr;
 }
 
+int64_t Optimizer::state_bytes() const {
+  int64_t n = 0;
+  for (const Slot& s : slots_)
+    for (const Tensor& b : s.buffers) n += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
+  return n;
+}
+
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   for (const Slot& s : slots_) {

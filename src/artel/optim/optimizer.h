@@ -76,6 +76,10 @@ class Optimizer {
 
   // "step.<name>" (int64, shape {}) and "<kind>.<name>" for every parameter updated so far.
   OptimizerState state_dict() const;
+  // Bytes of state this optimizer holds: its buffers, which a parameter gets
+  // at its first update (a sharded step never updates, so never allocates
+  // for, parameters wholly outside this rank's block).
+  int64_t state_bytes() const;
   // Replaces the state; checks names, shapes and dtypes first and names what is wrong.
   void load_state_dict(const OptimizerState& state);
 

@@ -48,6 +48,8 @@ class DataParallelStrategy : public Strategy {
   void barrier() override { group_->barrier()->wait(); }
   Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) override;
   std::string describe_sync() const override { return ddp_->describe(); }
+  int64_t communication_bytes() const override { return group_->allocated_bytes(); }
+  std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*group_, mine); }
 
  protected:
   std::shared_ptr<void> accumulate_locally() override;

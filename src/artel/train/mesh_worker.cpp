@@ -80,28 +80,12 @@ RunSummary MeshWorker::run() {
 // Rank 0 prints what each stage (of replica 0, tensor-parallel rank 0) held at most.
 void MeshWorker::report_stages() {
   const parallel::MeshGroups& g = mesh_->groups();
-  Tensor mine = Tensor::empty({5}, DType::i64);
+  Tensor mine = Tensor::empty({3}, DType::i64);
   mine.data<int64_t>()[0] = g.coord.dp == 0 && g.coord.tp == 0 ? g.coord.pp : -1;
   mine.data<int64_t>()[1] = mesh_->stats().peak_live_micro_batches;
   mine.data<int64_t>()[2] = mesh_->stats().peak_activation_bytes;
-  int64_t held = 0;
-  for (auto& [name, p] : mesh_->parameters()) held += p.numel();
-  mine.data<int64_t>()[3] = held;
-  mine.data<int64_t>()[4] = peak_resident_bytes();
   std::vector<comm::NamedTensors> all = comm::gather_named(*world_, {{"stage", mine}});
   if (world_->rank() != 0) return;
-  // What every worker held: no worker holds the whole model's parameters
-  // (a shard's parameters are materialised alone; weights files stream).
-  out() << "memory: parameter elements held and peak resident memory (VmHWM) per worker, of "
-        << trainer_->model().num_parameters() << " in the model\n";
-  for (size_t r = 0; r < all.size(); ++r) {
-    const int64_t* d = all[r][0].second.data<int64_t>();
-    char line[160];
-    std::snprintf(line, sizeof line, "  rank %zu: %lld parameters (%.1f%%), peak resident %s\n", r,
-                  static_cast<long long>(d[3]), 100.0 * static_cast<double>(d[3]) /
-                  static_cast<double>(trainer_->model().num_parameters()), mib(d[4]).c_str());
-    out() << line;
-  }
   out() << "pipeline: " << cfg_.pp << " stage(s), " << cfg_.micro_batches << " micro-batch(es), " << cfg_.schedule
         << " (a stage holds at most " << (cfg_.schedule == "gpipe" ? "M" : "min(M, P - stage)")
         << " micro-batches' activations)\n  stage  layers   live micro-batches  peak activation memory\n";

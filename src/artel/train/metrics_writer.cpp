@@ -61,6 +61,13 @@ void MetricsWriter::eval(const EvalMetrics& m) {
   flush();
 }
 
+void MetricsWriter::memory(const std::vector<MemoryReport>& workers) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const MemoryReport& m : workers) all.push_back(m.to_json());
+  write({{"memory", all}});
+  flush();
+}
+
 void MetricsWriter::write(const nlohmann::ordered_json& j) {
   out_ << j.dump() << '\n';
   if (!out_) throw Error("cannot write " + path_, "is the disk full?");

@@ -24,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artel/train/memory_report.h"
+
 namespace artel::train {
 
 struct StepMetrics {
@@ -53,6 +55,8 @@ class MetricsWriter {
   MetricsWriter(const std::string& path, int64_t last_step);
   void step(const StepMetrics& m);
   void eval(const EvalMetrics& m);
+  // {"memory": [worker 0's report, ...]} (bytes by kind, memory_report.h).
+  void memory(const std::vector<MemoryReport>& workers);
   // Writes out what is buffered; throws artel::Error when it cannot.
   void flush();
   const std::string& path() const { return path_; }

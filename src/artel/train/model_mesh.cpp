@@ -456,6 +456,17 @@ int64_t ModelMesh::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
   return ck.step;
 }
 
+int64_t ModelMesh::communication_bytes() const {
+  const parallel::MeshGroups& g = groups_;
+  const parallel::PipelineLinks& l = g.links;
+  std::set<const comm::ProcessGroup*> seen;
+  int64_t n = 0;
+  for (const auto& p : {g.world, g.tp, g.dp, g.replica, g.embedding, l.activations_from_prev, l.grads_to_prev,
+                        l.activations_to_next, l.grads_from_next})
+    if (p && seen.insert(p.get()).second) n += p->allocated_bytes();
+  return n;
+}
+
 void ModelMesh::describe_layout(Compatibility& compat) const {
   const parallel::Topology& t = groups_.topology;
   compat.layout = {{"world", t.world()},

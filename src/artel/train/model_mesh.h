@@ -80,6 +80,8 @@ class ModelMesh : public Strategy {
   std::vector<float> next_token_logits(const Tensor& ids) override;  // through the pipeline and tp ranks
   std::string describe() const override;
   std::string describe_sync() const override { return ddp_ ? ddp_->describe() : ""; }
+  int64_t communication_bytes() const override;  // over all of this worker's groups
+  std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*groups_.world, mine); }
 
   const parallel::MeshGroups& groups() const { return groups_; }
   nn::NamedParameters parameters() const { return shard_->parameters(); }

@@ -72,6 +72,18 @@ std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
   return std::vector<float>(last, last + V);
 }
 
+std::vector<MemoryReport> Strategy::gather_over(comm::ProcessGroup& world, const MemoryReport& mine) {
+  const std::vector<int64_t> v = mine.values();
+  const auto n = static_cast<int64_t>(v.size());
+  Tensor in = Tensor::empty({n}, DType::i64), all = Tensor::empty({n * world.size()}, DType::i64);
+  std::copy(v.begin(), v.end(), in.data<int64_t>());
+  world.all_gather(in, all)->wait();
+  std::vector<MemoryReport> out;
+  for (int r = 0; r < world.size(); ++r)
+    out.push_back(MemoryReport::from_values({all.data<int64_t>() + r * n, all.data<int64_t>() + (r + 1) * n}));
+  return out;
+}
+
 void Strategy::write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) {
   if (reporter()) nn::save_weights(*model_, path, metadata);
 }

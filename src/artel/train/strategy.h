@@ -26,12 +26,14 @@
 #include <span>
 #include <string>
 
+#include "artel/comm/process_group.h"
 #include "artel/data/dataset.h"
 #include "artel/nn/model.h"
 #include "artel/nn/module.h"
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
 #include "artel/train/evaluate.h"
+#include "artel/train/memory_report.h"
 
 namespace artel::train {
 
@@ -92,6 +94,10 @@ class Strategy {
   // Lines for the start of the run ("" = none): the layout, gradient synchronisation.
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }
+  // Registered memory this worker's process groups handed out (MemoryReport::communication).
+  virtual int64_t communication_bytes() const { return 0; }
+  // Every worker's report, in rank order, on the reporter (collective).
+  virtual std::vector<MemoryReport> gather_memory(const MemoryReport& mine) { return {mine}; }
 
  protected:
   // Around forward_backward's micro-batches: a guard under which backward
@@ -99,6 +105,8 @@ class Strategy {
   // before the last backward (a reduction may start and overlap it).
   virtual std::shared_ptr<void> accumulate_locally() { return nullptr; }
   virtual void loss_ready(double local) {}
+  // gather_memory over `world`.
+  static std::vector<MemoryReport> gather_over(comm::ProcessGroup& world, const MemoryReport& mine);
 
   nn::Model* model_ = nullptr;  // set by build()
   nn::NamedParameters params_;      // what build() returned

@@ -79,8 +79,8 @@ void Trainer::start() {
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
-  nn::NamedParameters trained = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
-  optimizer_ = make_optimizer(cfg_, trained);
+  trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
+  optimizer_ = make_optimizer(cfg_, trained_);
   strategy_->attach(*optimizer_);
 
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
@@ -168,11 +168,21 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   optimizer_->set_lr(r.lr);
   optimizer_->zero_grad();
   ARTEL_CHECK(!micro_batches.empty(), "step ", k, " got no micro-batches");
+  const int64_t before = live_tensor_bytes();
+  reset_peak_tensor_bytes();
   const double local_loss = strategy_->forward_backward(micro_batches);
+  const int64_t left = std::max<int64_t>(0, live_tensor_bytes() - before);  // what backward keeps: gradients
+  memory_.activations = std::max(memory_.activations, peak_tensor_bytes() - before - left);
   {
     trace::Scope span("sync", "step", "compute");
     r.sync_ms = 1e3 * strategy_->sync_gradients();
   }
+  int64_t params = 0, grads = 0;
+  for (const auto& [name, p] : trained_) {
+    params += p.numel() * static_cast<int64_t>(dtype_size(p.value().dtype()));
+    if (p.grad().defined()) grads += p.grad().numel() * static_cast<int64_t>(dtype_size(p.grad().dtype()));
+  }
+  memory_.keep_max({.parameters = params, .gradients = grads});
   r.loss = strategy_->reported_loss(local_loss);
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
@@ -183,6 +193,7 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
     trace::Scope span("optimizer", "step", "compute");
     r.sync_ms += 1e3 * strategy_->optimizer_step(*optimizer_);
   }
+  memory_.keep_max({.optimizer_state = optimizer_->state_bytes(), .communication = strategy_->communication_bytes()});
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
 }
@@ -331,10 +342,10 @@ RunSummary Trainer::run() {
   if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
   const bool sampling = run_.sample && text() && cfg_.generate > 0;
   if (sampling && (report || strategy_->sharded())) summary.sample = sample(cfg_.generate);
-  if (report && !strategy_->sharded())
-    out() << "memory: peak resident " << std::fixed << std::setprecision(2)
-          << static_cast<double>(peak_resident_bytes()) / (1 << 20) << " MiB (VmHWM of the reporting worker)\n"
-          << std::defaultfloat;
+  memory_.peak_resident = peak_resident_bytes();
+  const std::vector<MemoryReport> memory = strategy_->gather_memory(memory_);
+  if (report) out() << memory_table(memory);
+  if (metrics) metrics->memory(memory);
   if (report && sampling) {
     out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"
           << summary.sample << "\n---\n";

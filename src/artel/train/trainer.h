@@ -156,6 +156,8 @@ class Trainer {
   Strategy* strategy_;
   std::unique_ptr<data::Dataset> data_;
   std::unique_ptr<nn::Model> model_;       // declared; its weights where the strategy put them
+  nn::NamedParameters trained_;  // what the strategy built and the optimizer updates
+  MemoryReport memory_;          // this worker's peaks so far
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   data::SamplerConfig sampler_cfg_;   // micro-step 0's: world W·K, rank r·K (Note [Micro-batches])

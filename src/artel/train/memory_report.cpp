@@ -1,0 +1,49 @@
+#include "artel/train/memory_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+
+void MemoryReport::keep_max(const MemoryReport& o) {
+  parameters = std::max(parameters, o.parameters);
+  gradients = std::max(gradients, o.gradients);
+  optimizer_state = std::max(optimizer_state, o.optimizer_state);
+  activations = std::max(activations, o.activations);
+  communication = std::max(communication, o.communication);
+  peak_resident = std::max(peak_resident, o.peak_resident);
+}
+
+std::vector<int64_t> MemoryReport::values() const {
+  return {parameters, gradients, optimizer_state, activations, communication, peak_resident};
+}
+
+MemoryReport MemoryReport::from_values(const std::vector<int64_t>& v) {
+  ARTEL_CHECK(v.size() == 6, "memory report: ", v.size(), " values, expected 6");
+  return {.parameters = v[0], .gradients = v[1], .optimizer_state = v[2], .activations = v[3],
+          .communication = v[4], .peak_resident = v[5]};
+}
+
+nlohmann::ordered_json MemoryReport::to_json() const {
+  return {{"parameters", parameters},       {"gradients", gradients},         {"optimizer_state", optimizer_state},
+          {"activations", activations},     {"communication", communication}, {"peak_resident", peak_resident}};
+}
+
+std::string memory_table(const std::vector<MemoryReport>& workers) {
+  std::string s = "memory: peak MiB per worker\n  rank  parameters  gradients  optimizer  activations  communication  "
+                  "resident (VmHWM)\n";
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  for (size_t r = 0; r < workers.size(); ++r) {
+    const MemoryReport& m = workers[r];
+    char line[200];
+    std::snprintf(line, sizeof line, "  %4zu  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f\n", r, mib(m.parameters),
+                  mib(m.gradients), mib(m.optimizer_state), mib(m.activations), mib(m.communication),
+                  mib(m.peak_resident));
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace artel::train

@@ -1,0 +1,35 @@
+// MemoryReport: what one worker held at most during a run, by kind, as
+// ZeRO's accounting counts it — parameters, gradients, optimizer state,
+// activations, communication buffers — next to the process's peak resident
+// memory from the OS (VmHWM). The Trainer measures it every step; at the end
+// every worker's report is printed and written to metrics.jsonl.
+//
+// activations: the most tensor bytes live during a step's forward and
+// backward above what was live before it, less what backward left allocated
+// (gradients) — the transient working set. communication: registered memory
+// the strategy's process groups handed out (gradient buckets, scalars); the
+// backends' own staging memory shows in peak resident.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace artel::train {
+
+struct MemoryReport {
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
+  int64_t peak_resident = 0;
+
+  void keep_max(const MemoryReport& o);      // field by field
+  std::vector<int64_t> values() const;       // in the order above, for gathering
+  static MemoryReport from_values(const std::vector<int64_t>& v);
+  nlohmann::ordered_json to_json() const;    // bytes
+};
+
+// The table printed at the end of a run: one row per worker, MiB.
+std::string memory_table(const std::vector<MemoryReport>& workers);
+
+}  // namespace artel::train
