@@ -128,7 +128,7 @@ TEST_F(TrainParallel, KilledWorkerIsRestartedFromTheNewestCheckpoint) {
 }
 
 TEST_F(TrainParallel, StoppedWorkerMakesItsPeerTimeOutNamingIt) {
-  Result r = train(std::string(kMlp) + " --steps 6 --batch-size 16 --nproc 2 --timeout 3" + out("run"),
+  Result r = train(std::string(kMlp) + " --steps 6 --batch-size 16 --nproc 2 --timeout 6" + out("run"),
                    "ARTEL_TEST_FAULT=stop@1:2");
   EXPECT_NE(r.code, 0);
   EXPECT_LT(r.seconds, 30);

@@ -142,10 +142,13 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
           ddp.clip_grad_norm(0.05f);
           ddp.step(opt);
         }
-        ddp.gather_optimizer_state(opt);
+        const optim::OptimizerState state = ddp.gather_optimizer_state(opt);
         for (size_t i = 0; i < net.params.size(); ++i) {
           std::vector<float> w = net.params[i].second.value().to_vector();
-          std::vector<float> m = opt.buffers(net.params[i].first)[0].to_vector();
+          std::vector<float> m = state.at("momentum_buffer." + net.params[i].first).to_vector();
+          // The optimizer itself keeps only the elements this rank updates.
+          EXPECT_EQ(opt.buffers(net.params[i].first).empty() ? 0 : opt.buffers(net.params[i].first)[0].numel(),
+                    opt.owned(net.params[i].first).size());
           if (!shard && pg.rank() == 0) replicated[i] = w, momentum[i] = m;
           if (!shard) continue;
           if (pg.rank() == world - 1) sharded[i] = w;  // the weights of the last rank, the one furthest from 0

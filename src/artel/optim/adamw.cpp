@@ -74,9 +74,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
 
 void AdamW::update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) {
   const int64_t at = slot.owned.begin;
-  adamw_update(slot.param.value().data<float>() + at, grad.data<float>() + at, slot.buffers[0].data<float>() + at,
-               slot.buffers[1].data<float>() + at, slot.owned.size(), group.lr, group.weight_decay, options_,
-               slot.steps);
+  // The state holds the owned elements only (Optimizer::shard).
+  adamw_update(slot.param.value().data<float>() + at, grad.data<float>() + at, slot.buffers[0].data<float>(),
+               slot.buffers[1].data<float>(), slot.owned.size(), group.lr, group.weight_decay, options_, slot.steps);
 }
 
 }  // namespace artel::optim

@@ -1,8 +1,22 @@
 #include "artel/optim/optimizer.h"
 
+#include <algorithm>
 #include <set>
 
 namespace artel::optim {
+
+namespace {
+
+// A whole tensor of `shape` from the state of elements `owned` (flat): a
+// view when the range is everything, else zeros around a copy.
+Tensor spread(const Tensor& part, ElementRange owned, const Shape& shape) {
+  if (owned.begin == 0 && owned.end == shape_numel(shape)) return part.view(shape);
+  Tensor whole = Tensor::zeros(shape);
+  std::copy(part.data<float>(), part.data<float>() + part.numel(), whole.data<float>() + owned.begin);
+  return whole;
+}
+
+}  // namespace
 
 std::vector<ParamGroup> one_group(const nn::NamedParameters& params, float lr, float weight_decay) {
   return {ParamGroup{params, lr, weight_decay}};
@@ -38,11 +52,12 @@ void Optimizer::step() {
     if (!grad.defined()) continue;
     ARTEL_CHECK(grad.numel() == s.param.numel() && grad.dtype() == DType::f32, "optimizer: gradient of '", s.name,
                 "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
+    ++s.steps;
+    if (s.owned.size() == 0) continue;  // another rank's: no state here
     bool first = s.buffers.empty();
     if (first)
-      for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros(s.param.shape()));
-    ++s.steps;
-    if (s.owned.size() > 0) update(s, groups_[s.group], grad, first);
+      for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
+    update(s, groups_[s.group], grad, first);
   }
 }
 
@@ -55,8 +70,19 @@ void Optimizer::shard(const std::map<std::string, ElementRange>& owned) {
     const ElementRange r = it->second;
     ARTEL_CHECK(0 <= r.begin && r.begin <= r.end && r.end <= s.param.numel(), "optimizer: shard() range [", r.begin,
                 ", ", r.end, ") of '", s.name, "' is outside its ", s.param.numel(), " elements");
+    std::vector<Tensor> whole;  // state already there: re-cut to the new range
+    for (const Tensor& b : s.buffers) whole.push_back(spread(b, s.owned, s.param.shape()));
     s.owned = r;
+    s.buffers.clear();
+    if (r.size() > 0)
+      for (const Tensor& w : whole) s.buffers.push_back(w.view({-1}).slice0(r.begin, r.end).clone());
   }
+}
+
+ElementRange Optimizer::owned(const std::string& name) const {
+  for (const Slot& s : slots_)
+    if (s.name == name) return s.owned;
+  throw Error("optimizer: no parameter '" + name + "'");
 }
 
 std::vector<Tensor> Optimizer::buffers(const std::string& name) const {
@@ -94,7 +120,9 @@ OptimizerState Optimizer::state_dict() const {
     Tensor step = Tensor::empty({}, DType::i64);
     step.data<int64_t>()[0] = s.steps;
     out["step." + s.name] = step;
-    for (size_t k = 0; k < kinds_.size() && k < s.buffers.size(); ++k) out[kinds_[k] + "." + s.name] = s.buffers[k];
+    for (size_t k = 0; k < kinds_.size(); ++k)
+      out[kinds_[k] + "." + s.name] = s.buffers.empty() ? Tensor::zeros(s.param.shape())
+                                                        : spread(s.buffers[k], s.owned, s.param.shape());
   }
   return out;
 }
@@ -119,7 +147,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
                   "' has ", dtype_name(b->second.dtype()), " ", shape_str(b->second.shape()), ", expected float32 ",
                   shape_str(s.param.shape()));
       used.insert(key);
-      next[i].second.push_back(b->second.clone());
+      if (s.owned.size() > 0) next[i].second.push_back(b->second.view({-1}).slice0(s.owned.begin, s.owned.end).clone());
     }
   }
   for (const auto& [key, _] : state)

@@ -61,26 +61,34 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
   // A sharded update (ZeRO stage 1, DistributedDataParallel): from now on
-  // step() writes only `owned[name]` of each parameter and of its state; the
-  // other elements belong to other ranks, which update them and send the new
-  // values. Every parameter must be named (an empty range updates nothing).
-  // Step counts still advance for every parameter with a gradient, so the
-  // state stays the unsharded one once the ranks' parts are put together.
-  // The update is elementwise, so the result is bit-identical to step().
+  // step() writes only `owned[name]` of each parameter, and the state holds
+  // only those elements (ZeRO's 8Ψ/N of AdamW state); the other elements
+  // belong to other ranks, which update them and send the new values. Every
+  // parameter must be named (an empty range updates nothing and holds no
+  // state). Step counts still advance for every parameter with a gradient,
+  // so the ranks' parts put together are the unsharded state. The update is
+  // elementwise, so the result is bit-identical to step().
   void shard(const std::map<std::string, ElementRange>& owned);
-  // The state tensors of one parameter ({} before its first update), in
-  // buffer_kinds() order; they alias the optimizer's own, so writing them
-  // writes the state (how a sharded run gathers its parts).
+  // The state tensors of one parameter ({} before its first update, or
+  // owning nothing), in buffer_kinds() order: flat, the owned elements only;
+  // they alias the optimizer's own.
   std::vector<Tensor> buffers(const std::string& name) const;
+  // The elements of `name` this optimizer updates and keeps state for.
+  ElementRange owned(const std::string& name) const;
   const std::vector<std::string>& buffer_kinds() const { return kinds_; }
 
-  // "step.<name>" (int64, shape {}) and "<kind>.<name>" for every parameter updated so far.
+  // "step.<name>" (int64, shape {}) and "<kind>.<name>" (the parameter's
+  // shape) for every parameter updated so far. Sharded: elements outside the
+  // owned range are zeros (DistributedDataParallel::gather_optimizer_state
+  // fills them from the other ranks).
   OptimizerState state_dict() const;
   // Bytes of state this optimizer holds: its buffers, which a parameter gets
   // at its first update (a sharded step never updates, so never allocates
   // for, parameters wholly outside this rank's block).
   int64_t state_bytes() const;
-  // Replaces the state; checks names, shapes and dtypes first and names what is wrong.
+  // Replaces the state with whole tensors as state_dict() writes them (a
+  // sharded optimizer keeps its owned elements); checks names, shapes and
+  // dtypes first and names what is wrong.
   void load_state_dict(const OptimizerState& state);
 
  protected:

@@ -65,7 +65,7 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
 
 void Sgd::update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) {
   const int64_t at = slot.owned.begin;
-  float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>() + at;
+  float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>();  // the owned elements only
   sgd_update(slot.param.value().data<float>() + at, grad.data<float>() + at, buf, slot.owned.size(), group.lr,
              group.weight_decay, options_, first);
 }

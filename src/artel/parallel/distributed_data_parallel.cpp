@@ -267,24 +267,31 @@ float DistributedDataParallel::clip_grad_norm(float max_norm) {
   return optim::clip_grad_norm(averaged_gradients(true), averaged_gradients(false), max_norm, sum);
 }
 
-void DistributedDataParallel::gather_optimizer_state(optim::Optimizer& opt) {
-  if (!sharded()) return;
+optim::OptimizerState DistributedDataParallel::gather_optimizer_state(const optim::Optimizer& opt) {
+  optim::OptimizerState state = opt.state_dict();  // zeros outside this rank's elements
+  if (!sharded()) return state;
   for (size_t b = 0; b < plan_.size(); ++b) {
     if (!sharded(b)) continue;  // stepped whole on every rank: current everywhere
-    std::vector<std::vector<Tensor>> state;  // per parameter of the bucket, per kind
-    for (int param : plan_[b].params) state.push_back(opt.buffers(params_[static_cast<size_t>(param)].first));
     // Every rank has the same step counts, so all skip or all gather.
-    if (state[0].empty()) continue;
+    const std::string& first = params_[static_cast<size_t>(plan_[b].params[0])].first;
+    if (!state.count("step." + first)) continue;
     const optim::ElementRange block = block_of(b);
-    for (size_t k = 0; k < opt.buffer_kinds().size(); ++k) {
+    for (const std::string& kind : opt.buffer_kinds()) {
       Tensor flat = registered_or_plain(group_, padded_[b]);
-      for (size_t j = 0; j < state.size(); ++j)
-        std::memcpy(flat.data<float>() + plan_[b].offsets[j], state[j][k].raw(), state[j][k].nbytes());
+      for (size_t j = 0; j < plan_[b].params.size(); ++j) {
+        const Tensor& t = state.at(kind + "." + params_[static_cast<size_t>(plan_[b].params[j])].first);
+        std::memcpy(flat.data<float>() + plan_[b].offsets[j], t.raw(), t.nbytes());
+      }
       group_.all_gather(flat.slice0(block.begin, block.end), flat)->wait();
-      for (size_t j = 0; j < state.size(); ++j)
-        std::memcpy(state[j][k].raw(), flat.data<float>() + plan_[b].offsets[j], state[j][k].nbytes());
+      for (size_t j = 0; j < plan_[b].params.size(); ++j) {
+        const std::string key = kind + "." + params_[static_cast<size_t>(plan_[b].params[j])].first;
+        Tensor whole = Tensor::empty(state.at(key).shape());  // not the optimizer's own memory
+        std::memcpy(whole.raw(), flat.data<float>() + plan_[b].offsets[j], whole.nbytes());
+        state[key] = whole;
+      }
     }
   }
+  return state;
 }
 
 }  // namespace artel::parallel

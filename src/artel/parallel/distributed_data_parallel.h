@@ -92,9 +92,10 @@ class DistributedDataParallel {
   // Whether the averaged gradients differ between ranks (a sharded step):
   // then a norm over them is summed over the group.
   bool sharded_gradients() const { return sharded(); }
-  // Sharded: puts every rank's part of `opt`'s state together on every rank,
-  // so its state_dict() is the unsharded one (before a checkpoint). Replicated: nothing.
-  void gather_optimizer_state(optim::Optimizer& opt);
+  // `opt`'s whole state (state_dict() form) on every rank: sharded, each
+  // rank's owned part put together with the others' (for a checkpoint; the
+  // optimizer itself keeps only its part). Collective when sharded.
+  optim::OptimizerState gather_optimizer_state(const optim::Optimizer& opt);
 
   // While alive, backward passes only accumulate gradients locally.
   class NoSync {

@@ -40,12 +40,6 @@ double DataParallelStrategy::reported_loss(double local) {
   return scalar_.data<double>()[0];
 }
 
-// A sharded step's optimizer state put together on every worker first.
-Checkpoint DataParallelStrategy::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
-  ddp_->gather_optimizer_state(optimizer);
-  return Strategy::checkpoint(step, optimizer, compat);
-}
-
 DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,
                                        parallel::DdpOptions ddp)
     : group_(std::move(group)) {

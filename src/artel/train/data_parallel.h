@@ -46,7 +46,6 @@ class DataParallelStrategy : public Strategy {
   void clip_grad_norm(float max_norm) override { ddp_->clip_grad_norm(max_norm); }
   double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
   void barrier() override { group_->barrier()->wait(); }
-  Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) override;
   std::string describe_sync() const override { return ddp_->describe(); }
   int64_t communication_bytes() const override { return group_->allocated_bytes(); }
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*group_, mine); }
@@ -54,6 +53,9 @@ class DataParallelStrategy : public Strategy {
  protected:
   std::shared_ptr<void> accumulate_locally() override;
   void loss_ready(double local) override;  // the loss all-reduce, issued before backward
+  optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) override {
+    return ddp_->gather_optimizer_state(optimizer);
+  }
 
  private:
   std::shared_ptr<comm::ProcessGroup> group_;

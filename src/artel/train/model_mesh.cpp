@@ -401,10 +401,10 @@ std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
 }
 
 Checkpoint ModelMesh::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
-  if (ddp_) ddp_->gather_optimizer_state(optimizer);  // a sharded step's state put together
   comm::NamedTensors mine;
   for (auto& [name, p] : shard_->parameters()) mine.emplace_back(kModel + name, p.value());
-  for (auto& [key, t] : optimizer.state_dict()) mine.emplace_back(kOptim + key, t);
+  for (auto& [key, t] : ddp_ ? ddp_->gather_optimizer_state(optimizer) : optimizer.state_dict())
+    mine.emplace_back(kOptim + key, t);
   // One dropout stream per stage, stored in stage order.
   mine.emplace_back(kRng + std::to_string(groups_.coord.pp), rng_tensor(model_->dropout_rng() ? model_->dropout_rng()->state() : RngState{}));
   comm::NamedTensors whole = gather_to_root(mine, [](const std::string& key) -> std::string {

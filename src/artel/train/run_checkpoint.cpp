@@ -23,14 +23,14 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int6
   return c;
 }
 
-Checkpoint make_run_checkpoint(nn::Model& model, const optim::Optimizer& optimizer, int64_t step,
+Checkpoint make_run_checkpoint(nn::Model& model, const optim::OptimizerState& optimizer, int64_t step,
                                const Compatibility& compat) {
   Checkpoint ck;
   ck.step = step;
   ck.sampler_position = step;  // step k (1-based) reads batch k-1: the next batch index is the step count
   ck.meta = compat.to_meta();
   for (auto& [name, p] : model.named_parameters()) ck.add(kModel + name, p.value());
-  for (auto& [key, t] : optimizer.state_dict()) ck.add(kOptim + key, t);
+  for (auto& [key, t] : optimizer) ck.add(kOptim + key, t);
   ck.rng = {model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};  // a model without dropout: a placeholder
   return ck;
 }

@@ -7,7 +7,7 @@
 // one file (written by rank 0) restores them all.
 //
 //   Compatibility c = run_compatibility(cfg, vocab_size, world_size);
-//   store.save(make_run_checkpoint(model, optimizer, step, c));
+//   store.save(make_run_checkpoint(model, optimizer.state_dict(), step, c));
 //   ...
 //   if (auto ck = store.load_latest(c, warn)) step = restore_run_checkpoint(*ck, model, optimizer);
 #pragma once
@@ -28,7 +28,7 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int6
 
 // The checkpoint after `step` optimizer steps. Tensors alias the live ones:
 // write it before the next step.
-Checkpoint make_run_checkpoint(nn::Model& model, const optim::Optimizer& optimizer, int64_t step,
+Checkpoint make_run_checkpoint(nn::Model& model, const optim::OptimizerState& optimizer, int64_t step,
                                const Compatibility& compat);
 
 // Copies weights, optimizer state and the dropout generator back; returns the

@@ -57,8 +57,9 @@ EvalResult Strategy::evaluate(const data::Dataset& data, const EvalOptions& opts
 }
 
 Checkpoint Strategy::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
+  const optim::OptimizerState state = optimizer_state(optimizer);  // every worker: it may be collective
   if (!reporter()) return {};
-  return make_run_checkpoint(*model_, optimizer, step, compat);
+  return make_run_checkpoint(*model_, state, step, compat);
 }
 
 int64_t Strategy::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {

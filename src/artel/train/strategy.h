@@ -105,6 +105,8 @@ class Strategy {
   // before the last backward (a reduction may start and overlap it).
   virtual std::shared_ptr<void> accumulate_locally() { return nullptr; }
   virtual void loss_ready(double local) {}
+  // The optimizer's whole state for a checkpoint (a sharded step gathers it). Collective when sharded.
+  virtual optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) { return optimizer.state_dict(); }
   // gather_memory over `world`.
   static std::vector<MemoryReport> gather_over(comm::ProcessGroup& world, const MemoryReport& mine);
 
