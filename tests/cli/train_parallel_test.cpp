@@ -136,6 +136,24 @@ TEST_F(TrainParallel, StoppedWorkerMakesItsPeerTimeOutNamingIt) {
   EXPECT_NE(r.err.find("worker 0 exited with status 1"), std::string::npos) << r.err;
 }
 
+// A worker over its memory limit (prlimit --as, inherited by every worker)
+// stops with one line naming the allocation, what it held and what would help.
+TEST_F(TrainParallel, OutOfMemoryIsOneLineNamingWhatWouldHelp) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space, which prlimit --as cannot leave room for";
+#endif
+  // 85 M parameters: 1.36 GB of weights, gradients and AdamW state, over a 1.2 GB cap.
+  const std::string big = "--model gpt --n-layer 12 --n-head 12 --n-embd 768 --block-size 256 --batch-size 8 "
+                          "--steps 2 --generate 0 --threads 1 --checkpoint-every 1 --nproc 2";
+  Result r = train(big + out("oom"), "", "prlimit --as=1200000000 ");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("artel train: error: out of memory: allocating a tensor of "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--zero 1 (the optimizer state sharded), --recompute full"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with status 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "oom" / "checkpoints" / "ckpt-00000001.artel"));
+  EXPECT_FALSE(fs::exists(dir_ / "oom" / "final.safetensors"));
+}
+
 TEST_F(TrainParallel, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   std::string m = std::string(kMlp) + " --batch-size 16 --checkpoint-every 2";
   ok(train(m + " --steps 6" + out("whole")));

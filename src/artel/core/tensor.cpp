@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,7 +39,13 @@ constexpr size_t kAlignment = 64;
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
-  if (!p) throw Error("out of memory allocating " + std::to_string(nbytes) + " bytes");
+  if (!p) {
+    char what[160];
+    std::snprintf(what, sizeof what, "out of memory: allocating a tensor of %.2f MiB with %.2f MiB of tensors held",
+                  static_cast<double>(nbytes) / (1 << 20), static_cast<double>(live_tensor_bytes()) / (1 << 20));
+    throw Error(what, "hold less per worker: --zero 1 (the optimizer state sharded), --recompute full (activations), "
+                      "a smaller --batch-size, or more workers with --pp / --tp");
+  }
   // Counted here and in the release, so wrapped (foreign) memory never is.
   const auto counted = static_cast<int64_t>(nbytes);
   detail::note_tensor_alloc(counted);
