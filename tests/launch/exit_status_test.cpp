@@ -39,7 +39,8 @@ TEST(ExitStatus, DescribesAnExitCode) {
 TEST(ExitStatus, DescribesADeathBySignal) {
   int status = status_of([] { ::kill(::getpid(), SIGKILL); });
   EXPECT_FALSE(exited_cleanly(status));
-  EXPECT_EQ(describe_exit(status), "was killed by signal SIGKILL (9)");
+  EXPECT_EQ(describe_exit(status), "was killed by signal SIGKILL (9) (also how the kernel's OOM killer stops a "
+                                   "process over the memory or a cgroup's memory.max)");
   EXPECT_EQ(exit_code_of(status), 128 + 9);
 }
 

@@ -148,7 +148,8 @@ TEST(LaunchCommand, AFailingWorkerStopsTheOthersAndPassesItsCodeOn) {
 TEST(LaunchCommand, AWorkerKilledBySignalIsNamed) {
   auto r = launch({"-n", "3"}, "if [ $ARTEL_RANK = 1 ]; then kill -KILL $$; fi; sleep 60");
   EXPECT_EQ(r.exit_code, 128 + 9);
-  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 1 was killed by signal SIGKILL (9); stopping the other 2 workers"));
+  EXPECT_THAT(r.err, HasSubstr("artel launch: worker 1 was killed by signal SIGKILL (9) (also how the kernel's OOM "
+                               "killer stops a process over the memory or a cgroup's memory.max); stopping the other 2 workers"));
   EXPECT_LT(r.seconds, 15.0);
 }
 

@@ -22,6 +22,10 @@ std::string describe_exit(int wait_status) {
     int sig = WTERMSIG(wait_status);
     std::string what = "was killed by signal " + signal_name(sig) + " (" + std::to_string(sig) + ")";
     if (WCOREDUMP(wait_status)) what += ", core dumped";
+    // The launcher describes only a worker that ended on its own, so a SIGKILL
+    // came from outside — often the kernel, as a worker over its memory dies
+    // without a word of its own.
+    if (sig == SIGKILL) what += " (also how the kernel's OOM killer stops a process over the memory or a cgroup's memory.max)";
     return what;
   }
   return "ended with wait status " + std::to_string(wait_status);
