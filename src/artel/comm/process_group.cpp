@@ -1,6 +1,7 @@
 #include "artel/comm/process_group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <ostream>
 
@@ -34,7 +35,7 @@ struct ProcessGroup::Impl {
   std::shared_ptr<Transport> transport;
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;                      // collectives issued
-  int64_t allocated = 0;                 // bytes alloc() handed out
+  std::shared_ptr<std::atomic<int64_t>> held = std::make_shared<std::atomic<int64_t>>(0);  // alloc()'s live bytes
   std::map<std::string, int> subgroups;  // new_group calls per rank list
 
   // "all_reduce on group 'world' (rank 1)": where an argument error happened.
@@ -192,13 +193,19 @@ WorkPtr ProcessGroup::barrier() {
   return impl_->collective(c, {});
 }
 
+// The backend's tensor, wrapped so that its bytes count as held until it is
+// released (the wrapper keeps the backend's storage, and so its block, alive).
 Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
   Tensor t = impl_->transport->alloc(shape, dtype);
-  impl_->allocated += t.numel() * static_cast<int64_t>(dtype_size(dtype));
-  return t;
+  const auto bytes = static_cast<int64_t>(t.storage()->nbytes());
+  std::shared_ptr<std::atomic<int64_t>> held = impl_->held;
+  *held += bytes;
+  auto storage = Storage::wrap(t.storage()->data(), t.storage()->nbytes(),
+                               [backend = t.storage(), held, bytes] { *held -= bytes; });
+  return Tensor::wrap(std::move(storage), shape, dtype);
 }
 
-int64_t ProcessGroup::allocated_bytes() const { return impl_->allocated; }
+int64_t ProcessGroup::allocated_bytes() const { return *impl_->held; }
 
 namespace {
 

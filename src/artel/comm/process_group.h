@@ -185,8 +185,8 @@ class ProcessGroup {
   // memory, e.g. inside the shm segment); plain memory when it has none.
   // Throws Error when the registered memory is used up (GroupOptions::registered_bytes).
   Tensor alloc(const Shape& shape, DType dtype = DType::f32);
-  // Bytes alloc() has handed out on this group so far (communication buffers
-  // of a memory report).
+  // Bytes of alloc()'s tensors still alive on this group (communication
+  // buffers of a memory report).
   int64_t allocated_bytes() const;
 
  private:

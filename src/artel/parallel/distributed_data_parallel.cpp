@@ -29,10 +29,12 @@ using Clock = std::chrono::steady_clock;
 // Registered memory while the group has room (GroupOptions::registered_bytes),
 // else plain memory: the collectives then stage through the scratch buffers,
 // slower but the same result. Every rank decides alike (same model, same budget).
-Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
+// `registered` (may be null) adds the bytes when the memory is the group's.
+Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr) {
   try {
     Tensor t = group.alloc({numel});
     t.zero();
+    if (registered) *registered += numel * static_cast<int64_t>(sizeof(float));
     return t;
   } catch (const Error&) {
     return Tensor::zeros({numel});
@@ -87,8 +89,9 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t b = 0; b < plan_.size(); ++b) {
     const int64_t quantum = sharded(b) ? kBlockAlign * group_.size() : 1;
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
-    storage_.push_back(registered_or_plain(group_, padded_[b]));  // zeroed: the padding takes part in the reductions
-    weights_.push_back(sharded(b) ? registered_or_plain(group_, padded_[b]) : Tensor());
+    // zeroed: the padding takes part in the reductions
+    storage_.push_back(registered_or_plain(group_, padded_[b], &registered_bucket_bytes_));
+    weights_.push_back(sharded(b) ? registered_or_plain(group_, padded_[b], &registered_bucket_bytes_) : Tensor());
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
       offset_of_[static_cast<size_t>(plan_[b].params[j])] = plan_[b].offsets[j];

@@ -96,6 +96,10 @@ class DistributedDataParallel {
   // rank's owned part put together with the others' (for a checkpoint; the
   // optimizer itself keeps only its part). Collective when sharded.
   optim::OptimizerState gather_optimizer_state(const optim::Optimizer& opt);
+  // Bytes of the group's registered memory that hold the gradients (and, for
+  // a sharded step, the weights) themselves: a memory report counts them as
+  // those, not as communication buffers.
+  int64_t registered_bucket_bytes() const { return registered_bucket_bytes_; }
 
   // While alive, backward passes only accumulate gradients locally.
   class NoSync {
@@ -134,6 +138,7 @@ class DistributedDataParallel {
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
   std::vector<Tensor> storage_;        // per bucket, registered: this rank's gradients, then their average
   std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here
+  int64_t registered_bucket_bytes_ = 0;  // storage_ and weights_ in the group's registered memory
   std::vector<int> bucket_of_;         // parameter -> bucket
   std::vector<int64_t> offset_of_;     // parameter -> element offset in its bucket
   std::vector<int> pending_;           // per bucket: gradients still to arrive this step

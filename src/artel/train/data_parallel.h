@@ -47,7 +47,9 @@ class DataParallelStrategy : public Strategy {
   double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
   void barrier() override { group_->barrier()->wait(); }
   std::string describe_sync() const override { return ddp_->describe(); }
-  int64_t communication_bytes() const override { return group_->allocated_bytes(); }
+  int64_t communication_bytes() const override {
+    return group_->allocated_bytes() - ddp_->registered_bucket_bytes();  // the buckets are the gradients (and weights)
+  }
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*group_, mine); }
 
  protected:

@@ -7,8 +7,9 @@
 // activations: the most tensor bytes live during a step's forward and
 // backward above what was live before it, less what backward left allocated
 // (gradients) — the transient working set. communication: registered memory
-// the strategy's process groups handed out (gradient buckets, scalars); the
-// backends' own staging memory shows in peak resident.
+// of the strategy's process groups still held, beyond the buckets that are
+// the gradients (and a sharded step's weights) themselves; the backends' own
+// staging memory shows in peak resident.
 #pragma once
 
 #include <cstdint>

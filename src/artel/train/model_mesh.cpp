@@ -464,7 +464,7 @@ int64_t ModelMesh::communication_bytes() const {
   for (const auto& p : {g.world, g.tp, g.dp, g.replica, g.embedding, l.activations_from_prev, l.grads_to_prev,
                         l.activations_to_next, l.grads_from_next})
     if (p && seen.insert(p.get()).second) n += p->allocated_bytes();
-  return n;
+  return n - (ddp_ ? ddp_->registered_bucket_bytes() : 0);  // the buckets are the gradients (and weights)
 }
 
 void ModelMesh::describe_layout(Compatibility& compat) const {
