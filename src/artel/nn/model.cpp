@@ -12,20 +12,22 @@ Recompute parse_recompute(const std::string& name) {
   throw Error("unknown recompute mode '" + name + "'", "use none, selective or full");
 }
 
-bool Model::shares_modules(size_t piece) const {
-  for (size_t j = 0; j < plan_.pieces.size(); ++j)
-    if (j != piece)
-      for (const std::string& a : plan_.pieces[piece].modules)
-        for (const std::string& b : plan_.pieces[j].modules)
-          if (path_within(a, b) || path_within(b, a)) return true;
-  return false;
+void Model::set_plan(ParallelPlan plan) {
+  plan_ = std::move(plan);
+  const std::vector<Piece>& pieces = plan_.pieces;
+  shared_.assign(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    for (size_t j = i + 1; j < pieces.size(); ++j)
+      for (const std::string& a : pieces[i].modules)
+        for (const std::string& b : pieces[j].modules)
+          if (path_within(a, b) || path_within(b, a)) shared_[i] = shared_[j] = true;
 }
 
 Activations Model::run_pieces(size_t first, size_t last, Activations in) {
   ARTEL_CHECK(first <= last && last <= plan_.pieces.size(), "pieces [", first, ", ", last, ") of ", plan_.pieces.size());
   for (size_t i = first; i < last; ++i) {
     const Piece& piece = plan_.pieces[i];
-    if (recompute_ == Recompute::full && piece.layer && in.size() == 1 && !shares_modules(i)) {
+    if (recompute_ == Recompute::full && piece.layer && in.size() == 1 && !shared_[i]) {
       Variable out = autograd::checkpoint(
           [&piece](const Variable& x) {
             Activations o = piece.forward({x});

@@ -53,12 +53,11 @@ class Model : public Module {
   Activations run_pieces(size_t first, size_t last, Activations in);
 
  protected:
-  void set_plan(ParallelPlan plan) { plan_ = std::move(plan); }
+  void set_plan(ParallelPlan plan);
 
  private:
-  bool shares_modules(size_t piece) const;  // with another piece (a tied weight)
-
   ParallelPlan plan_;
+  std::vector<bool> shared_;  // per piece: uses a module another piece uses too (a tied weight)
   Recompute recompute_ = Recompute::none;
 };
 

@@ -81,6 +81,8 @@ void Trainer::start() {
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   optimizer_ = make_optimizer(cfg_, trained_);
+  for (const auto& [name, p] : trained_)  // fixed from here on
+    memory_.parameters += p.numel() * static_cast<int64_t>(dtype_size(p.value().dtype()));
   strategy_->attach(*optimizer_);
 
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
@@ -177,12 +179,10 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
     trace::Scope span("sync", "step", "compute");
     r.sync_ms = 1e3 * strategy_->sync_gradients();
   }
-  int64_t params = 0, grads = 0;
-  for (const auto& [name, p] : trained_) {
-    params += p.numel() * static_cast<int64_t>(dtype_size(p.value().dtype()));
+  int64_t grads = 0;
+  for (const auto& [name, p] : trained_)
     if (p.grad().defined()) grads += p.grad().numel() * static_cast<int64_t>(dtype_size(p.grad().dtype()));
-  }
-  memory_.keep_max({.parameters = params, .gradients = grads});
+  memory_.gradients = std::max(memory_.gradients, grads);
   r.loss = strategy_->reported_loss(local_loss);
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
@@ -215,9 +215,9 @@ Compatibility Trainer::compatibility() const {
 // Each token's logits come from the strategy: the whole model's forward, or
 // one through the shards (every worker of a mesh runs this).
 std::string Trainer::sample(int64_t chars) {
-  auto* text = dynamic_cast<const data::CharTextDataset*>(data_.get());
-  ARTEL_CHECK(text, "only a model trained on text can generate text, this is ", cfg_.model);
-  const data::CharVocab& vocab = text->vocab();
+  auto* corpus = dynamic_cast<const data::CharTextDataset*>(data_.get());
+  ARTEL_CHECK(corpus, "only a model trained on text can generate text, this is ", cfg_.model);
+  const data::CharVocab& vocab = corpus->vocab();
   std::vector<int64_t> prompt = {vocab.contains('\n') ? vocab.id('\n') : 0};
   Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
   autograd::NoGradGuard no_grad;
