@@ -116,29 +116,41 @@ TEST(DistributedDataParallel, UnusedParametersCountAsZeroWhenAllowed) {
   });
 }
 
-// Sharded (ZeRO stage 1): each rank updates its block of every bucket and the
-// weights are all-gathered. After a few SGD steps with momentum and clipping,
-// every rank holds the weights of the replicated step (clipping's norm is
-// summed in another order: float rounding only), and the gathered optimizer
-// state is the replicated one.
+// Sharded (ZeRO stages 1 and 2): each rank updates its block of every bucket
+// and the weights are all-gathered; stage 2 keeps only that block of the
+// averaged gradients, reducing every micro-step. After a few SGD steps of two
+// micro-steps with momentum and clipping, every rank holds the weights of the
+// replicated step (the norm and the micro-steps are summed in another order:
+// float rounding only), and the gathered optimizer state is the replicated one.
 TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
   Tensor x = randn({8, 3}, 9);
   for (int world : {2, 4}) {
     std::vector<std::vector<float>> replicated(4), sharded(4), momentum(4);
-    for (bool shard : {false, true}) {
+    for (int stage : {0, 1, 2}) {
+      const bool shard = stage >= 1;
       // 256 B of registered memory: the first buckets get it, the rest fall back to plain memory.
       comm::GroupOptions small;
       small.registered_bytes = 256;
       comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
         Net net(1);
         optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
-        DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets, .shard_optimizer = shard});
+        DistributedDataParallel ddp(net.params, pg,
+                                    {.buckets = kSmallBuckets, .shard_optimizer = shard, .shard_gradients = stage == 2});
         ddp.shard(opt);
-        const int64_t share = 8 / world;
+        const int64_t share = 8 / world, half = share / 2;
         for (int step = 0; step < 3; ++step) {
           opt.zero_grad();
-          net.loss(x.slice0(pg.rank() * share, (pg.rank() + 1) * share)).backward();
+          const int64_t first = pg.rank() * share;
+          {
+            auto local = ddp.no_sync();
+            net.loss(x.slice0(first, first + half)).backward(Tensor::full({}, 0.5f));
+          }
+          net.loss(x.slice0(first + half, first + share)).backward(Tensor::full({}, 0.5f));
           ddp.finish();
+          if (stage == 2) {  // no whole gradient is kept, only this rank's blocks
+            for (auto& [name, p] : net.params) EXPECT_FALSE(p.grad().defined()) << name;
+            EXPECT_LE(ddp.gradient_bytes(), 4 * (4 * 3 + 4 + 2 * 4 + 2) / world + 4 * 16 * 4);
+          }
           ddp.clip_grad_norm(0.05f);
           ddp.step(opt);
         }
@@ -153,13 +165,15 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
           if (!shard) continue;
           if (pg.rank() == world - 1) sharded[i] = w;  // the weights of the last rank, the one furthest from 0
           for (size_t j = 0; j < m.size(); ++j)  // every rank holds the whole state after the gather
-            EXPECT_NEAR(m[j], momentum[i][j], 1e-6f) << net.params[i].first << " momentum, rank " << pg.rank();
+            EXPECT_NEAR(m[j], momentum[i][j], 1e-6f) << net.params[i].first << " momentum, stage " << stage;
         }
       }, small);
+      if (!shard) continue;
+      for (size_t i = 0; i < 4; ++i)
+        for (size_t j = 0; j < replicated[i].size(); ++j)
+          EXPECT_NEAR(sharded[i][j], replicated[i][j], 1e-6f) << "param " << i << "[" << j << "] world " << world
+                                                              << " stage " << stage;
     }
-    for (size_t i = 0; i < 4; ++i)
-      for (size_t j = 0; j < replicated[i].size(); ++j)
-        EXPECT_NEAR(sharded[i][j], replicated[i][j], 1e-6f) << "param " << i << "[" << j << "] world " << world;
   }
 }
 

@@ -72,11 +72,10 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
   ARTEL_CHECK(options.eps >= 0, "AdamW: negative eps ", options.eps);
 }
 
-void AdamW::update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) {
-  const int64_t at = slot.owned.begin;
+void AdamW::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) {
   // The state holds the owned elements only (Optimizer::shard).
-  adamw_update(slot.param.value().data<float>() + at, grad.data<float>() + at, slot.buffers[0].data<float>(),
-               slot.buffers[1].data<float>(), slot.owned.size(), group.lr, group.weight_decay, options_, slot.steps);
+  adamw_update(value, grad, slot.buffers[0].data<float>(), slot.buffers[1].data<float>(), slot.owned.size(), group.lr,
+               group.weight_decay, options_, slot.steps);
 }
 
 }  // namespace artel::optim

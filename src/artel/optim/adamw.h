@@ -28,7 +28,7 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return options_; }
 
  protected:
-  void update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) override;
+  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) override;
 
  private:
   AdamWOptions options_;

@@ -40,7 +40,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
                   "' is not a float32 tensor");
       ARTEL_CHECK(names.insert(name).second, "optimizer: parameter '", name, "' appears twice",
                   " (hint: each parameter belongs to one group)");
-      slots_.push_back(Slot{name, p, g, 0, {}, {0, p.numel()}});
+      slots_.push_back(Slot{name, p, g, 0, {}, {0, p.numel()}, Tensor(), Tensor()});
     }
   }
 }
@@ -48,20 +48,32 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
 void Optimizer::step() {
   autograd::NoGradGuard no_grad;
   for (Slot& s : slots_) {
-    const Tensor& grad = s.param.grad();
+    const Tensor& grad = s.grad.defined() ? s.grad : s.param.grad();
     if (!grad.defined()) continue;
-    ARTEL_CHECK(grad.numel() == s.param.numel() && grad.dtype() == DType::f32, "optimizer: gradient of '", s.name,
-                "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
+    const bool whole = !s.grad.defined();
+    ARTEL_CHECK(!whole || (grad.numel() == s.param.numel() && grad.dtype() == DType::f32), "optimizer: gradient of '",
+                s.name, "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
     ++s.steps;
     if (s.owned.size() == 0) continue;  // another rank's: no state here
     bool first = s.buffers.empty();
     if (first)
       for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
-    update(s, groups_[s.group], grad, first);
+    float* value = s.value.defined() ? s.value.data<float>() : s.param.value().data<float>() + s.owned.begin;
+    update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), first);
   }
 }
 
-void Optimizer::shard(const std::map<std::string, ElementRange>& owned) {
+void Optimizer::shard(const std::map<std::string, ElementRange>& owned, const std::map<std::string, Tensor>& values,
+                      const std::map<std::string, Tensor>& grads) {
+  // A flat f32 tensor of the owned elements of `s`, or undefined when `parts` names none.
+  auto part_of = [](const std::map<std::string, Tensor>& parts, const std::string& name, ElementRange r,
+                    const char* what) {
+    auto it = parts.find(name);
+    if (it == parts.end()) return Tensor();
+    ARTEL_CHECK(it->second.numel() == r.size() && it->second.dtype() == DType::f32, "optimizer: shard() ", what,
+                " of '", name, "' has ", it->second.numel(), " elements, it owns ", r.size());
+    return it->second;
+  };
   ARTEL_CHECK(owned.size() == slots_.size(), "optimizer: shard() got ranges for ", owned.size(), " parameters, it has ",
               slots_.size());
   for (Slot& s : slots_) {
@@ -73,6 +85,8 @@ void Optimizer::shard(const std::map<std::string, ElementRange>& owned) {
     std::vector<Tensor> whole;  // state already there: re-cut to the new range
     for (const Tensor& b : s.buffers) whole.push_back(spread(b, s.owned, s.param.shape()));
     s.owned = r;
+    s.value = part_of(values, s.name, r, "value");
+    s.grad = part_of(grads, s.name, r, "gradient");
     s.buffers.clear();
     if (r.size() > 0)
       for (const Tensor& w : whole) s.buffers.push_back(w.view({-1}).slice0(r.begin, r.end).clone());

@@ -68,7 +68,13 @@ class Optimizer {
   // state). Step counts still advance for every parameter with a gradient,
   // so the ranks' parts put together are the unsharded state. The update is
   // elementwise, so the result is bit-identical to step().
-  void shard(const std::map<std::string, ElementRange>& owned);
+  // Stages that keep only their part of a tensor name it per parameter, as a
+  // flat tensor of the owned elements: `grads` (ZeRO stage 2 and 3) the
+  // gradient step() reads instead of the parameter's (the parameter then
+  // always counts as having one), `values` (stage 3, where a whole value
+  // exists only while gathered) what step() updates instead of the parameter.
+  void shard(const std::map<std::string, ElementRange>& owned, const std::map<std::string, Tensor>& values = {},
+             const std::map<std::string, Tensor>& grads = {});
   // The state tensors of one parameter ({} before its first update, or
   // owning nothing), in buffer_kinds() order: flat, the owned elements only;
   // they alias the optimizer's own.
@@ -99,11 +105,14 @@ class Optimizer {
     int64_t steps = 0;            // updates done so far (PyTorch's per-parameter state["step"])
     std::vector<Tensor> buffers;  // empty until the first update
     ElementRange owned;           // the elements step() updates (all, unless shard() said otherwise)
+    Tensor value;                 // when defined: the owned elements, flat, updated instead of the parameter's
+    Tensor grad;                  // when defined: the owned elements' gradient, read instead of the parameter's
   };
-  // Updates elements slot.owned of one parameter (never empty); slot.steps is
-  // already incremented and buffers exist (zero-filled on the first update;
-  // `first` says so).
-  virtual void update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) = 0;
+  // Updates the owned elements of one parameter (never none): `value` and
+  // `grad` point at them, slot.owned.size() each. slot.steps is already
+  // incremented and buffers exist (zero-filled on the first update; `first`
+  // says so).
+  virtual void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) = 0;
 
  private:
   std::vector<ParamGroup> groups_;

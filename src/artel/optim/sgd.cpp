@@ -63,11 +63,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
               "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-void Sgd::update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) {
-  const int64_t at = slot.owned.begin;
+void Sgd::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) {
   float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>();  // the owned elements only
-  sgd_update(slot.param.value().data<float>() + at, grad.data<float>() + at, buf, slot.owned.size(), group.lr,
-             group.weight_decay, options_, first);
+  sgd_update(value, grad, buf, slot.owned.size(), group.lr, group.weight_decay, options_, first);
 }
 
 }  // namespace artel::optim

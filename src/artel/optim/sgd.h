@@ -29,7 +29,7 @@ class Sgd : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  protected:
-  void update(Slot& slot, const ParamGroup& group, const Tensor& grad, bool first) override;
+  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) override;
 
  private:
   SgdOptions options_;

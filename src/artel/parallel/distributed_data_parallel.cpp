@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
 
 namespace artel::parallel {
@@ -12,6 +13,8 @@ namespace {
 
 // Sharded: each rank's block of a bucket starts on a 64-byte line.
 constexpr int64_t kBlockAlign = 16;
+// Sharded gradients: buckets being reduced at once, each holding its staging memory.
+constexpr size_t kStagedInFlight = 2;
 
 std::string kib_or_mib(int64_t bytes) {
   char s[32];
@@ -65,6 +68,21 @@ Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* re
 // the parts together before a checkpoint, which therefore stays the
 // unsharded one (any world size, sharded or not, can resume it).
 
+// Note [Sharded gradients]
+// ZeRO stage 2 keeps the stage-1 step and drops the whole gradients: a rank
+// holds only its block of each bucket's averaged gradient (grad_blocks_,
+// 1/N of them). Backward still produces each parameter's whole gradient;
+// as it becomes final it is copied into its bucket's staging memory (taken
+// when the bucket's first gradient arrives) and the parameter lets go of it.
+// A full bucket is reduce-scattered from there and, once done, its block is
+// added into grad_blocks_ and the staging memory given back; at most
+// kStagedInFlight buckets are in flight, so staging stays a couple of
+// buckets whatever the model's size. The optimizer reads the blocks
+// (Optimizer::shard's grads). Accumulation over micro-steps cannot keep a
+// whole gradient either, so every micro-step is reduced and the blocks sum
+// them: the average of sums becomes the sum of averages, equal up to float
+// rounding.
+
 DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group,
                                                  const DdpOptions& opts)
     : params_(std::move(params)), group_(group), opts_(opts) {
@@ -90,13 +108,18 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     const int64_t quantum = sharded(b) ? kBlockAlign * group_.size() : 1;
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);
     // zeroed: the padding takes part in the reductions
-    storage_.push_back(registered_or_plain(group_, padded_[b], &registered_bucket_bytes_));
+    storage_.push_back(staged(b) ? Tensor() : registered_or_plain(group_, padded_[b], &registered_bucket_bytes_));
     weights_.push_back(sharded(b) ? registered_or_plain(group_, padded_[b], &registered_bucket_bytes_) : Tensor());
+    grad_blocks_.push_back(staged(b) ? Tensor::zeros({padded_[b] / group_.size()}) : Tensor());
     for (size_t j = 0; j < plan_[b].params.size(); ++j) {
       bucket_of_[static_cast<size_t>(plan_[b].params[j])] = static_cast<int>(b);
       offset_of_[static_cast<size_t>(plan_[b].params[j])] = plan_[b].offsets[j];
     }
   }
+  ARTEL_CHECK(!opts_.shard_gradients || kept.empty(), "sharded gradients keep no whole gradient, and ",
+              params_[static_cast<size_t>(kept.empty() ? 0 : kept[0])].first,
+              " needs one (a weight tied across pipeline stages): use --zero 1 with --pp");
+  block_fresh_.assign(plan_.size(), true);
   pending_.resize(plan_.size());
   work_.resize(plan_.size());
   arrived_.assign(params_.size(), false);
@@ -106,7 +129,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t i = 0; i < params_.size(); ++i) {
     int index = static_cast<int>(i);
     params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); });
-    params_[i].second.set_grad_destination(slice_of(storage_, i));
+    if (!staged(static_cast<size_t>(bucket_of_[i]))) params_[i].second.set_grad_destination(slice_of(storage_, i));
   }
 }
 
@@ -144,7 +167,8 @@ std::string DistributedDataParallel::describe() const {
                   (plan_.size() == 1 ? "" : "s") + ":";
   for (size_t b = 0; b < plan_.size(); ++b)
     s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "");
-  if (sharded()) s += "; optimizer sharded over " + std::to_string(group_.size()) + " ranks";
+  if (sharded()) s += std::string(opts_.shard_gradients ? "; optimizer and gradients" : "; optimizer") +
+                     " sharded over " + std::to_string(group_.size()) + " ranks";
   return s;
 }
 
@@ -161,16 +185,50 @@ optim::ElementRange DistributedDataParallel::block_of(size_t b) const {
 }
 
 void DistributedDataParallel::on_grad_ready(int param) {
-  if (!sync_) return;
+  if (!sync_ && !opts_.shard_gradients) return;
   size_t i = static_cast<size_t>(param);
-  const Tensor& g = params_[i].second.grad();
-  if (!g.defined()) return;  // no gradient reached it: finish() reports or zero-fills it
-  int b = bucket_of_[i];
-  float* slot = storage_[static_cast<size_t>(b)].data<float>() + offset_of_[i];
-  if (g.raw() != slot) std::memcpy(slot, g.raw(), g.nbytes());  // else written in place by backward
+  autograd::Variable& p = params_[i].second;
+  if (!p.grad().defined()) return;  // no gradient reached it: finish() reports or zero-fills it
+  const size_t b = static_cast<size_t>(bucket_of_[i]);
+  float* slot = staging_slot(i);
+  if (p.grad().raw() != slot) std::memcpy(slot, p.grad().raw(), p.grad().nbytes());  // else written in place by backward
+  if (staged(b)) p.zero_grad();  // Note [Sharded gradients]: the whole gradient is not kept
   arrived_[i] = true;
-  --pending_[static_cast<size_t>(b)];
+  --pending_[b];
   launch_ready_buckets();
+}
+
+float* DistributedDataParallel::staging_slot(size_t param) {
+  const size_t b = static_cast<size_t>(bucket_of_[param]);
+  if (staged(b) && !storage_[b].defined()) {
+    if (work_[b]) complete(b);  // the previous micro-step's reduction of this bucket
+    storage_[b] = registered_or_plain(group_, padded_[b]);
+  }
+  return storage_[b].data<float>() + offset_of_[param];
+}
+
+void DistributedDataParallel::complete(size_t b) {
+  work_[b]->wait();
+  work_[b].reset();
+  if (!staged(b)) return;
+  const optim::ElementRange block = block_of(b);
+  const float* averaged = storage_[b].data<float>() + block.begin;
+  float* into = grad_blocks_[b].data<float>();
+  if (block_fresh_[b]) std::memcpy(into, averaged, static_cast<size_t>(block.size()) * sizeof(float));
+  else kernels::add_into(into, averaged, block.size());
+  block_fresh_[b] = false;
+  storage_[b] = Tensor();
+  in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), b));
+}
+
+int64_t DistributedDataParallel::gradient_bytes() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < plan_.size(); ++b) n += staged(b) ? grad_blocks_[b].numel() : padded_[b];
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
+float* DistributedDataParallel::averaged_block(size_t b) const {
+  return staged(b) ? static_cast<float*>(grad_blocks_[b].raw()) : static_cast<float*>(storage_[b].raw()) + block_of(b).begin;
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
@@ -180,50 +238,67 @@ void DistributedDataParallel::launch_ready_buckets() {
       const optim::ElementRange block = block_of(b);
       work_[b] = group_.reduce_scatter(storage_[b], storage_[b].slice0(block.begin, block.end),
                                        {.op = comm::ReduceOp::avg});
+      if (staged(b)) {
+        in_flight_.push_back(b);
+        if (in_flight_.size() > kStagedInFlight) complete(in_flight_.front());
+      }
     } else {
       work_[b] = group_.all_reduce(storage_[b], {.op = comm::ReduceOp::avg});
     }
   }
 }
 
-std::chrono::duration<double> DistributedDataParallel::finish() {
-  auto start = Clock::now();
+void DistributedDataParallel::complete_arrivals() {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (arrived_[i]) continue;
     ARTEL_CHECK(opts_.allow_unused_parameters, "parameter '", params_[i].first,
                 "' received no gradient in this step, so its all-reduce would never start",
                 " (hint: make it take part in the loss, or allow unused parameters)");
-    size_t b = static_cast<size_t>(bucket_of_[i]);
-    std::memset(storage_[b].data<float>() + offset_of_[i], 0, params_[i].second.value().nbytes());
+    std::memset(staging_slot(i), 0, params_[i].second.value().nbytes());
     arrived_[i] = true;
-    --pending_[b];
+    --pending_[static_cast<size_t>(bucket_of_[i])];
   }
   launch_ready_buckets();
+  for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
+  arrived_.assign(params_.size(), false);
+  next_launch_ = 0;
+}
+
+void DistributedDataParallel::end_micro_step() {
+  complete_arrivals();  // the reductions run on; the next micro-step's gradients queue behind them
+}
+
+std::chrono::duration<double> DistributedDataParallel::finish() {
+  auto start = Clock::now();
+  complete_arrivals();
   for (size_t b = 0; b < plan_.size(); ++b) {
-    work_[b]->wait();
-    work_[b].reset();
-    pending_[b] = static_cast<int>(plan_[b].params.size());
+    if (work_[b]) complete(b);
+    block_fresh_[b] = true;  // the next step's first reduction starts the block over
+    if (staged(b)) continue;  // the optimizer reads the block (shard())
     for (int param : plan_[b].params) {
-      size_t i = static_cast<size_t>(param);
       // The averaged gradient is read in place from the bucket (no copy back).
-      params_[i].second.set_grad(slice_of(storage_, i));
-      arrived_[i] = false;
+      params_[static_cast<size_t>(param)].second.set_grad(slice_of(storage_, static_cast<size_t>(param)));
     }
   }
-  next_launch_ = 0;
   return Clock::now() - start;
 }
 
 void DistributedDataParallel::shard(optim::Optimizer& opt) {
   if (!sharded()) return;
   std::map<std::string, optim::ElementRange> owned;
+  std::map<std::string, Tensor> grads;  // staged buckets: the gradient blocks (Note [Sharded gradients])
   for (size_t i = 0; i < params_.size(); ++i) {
-    const optim::ElementRange block = block_of(static_cast<size_t>(bucket_of_[i]));
+    const size_t b = static_cast<size_t>(bucket_of_[i]);
+    const optim::ElementRange block = block_of(b);
     const int64_t off = offset_of_[i], n = params_[i].second.numel();
     const int64_t begin = std::clamp(block.begin - off, int64_t{0}, n);
-    owned[params_[i].first] = {begin, std::clamp(block.end - off, begin, n)};
+    const optim::ElementRange r{begin, std::clamp(block.end - off, begin, n)};
+    owned[params_[i].first] = r;
+    if (staged(b))
+      grads[params_[i].first] = r.size() == 0 ? grad_blocks_[b].slice0(0, 0)
+                                              : grad_blocks_[b].slice0(off + r.begin - block.begin, off + r.end - block.begin);
   }
-  opt.shard(owned);
+  opt.shard(owned, {}, grads);
 }
 
 std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt) {
@@ -252,7 +327,7 @@ std::vector<optim::GradSpan> DistributedDataParallel::averaged_gradients(bool co
       const size_t i = static_cast<size_t>(plan_[b].params[j]);
       const int64_t off = plan_[b].offsets[j], n = params_[i].second.numel();
       const int64_t begin = std::clamp(block.begin - off, int64_t{0}, n), end = std::clamp(block.end - off, begin, n);
-      if (end > begin) spans.push_back({params_[i].first, static_cast<float*>(storage_[b].raw()) + off + begin, end - begin});
+      if (end > begin) spans.push_back({params_[i].first, averaged_block(b) + (off + begin - block.begin), end - begin});
     }
   }
   return spans;

@@ -12,13 +12,16 @@
 // autograd/variable.h): ops that can write a gradient in place (Linear's
 // weight and bias) put it straight into the bucket; others are copied in.
 //
-// Two ways to take the step (Note [Sharded optimizer step]):
+// Three ways to take the step (Note [Sharded optimizer step]):
 // - replicated (PyTorch's DDP): each bucket is all-reduced, and every rank
 //   runs the whole optimizer step;
 // - sharded (DdpOptions::shard_optimizer, DeepSpeed's ZeRO stage 1): each
 //   bucket is reduce-scattered, every rank updates only its block of the
 //   bucket, and the new weights are all-gathered. Same bytes moved, 1/N of
-//   the optimizer's work per rank, and bit-identical weights.
+//   the optimizer's work per rank, and bit-identical weights;
+// - sharded gradients too (DdpOptions::shard_gradients, ZeRO stage 2): as
+//   stage 1, but a rank keeps only its block of the averaged gradients
+//   (Note [Sharded gradients]): 1/N of the gradient memory.
 //
 //   DistributedDataParallel ddp(model.named_parameters(), *pg, {});
 //   ddp.shard(optimizer);       // once: which elements this rank updates
@@ -53,6 +56,10 @@ struct DdpOptions {
   // Reduce-scatter the gradients, update this rank's block, all-gather the
   // weights (ZeRO stage 1) instead of all-reducing and updating everything.
   bool shard_optimizer = false;
+  // With shard_optimizer: keep only this rank's block of the averaged
+  // gradients (ZeRO stage 2). Every micro-step's backward is then reduced,
+  // under no_sync() too, and the blocks accumulate.
+  bool shard_gradients = false;
   // With shard_optimizer: parameters whose step stays replicated, in a bucket
   // of their own that is all-reduced and updated whole on every rank — a
   // weight tied across pipeline stages, whose averaged gradient is summed
@@ -100,12 +107,20 @@ class DistributedDataParallel {
   // a sharded step, the weights) themselves: a memory report counts them as
   // those, not as communication buffers.
   int64_t registered_bucket_bytes() const { return registered_bucket_bytes_; }
+  // Bytes of averaged gradients this rank keeps: every bucket, or (sharded
+  // gradients) its blocks of them.
+  int64_t gradient_bytes() const;
 
-  // While alive, backward passes only accumulate gradients locally.
+  // While alive, backward passes only accumulate gradients locally (with
+  // sharded gradients: are reduced and accumulate in the blocks, as a whole
+  // gradient is never kept; the guard then marks a micro-step's end).
   class NoSync {
    public:
     explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.sync_ = false; }
-    ~NoSync() { ddp_.sync_ = true; }
+    ~NoSync() {
+      ddp_.sync_ = true;
+      if (ddp_.opts_.shard_gradients) ddp_.end_micro_step();
+    }
     NoSync(const NoSync&) = delete;
     NoSync& operator=(const NoSync&) = delete;
 
@@ -122,7 +137,21 @@ class DistributedDataParallel {
  private:
   bool sharded() const { return opts_.shard_optimizer; }
   bool sharded(size_t bucket) const { return sharded() && !replicated_[bucket]; }
+  // ZeRO stage 2 for this bucket: its gradients pass through staging and only the block stays.
+  bool staged(size_t bucket) const { return opts_.shard_gradients && sharded(bucket); }
   void on_grad_ready(int param);
+  // Where parameter `param`'s gradient goes in its bucket (a staged bucket's
+  // staging memory is taken here when it has none).
+  float* staging_slot(size_t param);
+  // Every parameter's gradient has arrived (unused ones zero-filled or
+  // refused) and every bucket is launched; then the counts start over.
+  void complete_arrivals();
+  void end_micro_step();
+  // Waits for bucket b's reduction; a staged bucket's block is added to its
+  // gradient block and the staging memory given back.
+  void complete(size_t b);
+  // This rank's averaged gradients of bucket b, from the block's first element.
+  float* averaged_block(size_t b) const;
   // The parameter's elements in a flat per-bucket tensor (its gradient in storage_).
   Tensor slice_of(const std::vector<Tensor>& flat, size_t param) const;
   // Elements [begin, end) of bucket b this rank reduces and updates (sharded).
@@ -137,7 +166,11 @@ class DistributedDataParallel {
   std::vector<bool> replicated_;       // per bucket: all-reduced and stepped whole even when sharded
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
   std::vector<Tensor> storage_;        // per bucket, registered: this rank's gradients, then their average
+                                       // (staged: only while the bucket is being reduced)
   std::vector<Tensor> weights_;        // sharded: per bucket, registered; the parameters' values live here
+  std::vector<Tensor> grad_blocks_;    // staged: per bucket, this rank's block of the averaged gradients
+  std::vector<bool> block_fresh_;      // staged: the next reduction starts the block over (a new step)
+  std::vector<size_t> in_flight_;      // staged buckets whose reduction runs, oldest first
   int64_t registered_bucket_bytes_ = 0;  // storage_ and weights_ in the group's registered memory
   std::vector<int> bucket_of_;         // parameter -> bucket
   std::vector<int64_t> offset_of_;     // parameter -> element offset in its bucket

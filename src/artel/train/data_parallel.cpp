@@ -18,6 +18,7 @@ nn::NamedParameters DataParallelStrategy::build(nn::Model& model, const data::Da
                                                 const std::string& init) {
   nn::NamedParameters params = Strategy::build(model, data, seed, init);
   opts_.shard_optimizer = opts_.shard_optimizer && group_->size() > 1;
+  opts_.shard_gradients = opts_.shard_gradients && opts_.shard_optimizer;
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(params, *group_, opts_);
   return params;
 }
@@ -43,7 +44,8 @@ double DataParallelStrategy::reported_loss(double local) {
 DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,
                                        parallel::DdpOptions ddp)
     : group_(std::move(group)) {
-  ddp.shard_optimizer = cfg.zero == 1;
+  ddp.shard_optimizer = cfg.zero >= 1;
+  ddp.shard_gradients = cfg.zero >= 2;
   strategy_ = std::make_unique<DataParallelStrategy>(group_, std::move(ddp));
   trainer_ = std::make_unique<Trainer>(std::move(cfg), run, strategy_.get());
 }

@@ -47,6 +47,7 @@ class DataParallelStrategy : public Strategy {
   double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
   void barrier() override { group_->barrier()->wait(); }
   std::string describe_sync() const override { return ddp_->describe(); }
+  int64_t gradient_bytes() const override { return ddp_->gradient_bytes(); }
   int64_t communication_bytes() const override {
     return group_->allocated_bytes() - ddp_->registered_bucket_bytes();  // the buckets are the gradients (and weights)
   }

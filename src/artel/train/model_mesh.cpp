@@ -189,13 +189,14 @@ std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
   return parallel::layers_of(layers_, stages_);
 }
 
-// ZeRO-1 over the data-parallel group (--zero 1) as for data parallelism
+// ZeRO-1 / 2 over the data-parallel group (--zero) as for data parallelism
 // alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
 // averaged gradient is summed with the other stage's copy, whole.
 void ModelMesh::attach(optim::Optimizer& optimizer) {
   if (!groups_.dp) return;
   parallel::DdpOptions opts = ddp_options_;
-  opts.shard_optimizer = cfg_.zero == 1;
+  opts.shard_optimizer = cfg_.zero >= 1;
+  opts.shard_gradients = cfg_.zero >= 2;
   opts.replicate = [this](const std::string& name) { return shard_->placement(name).stages.size() > 1; };
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(shard_->parameters(), *groups_.dp, opts);
   ddp_->shard(optimizer);

@@ -80,6 +80,7 @@ class ModelMesh : public Strategy {
   std::vector<float> next_token_logits(const Tensor& ids) override;  // through the pipeline and tp ranks
   std::string describe() const override;
   std::string describe_sync() const override { return ddp_ ? ddp_->describe() : ""; }
+  int64_t gradient_bytes() const override { return ddp_ ? ddp_->gradient_bytes() : Strategy::gradient_bytes(); }
   int64_t communication_bytes() const override;  // over all of this worker's groups
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*groups_.world, mine); }
 

@@ -73,6 +73,13 @@ std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
   return std::vector<float>(last, last + V);
 }
 
+int64_t Strategy::gradient_bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : params_)
+    if (p.grad().defined()) n += p.grad().numel() * static_cast<int64_t>(dtype_size(p.grad().dtype()));
+  return n;
+}
+
 std::vector<MemoryReport> Strategy::gather_over(comm::ProcessGroup& world, const MemoryReport& mine) {
   const std::vector<int64_t> v = mine.values();
   const auto n = static_cast<int64_t>(v.size());

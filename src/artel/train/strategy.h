@@ -94,6 +94,8 @@ class Strategy {
   // Lines for the start of the run ("" = none): the layout, gradient synchronisation.
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }
+  // Bytes of gradients this worker holds after sync_gradients() (MemoryReport::gradients).
+  virtual int64_t gradient_bytes() const;
   // Registered memory this worker's process groups handed out (MemoryReport::communication).
   virtual int64_t communication_bytes() const { return 0; }
   // Every worker's report, in rank order, on the reporter (collective).

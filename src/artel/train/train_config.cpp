@@ -54,7 +54,7 @@ const std::vector<Field>& fields() {
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
       {"bucket_mb", &TrainConfig::bucket_mb, "data parallelism: MiB of gradients per all-reduce bucket (PyTorch's bucket_cap_mb)"},
       {"first_bucket_mb", &TrainConfig::first_bucket_mb, "data parallelism: MiB of the first bucket, small so that communication starts early in backward"},
-      {"zero", &TrainConfig::zero, "data parallelism: 1 = shard the optimizer step, each worker updates 1/N of the weights (DeepSpeed's ZeRO stage 1); 0 = every worker runs the whole step (PyTorch's DDP); same weights"},
+      {"zero", &TrainConfig::zero, "data parallelism's ZeRO stage: 0 = every worker runs the whole step (PyTorch's DDP); 1 = each worker updates 1/N of the weights (optimizer state sharded); 2 = and keeps 1/N of the gradients; 3 = and of the weights, gathered unit by unit when used (FSDP); same weights"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
@@ -171,7 +171,7 @@ void TrainConfig::validate() const {
   check_range("epochs", epochs >= 0, ">= 0", static_cast<double>(epochs));
   check_range("batch_size", batch_size >= 1, ">= 1", static_cast<double>(batch_size));
   check_range("accum", accum >= 1 && accum <= 4096, "in [1, 4096]", static_cast<double>(accum));
-  check_range("zero", zero == 0 || zero == 1, "0 or 1", zero);
+  check_range("zero", zero >= 0 && zero <= 3, "0, 1, 2 or 3", static_cast<double>(zero));
   check_range("bucket_mb", std::isfinite(bucket_mb) && bucket_mb > 0 && bucket_mb <= 4096, "in (0, 4096]", bucket_mb);
   check_range("first_bucket_mb", std::isfinite(first_bucket_mb) && first_bucket_mb > 0 && first_bucket_mb <= 4096,
               "in (0, 4096]", first_bucket_mb);
@@ -204,6 +204,11 @@ void TrainConfig::validate() const {
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
   if (!model_parallel()) return;
+  if (zero >= 2 && pp > 1)
+    throw Error(detail::concat("--zero ", zero, " with --pp ", pp, ": a pipeline accumulates whole gradients over its "
+                               "micro-batches, and ZeRO stages 2 and 3 keep only a shard of them (DeepSpeed refuses "
+                               "the same)"),
+                "use --zero 1 with --pp, or --zero 2 / 3 with data parallelism and --tp");
   if (accum > 1)
     throw Error("--accum " + std::to_string(accum) + " together with --tp / --pp / --micro-batches",
                 "with model parallelism, split the batch with --micro-batches instead");

@@ -66,10 +66,14 @@ struct TrainConfig {
   // each all-reduced as soon as its gradients are final during backward
   double bucket_mb = 25.0;          // MiB per bucket, > 0 (PyTorch's bucket_cap_mb)
   double first_bucket_mb = 1.0;     // MiB of the first bucket, > 0: small, so communication starts early
-  // 1: each worker updates 1/N of the weights and they are all-gathered (DeepSpeed's
-  // ZeRO stage 1, Note [Sharded optimizer step]); 0: every worker runs the whole
-  // step (PyTorch's DDP). Same weights either way. With --tp / --pp: over the
-  // mesh's data-parallel ranks.
+  // DeepSpeed's ZeRO stages over the data-parallel ranks (with --tp / --pp: the
+  // mesh's). 0: every worker runs the whole step (PyTorch's DDP); 1: each
+  // updates 1/N of the weights, which are all-gathered (Note [Sharded optimizer
+  // step]); 2: and keeps only 1/N of the averaged gradients (Note [Sharded
+  // gradients]); 3: and of the weights, gathered unit by unit when used
+  // (FSDP, parallel/fully_sharded.h). Same weights, up to float rounding.
+  // 2 and 3 refuse --pp (a pipeline accumulates whole gradients over its
+  // micro-batches), as DeepSpeed does.
   int64_t zero = 1;
 
   // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)

@@ -179,10 +179,7 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
     trace::Scope span("sync", "step", "compute");
     r.sync_ms = 1e3 * strategy_->sync_gradients();
   }
-  int64_t grads = 0;
-  for (const auto& [name, p] : trained_)
-    if (p.grad().defined()) grads += p.grad().numel() * static_cast<int64_t>(dtype_size(p.grad().dtype()));
-  memory_.gradients = std::max(memory_.gradients, grads);
+  memory_.gradients = std::max(memory_.gradients, strategy_->gradient_bytes());
   r.loss = strategy_->reported_loss(local_loss);
   if (!std::isfinite(r.loss))
     throw Error("loss is " + std::string(std::isnan(r.loss) ? "NaN" : "infinite") + " at step " + std::to_string(k) +
