@@ -36,16 +36,26 @@ constexpr size_t kAlignment = 64;
   return true;
 }();
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+namespace {
+
+// 64-byte aligned bytes, or the one-line out-of-memory error.
+void* aligned_bytes(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
   if (!p) {
     char what[160];
     std::snprintf(what, sizeof what, "out of memory: allocating a tensor of %.2f MiB with %.2f MiB of tensors held",
                   static_cast<double>(nbytes) / (1 << 20), static_cast<double>(live_tensor_bytes()) / (1 << 20));
-    throw Error(what, "hold less per worker: --zero 1 (the optimizer state sharded), --recompute full (activations), "
-                      "a smaller --batch-size, or more workers with --pp / --tp");
+    throw Error(what, "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute "
+                      "full (activations), a smaller --batch-size, or more workers");
   }
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+  void* p = aligned_bytes(nbytes);
   // Counted here and in the release, so wrapped (foreign) memory never is.
   const auto counted = static_cast<int64_t>(nbytes);
   detail::note_tensor_alloc(counted);
@@ -59,7 +69,25 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, std::move(release)));
 }
 
+std::shared_ptr<Storage> Storage::releasable(size_t nbytes) {
+  std::shared_ptr<Storage> s(new Storage(nullptr, nbytes, {}));
+  s->releasable_ = true;
+  return s;
+}
+
+void Storage::reacquire() {
+  ARTEL_CHECK(releasable_, "reacquire() of a storage that is not releasable");
+  if (!data_) data_ = static_cast<std::byte*>(aligned_bytes(nbytes_));
+}
+
+void Storage::release() {
+  ARTEL_CHECK(releasable_, "release() of a storage that is not releasable");
+  std::free(data_);
+  data_ = nullptr;
+}
+
 Storage::~Storage() {
+  if (releasable_) std::free(data_);
   if (release_) release_();
 }
 

@@ -32,6 +32,14 @@ class Storage {
   static std::shared_ptr<Storage> allocate(size_t nbytes);
   // Memory owned elsewhere; `release` (may be empty) runs when the last user lets go.
   static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::function<void()> release);
+  // Bytes that come and go while the Storage stays (FSDP's gathered
+  // parameters; PyTorch's storage().resize_(0)): made without bytes; every
+  // view of it, and every tensor a graph saved, keeps this Storage and reads
+  // the bytes again once reacquire()d. Its owner accounts for them: they are
+  // not in live_tensor_bytes().
+  static std::shared_ptr<Storage> releasable(size_t nbytes);
+  void reacquire();  // takes fresh (uninitialised) bytes if it has none
+  void release();    // gives the bytes back; data() is null until reacquire()
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -44,6 +52,7 @@ class Storage {
   std::byte* data_;
   size_t nbytes_;
   std::function<void()> release_;
+  bool releasable_ = false;
 };
 
 class Tensor {

@@ -26,21 +26,24 @@ void Model::set_plan(ParallelPlan plan) {
 Activations Model::run_pieces(size_t first, size_t last, Activations in) {
   ARTEL_CHECK(first <= last && last <= plan_.pieces.size(), "pieces [", first, ", ", last, ") of ", plan_.pieces.size());
   for (size_t i = first; i < last; ++i) {
-    const Piece& piece = plan_.pieces[i];
-    if (recompute_ == Recompute::full && piece.layer && in.size() == 1 && !shared_[i]) {
-      Variable out = autograd::checkpoint(
-          [&piece](const Variable& x) {
-            Activations o = piece.forward({x});
-            ARTEL_CHECK(o.size() == 1, "recompute: piece ", piece.name, " returned ", o.size(), " tensors, not one");
-            return o[0];
-          },
-          in[0], dropout_rng());
-      in = {out};
-      continue;
-    }
-    in = piece.forward(in);
+    if (hooks_) hooks_->before_forward(i);
+    in = run_piece(i, std::move(in));
+    if (hooks_) in = hooks_->after_forward(i, std::move(in));
   }
   return in;
+}
+
+Activations Model::run_piece(size_t i, Activations in) {
+  const Piece& piece = plan_.pieces[i];
+  if (recompute_ != Recompute::full || !piece.layer || in.size() != 1 || shared_[i]) return piece.forward(in);
+  Variable out = autograd::checkpoint(
+      [&piece](const Variable& x) {
+        Activations o = piece.forward({x});
+        ARTEL_CHECK(o.size() == 1, "recompute: piece ", piece.name, " returned ", o.size(), " tensors, not one");
+        return o[0];
+      },
+      in[0], dropout_rng());
+  return {out};
 }
 
 Variable Model::forward(const Tensor& input) {

@@ -34,6 +34,17 @@ namespace artel::nn {
 enum class Recompute { none, selective, full };
 Recompute parse_recompute(const std::string& name);  // "none" | "selective" | "full"
 
+// Called around every piece run_pieces runs: how ZeRO-3 gathers a piece's
+// weights just before its forward and frees them after
+// (parallel/fully_sharded.h).
+class PieceHooks {
+ public:
+  virtual ~PieceHooks() = default;
+  virtual void before_forward(size_t piece) = 0;
+  // The piece's outputs, which the hook may wrap (for their backward).
+  virtual Activations after_forward(size_t piece, Activations out) = 0;
+};
+
 class Model : public Module {
  public:
   // The input (ids, images, ...) -> logits, with the graph recorded. By
@@ -51,14 +62,19 @@ class Model : public Module {
   // layer piece of one input and one output whose modules no other piece
   // uses is recomputed during backward (autograd/checkpoint.h).
   Activations run_pieces(size_t first, size_t last, Activations in);
+  // Hooks around each piece from now on (null: none). The model does not own them.
+  void set_piece_hooks(PieceHooks* hooks) { hooks_ = hooks; }
 
  protected:
   void set_plan(ParallelPlan plan);
 
  private:
+  Activations run_piece(size_t i, Activations in);  // recomputed or not
+
   ParallelPlan plan_;
   std::vector<bool> shared_;  // per piece: uses a module another piece uses too (a tied weight)
   Recompute recompute_ = Recompute::none;
+  PieceHooks* hooks_ = nullptr;
 };
 
 // A piece made of one Layer registered at `path` (the model owns the layer).

@@ -84,6 +84,7 @@ class SafetensorsReader {
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
   Tensor read(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
 
  private:
   struct Entry {

@@ -200,10 +200,8 @@ void DistributedDataParallel::on_grad_ready(int param) {
 
 float* DistributedDataParallel::staging_slot(size_t param) {
   const size_t b = static_cast<size_t>(bucket_of_[param]);
-  if (staged(b) && !storage_[b].defined()) {
-    if (work_[b]) complete(b);  // the previous micro-step's reduction of this bucket
-    storage_[b] = registered_or_plain(group_, padded_[b]);
-  }
+  if (staged(b) && work_[b]) complete(b);  // the previous micro-step's reduction of this bucket
+  if (staged(b) && !storage_[b].defined()) storage_[b] = registered_or_plain(group_, padded_[b]);
   return storage_[b].data<float>() + offset_of_[param];
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "artel/core/trace.h"
+#include "artel/train/fully_sharded_strategy.h"
 #include "artel/train/trace_gather.h"
 
 namespace artel::train {
@@ -46,7 +47,15 @@ DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::sha
     : group_(std::move(group)) {
   ddp.shard_optimizer = cfg.zero >= 1;
   ddp.shard_gradients = cfg.zero >= 2;
-  strategy_ = std::make_unique<DataParallelStrategy>(group_, std::move(ddp));
+  if (cfg.zero == 3 && group_->size() > 1 && (cfg.checkpoint_every > 0 || run.resume))
+    throw Error("--zero 3 writes no checkpoints yet: each worker would have to write its own shard",
+                "use --zero 2 for a run that checkpoints");
+  if (cfg.zero == 3 && group_->size() > 1)
+    strategy_ = std::make_unique<FullyShardedStrategy>(
+        group_, parallel::FsdpOptions{.reshard_after_forward = cfg.reshard_after_forward,
+                                      .allow_unused_parameters = ddp.allow_unused_parameters});
+  else
+    strategy_ = std::make_unique<DataParallelStrategy>(group_, std::move(ddp));
   trainer_ = std::make_unique<Trainer>(std::move(cfg), run, strategy_.get());
 }
 

@@ -3,8 +3,10 @@
 // averages the gradients over the process group (buckets in the backend's
 // registered memory, all-reduces overlapping backward), the reported loss is
 // the mean over workers, and only rank 0 prints and writes files. With
-// --zero 1 the optimizer step is sharded over the workers. With --trace FILE,
-// rank 0 writes every worker's compute and communication as a Chrome trace.
+// --zero 1 the optimizer step is sharded over the workers, with --zero 2 the
+// gradients too; --zero 3 is FullyShardedStrategy (fully_sharded_strategy.h).
+// With --trace FILE, rank 0 writes every worker's compute and communication
+// as a Chrome trace.
 //
 // Dropout: every worker starts from the same generator state and draws the
 // same masks for its rows, so with dropout > 0 a data-parallel run is a valid
@@ -46,7 +48,7 @@ class DataParallelStrategy : public Strategy {
   void clip_grad_norm(float max_norm) override { ddp_->clip_grad_norm(max_norm); }
   double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
   void barrier() override { group_->barrier()->wait(); }
-  std::string describe_sync() const override { return ddp_->describe(); }
+  std::string describe_sync() const override { return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)"; }
   int64_t gradient_bytes() const override { return ddp_->gradient_bytes(); }
   int64_t communication_bytes() const override {
     return group_->allocated_bytes() - ddp_->registered_bucket_bytes();  // the buckets are the gradients (and weights)
@@ -60,8 +62,10 @@ class DataParallelStrategy : public Strategy {
     return ddp_->gather_optimizer_state(optimizer);
   }
 
- private:
+ protected:
   std::shared_ptr<comm::ProcessGroup> group_;
+
+ private:
   parallel::DdpOptions opts_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   Tensor scalar_;       // the loss being averaged, in registered memory

@@ -94,12 +94,7 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
     // Only the tensors this worker holds parts of are read, one at a time.
     const nn::SafetensorsReader file(init);
     const std::map<std::string, std::string> aliases = model.aliases();
-    shard_->load([&](const std::string& name) {
-      if (file.contains(name)) return file.read(name);
-      for (const auto& [alias, target] : aliases)
-        if (target == name && file.contains(alias)) return file.read(alias);
-      throw Error("--init " + init + " has no tensor " + name, "pass weights saved from the same model");
-    });
+    shard_->load([&](const std::string& name) { return read_init(file, aliases, name); });
   }
   model.train(true);
   executor_ = std::make_unique<parallel::PipelineExecutor>(stage, P, groups_.links);

@@ -79,7 +79,9 @@ class ModelMesh : public Strategy {
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
   std::vector<float> next_token_logits(const Tensor& ids) override;  // through the pipeline and tp ranks
   std::string describe() const override;
-  std::string describe_sync() const override { return ddp_ ? ddp_->describe() : ""; }
+  std::string describe_sync() const override {
+    return ddp_ ? ddp_->describe() + " (--first-bucket-mb, --bucket-mb)" : "";
+  }
   int64_t gradient_bytes() const override { return ddp_ ? ddp_->gradient_bytes() : Strategy::gradient_bytes(); }
   int64_t communication_bytes() const override;  // over all of this worker's groups
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*groups_.world, mine); }

@@ -73,6 +73,20 @@ std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
   return std::vector<float>(last, last + V);
 }
 
+Tensor Strategy::read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,
+                           const std::string& name) {
+  if (file.contains(name)) return file.read(name);
+  for (const auto& [alias, target] : aliases)
+    if (target == name && file.contains(alias)) return file.read(alias);
+  throw Error("--init " + file.path() + " has no tensor " + name, "pass weights saved from the same model");
+}
+
+int64_t Strategy::parameter_bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, p] : params_) n += p.numel() * static_cast<int64_t>(dtype_size(p.value().dtype()));
+  return n;
+}
+
 int64_t Strategy::gradient_bytes() const {
   int64_t n = 0;
   for (const auto& [name, p] : params_)

@@ -30,6 +30,7 @@
 #include "artel/data/dataset.h"
 #include "artel/nn/model.h"
 #include "artel/nn/module.h"
+#include "artel/nn/safetensors.h"
 #include "artel/optim/optimizer.h"
 #include "artel/train/checkpoint.h"
 #include "artel/train/evaluate.h"
@@ -91,9 +92,12 @@ class Strategy {
   // on every worker (models/generate.h); collective when sharded(), where it
   // runs through the shards. The caller sets eval mode and no graph.
   virtual std::vector<float> next_token_logits(const Tensor& ids);
-  // Lines for the start of the run ("" = none): the layout, gradient synchronisation.
+  // Lines for the start of the run ("" = none): the layout, gradient
+  // synchronisation (with the flags that tune it).
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }
+  // Bytes of parameters this worker holds, at most so far (MemoryReport::parameters).
+  virtual int64_t parameter_bytes() const;
   // Bytes of gradients this worker holds after sync_gradients() (MemoryReport::gradients).
   virtual int64_t gradient_bytes() const;
   // Registered memory this worker's process groups handed out (MemoryReport::communication).
@@ -111,6 +115,10 @@ class Strategy {
   virtual optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) { return optimizer.state_dict(); }
   // gather_memory over `world`.
   static std::vector<MemoryReport> gather_over(comm::ProcessGroup& world, const MemoryReport& mine);
+  // Parameter `name` of the --init file, or of an alias of it (a tied head
+  // saved as lm_head.weight); an Error when the file has neither.
+  static Tensor read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,
+                          const std::string& name);
 
   nn::Model* model_ = nullptr;  // set by build()
   nn::NamedParameters params_;      // what build() returned

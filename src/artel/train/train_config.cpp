@@ -54,6 +54,7 @@ const std::vector<Field>& fields() {
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
       {"bucket_mb", &TrainConfig::bucket_mb, "data parallelism: MiB of gradients per all-reduce bucket (PyTorch's bucket_cap_mb)"},
       {"first_bucket_mb", &TrainConfig::first_bucket_mb, "data parallelism: MiB of the first bucket, small so that communication starts early in backward"},
+      {"reshard_after_forward", &TrainConfig::reshard_after_forward, "--zero 3: free a unit's gathered weights after its forward and gather them again for backward (true | false: keep them, one gather per step, more memory)"},
       {"zero", &TrainConfig::zero, "data parallelism's ZeRO stage: 0 = every worker runs the whole step (PyTorch's DDP); 1 = each worker updates 1/N of the weights (optimizer state sharded); 2 = and keeps 1/N of the gradients; 3 = and of the weights, gathered unit by unit when used (FSDP); same weights"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
@@ -204,6 +205,9 @@ void TrainConfig::validate() const {
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
   if (!model_parallel()) return;
+  if (zero == 3)
+    throw Error("--zero 3 with --tp / --pp / --micro-batches: ZeRO stage 3 runs over data parallelism alone here",
+                "use --zero 3 without them, or --zero 2 with --tp");
   if (zero >= 2 && pp > 1)
     throw Error(detail::concat("--zero ", zero, " with --pp ", pp, ": a pipeline accumulates whole gradients over its "
                                "micro-batches, and ZeRO stages 2 and 3 keep only a shard of them (DeepSpeed refuses "

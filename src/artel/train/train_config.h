@@ -75,6 +75,7 @@ struct TrainConfig {
   // 2 and 3 refuse --pp (a pipeline accumulates whole gradients over its
   // micro-batches), as DeepSpeed does.
   int64_t zero = 1;
+  bool reshard_after_forward = true;  // --zero 3: gather a unit for forward and again for backward (FSDP's default)
 
   // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none

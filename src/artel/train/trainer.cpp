@@ -81,8 +81,6 @@ void Trainer::start() {
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   optimizer_ = make_optimizer(cfg_, trained_);
-  for (const auto& [name, p] : trained_)  // fixed from here on
-    memory_.parameters += p.numel() * static_cast<int64_t>(dtype_size(p.value().dtype()));
   strategy_->attach(*optimizer_);
 
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
@@ -129,7 +127,7 @@ void Trainer::announce() const {
         << num_threads() << " thread(s), " << cfg_.gemm << " GEMM\n";
   if (const std::string layout = strategy_->describe(); !layout.empty()) out() << "  layout " << layout << "\n";
   if (const std::string sync = strategy_->describe_sync(); !sync.empty())
-    out() << "  sync   " << sync << " (--first-bucket-mb, --bucket-mb)\n";
+    out() << "  sync   " << sync << "\n";
   if (run_.write_files) out() << "  out    " << cfg_.out << "/\n";
   out() << std::flush;
 }
@@ -190,7 +188,9 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
     trace::Scope span("optimizer", "step", "compute");
     r.sync_ms += 1e3 * strategy_->optimizer_step(*optimizer_);
   }
-  memory_.keep_max({.optimizer_state = optimizer_->state_bytes(), .communication = strategy_->communication_bytes()});
+  memory_.keep_max({.parameters = strategy_->parameter_bytes(),
+                    .optimizer_state = optimizer_->state_bytes(),
+                    .communication = strategy_->communication_bytes()});
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
 }

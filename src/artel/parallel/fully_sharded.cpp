@@ -1,0 +1,311 @@
+#include "artel/parallel/fully_sharded.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "artel/autograd/backward_hook.h"
+#include "artel/kernels/accumulate.h"
+
+namespace artel::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kBlockAlign = 16;     // each rank's block of a unit starts on a 64-byte line
+constexpr size_t kReducesInFlight = 2;  // units reduce-scattered at once, each holding its staging memory
+
+// Registered memory while the group has room, else plain (as DDP's buckets).
+Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
+  try {
+    Tensor t = group.alloc({numel});
+    t.zero();
+    return t;
+  } catch (const Error&) {
+    return Tensor::zeros({numel});
+  }
+}
+
+std::string mib(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return s;
+}
+
+}  // namespace
+
+// Note [Units]
+// A unit's parameters live in one releasable Storage (core/tensor.h) of its
+// padded length: the parameters' values are views of it, so the graph's
+// saved tensors are too, and freeing the unit gives the bytes back while
+// every view stays valid for the next gather — PyTorch's
+// storage().resize_(0). The rank's block (`shard`) is what it keeps; the
+// optimizer steps it in place (Optimizer::shard's values), so the next
+// gather brings every rank's new weights. The state of a unit: sharded (no
+// bytes), gathering (an all-gather in flight into fresh bytes), gathered.
+struct FullyShardedDataParallel::Unit {
+  std::vector<size_t> params;   // indices into params_, laid out in this order
+  int64_t numel = 0, padded = 0;
+  std::shared_ptr<Storage> whole;   // releasable; the parameters' values view it
+  Tensor shard;                     // this rank's block of the weights
+  Tensor grad_shard;                // this rank's block of the averaged gradients
+  bool fresh = true;                // the next reduction starts grad_shard over (a new step)
+  Tensor staging;                   // whole gradients while being reduce-scattered
+  comm::WorkPtr gather, reduce;
+  bool gathered = false;
+  int pending = 0;                  // gradients still to arrive in this backward
+};
+
+FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::ProcessGroup& group, FsdpOptions opts,
+                                                   const WholeValue& whole)
+    : model_(model), group_(group), opts_(opts) {
+  const std::vector<nn::DeclaredParameter> declared = model.declared_parameters();
+  const std::vector<nn::Piece>& pieces = model.plan().pieces;
+  // Which piece uses each parameter: one -> that piece's unit; several or none -> the root.
+  std::vector<int> user(declared.size(), -1);
+  for (size_t i = 0; i < declared.size(); ++i)
+    for (size_t p = 0; p < pieces.size(); ++p)
+      for (const std::string& m : pieces[p].modules)
+        if (nn::path_within(declared[i].name, m)) user[i] = user[i] == -1 || user[i] == static_cast<int>(p) ? static_cast<int>(p) : -2;
+  unit_of_piece_.assign(pieces.size(), -1);
+  unit_of_param_.assign(declared.size(), -1);
+  for (size_t i = 0; i < declared.size(); ++i) {
+    int& u = user[i] >= 0 ? unit_of_piece_[static_cast<size_t>(user[i])] : root_;
+    if (u < 0) {
+      u = static_cast<int>(units_.size());
+      units_.push_back(std::make_unique<Unit>());
+    }
+    unit_of_param_[i] = u;
+  }
+  // Units in the order the forward meets them, the root first (gathered first, kept longest).
+  offset_of_param_.assign(declared.size(), 0);
+  const int64_t quantum = kBlockAlign * group_.size();
+  for (size_t i = 0; i < declared.size(); ++i) {
+    Unit& u = *units_[static_cast<size_t>(unit_of_param_[i])];
+    offset_of_param_[i] = u.numel;
+    u.params.push_back(i);
+    u.numel += shape_numel(declared[i].shape);
+    params_.emplace_back(declared[i].name, declared[i].param);
+  }
+  arrived_.assign(params_.size(), false);
+  // Cut each unit: its whole values one unit at a time, this rank's block kept.
+  for (auto& up : units_) {
+    Unit& u = *up;
+    u.padded = (u.numel + quantum - 1) / quantum * quantum;
+    u.whole = Storage::releasable(static_cast<size_t>(u.padded) * sizeof(float));
+    u.whole->reacquire();
+    std::memset(u.whole->data(), 0, u.whole->nbytes());
+    for (size_t i : u.params) {
+      const nn::DeclaredParameter& d = declared[i];
+      Tensor value = Tensor::wrap(u.whole, d.shape, DType::f32, static_cast<size_t>(offset_of_param_[i]) * sizeof(float));
+      const Tensor w = whole(d);
+      ARTEL_CHECK(w.defined() && w.shape() == d.shape && w.dtype() == DType::f32, "--zero 3: parameter ", d.name,
+                  " got ", w.defined() ? shape_str(w.shape()) : std::string("no value"), ", it is float32 ",
+                  shape_str(d.shape));
+      value.copy_from(w);
+      autograd::Variable p = d.param;
+      p.value() = value;
+    }
+    u.shard = Tensor::empty({u.padded / group_.size()});
+    std::memcpy(u.shard.raw(), u.whole->data() + group_.rank() * u.shard.nbytes(), u.shard.nbytes());
+    u.whole->release();
+    u.grad_shard = Tensor::zeros({u.shard.numel()});
+    shard_bytes_ += static_cast<int64_t>(u.shard.nbytes());
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].second.add_grad_ready_hook([this, i](autograd::Variable&) { on_grad_ready(i); });
+  model_.set_piece_hooks(this);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  model_.set_piece_hooks(nullptr);
+  for (auto& u : units_) {
+    if (u->gather) u->gather->wait();
+    if (u->reduce) u->reduce->wait();
+  }
+}
+
+std::string FullyShardedDataParallel::describe() const {
+  int64_t largest = 0;
+  for (const auto& u : units_) largest = std::max(largest, u->padded * 4);
+  return std::to_string(units_.size()) + " units (largest " + mib(largest) + ", " + mib(shard_bytes_) +
+         " of weights held) sharded over " + std::to_string(group_.size()) + " ranks; weights gathered per " +
+         (opts_.reshard_after_forward ? "forward and per backward" : "step (kept from forward to backward)") +
+         ", gradients reduce-scattered";
+}
+
+void FullyShardedDataParallel::gather_async(int unit) {
+  if (unit < 0) return;
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  if (u.gathered || u.gather) return;
+  u.whole->reacquire();
+  gathered_bytes_ += static_cast<int64_t>(u.whole->nbytes());
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+  u.gather = group_.all_gather(u.shard, Tensor::wrap(u.whole, {u.padded}, DType::f32));
+}
+
+void FullyShardedDataParallel::wait_gathered(int unit) {
+  if (unit < 0) return;
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  if (u.gathered) return;
+  gather_async(unit);
+  u.gather->wait();
+  u.gather.reset();
+  u.gathered = true;
+}
+
+void FullyShardedDataParallel::reshard(int unit) {
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  if (u.gather) wait_gathered(unit);  // its bytes are being written
+  if (!u.gathered) return;
+  u.whole->release();
+  u.gathered = false;
+  gathered_bytes_ -= static_cast<int64_t>(u.whole->nbytes());
+}
+
+// The nearest unit the forward meets after / the backward before `piece`.
+int FullyShardedDataParallel::unit_after(size_t piece) const {
+  for (size_t p = piece + 1; p < unit_of_piece_.size(); ++p)
+    if (unit_of_piece_[p] >= 0) return unit_of_piece_[p];
+  return -1;
+}
+
+int FullyShardedDataParallel::unit_before(size_t piece) const {
+  for (size_t p = piece; p-- > 0;)
+    if (unit_of_piece_[p] >= 0) return unit_of_piece_[p];
+  return -1;
+}
+
+void FullyShardedDataParallel::before_forward(size_t piece) {
+  wait_gathered(root_);
+  wait_gathered(unit_of_piece_[piece]);
+  gather_async(unit_after(piece));  // overlaps this piece's compute
+}
+
+nn::Activations FullyShardedDataParallel::after_forward(size_t piece, nn::Activations out) {
+  const int unit = unit_of_piece_[piece];
+  const bool graph = autograd::grad_enabled();
+  if (unit >= 0 && (!graph || opts_.reshard_after_forward)) reshard(unit);
+  if (!graph) {
+    if (piece + 1 == unit_of_piece_.size() && root_ >= 0) reshard(root_);  // a forward without backward ends
+    return out;
+  }
+  if (unit >= 0)
+    for (autograd::Variable& v : out) v = autograd::before_backward(v, [this, piece] { before_backward(piece); });
+  return out;
+}
+
+void FullyShardedDataParallel::before_backward(size_t piece) {
+  wait_gathered(root_);
+  wait_gathered(unit_of_piece_[piece]);
+  gather_async(unit_before(piece));  // overlaps this piece's backward
+}
+
+float* FullyShardedDataParallel::staging_slot(size_t param) {
+  Unit& u = *units_[static_cast<size_t>(unit_of_param_[param])];
+  if (u.reduce) complete(unit_of_param_[param]);  // the previous micro-step's reduction of this unit
+  if (!u.staging.defined()) u.staging = registered_or_plain(group_, u.padded);
+  return u.staging.data<float>() + offset_of_param_[param];
+}
+
+void FullyShardedDataParallel::on_grad_ready(size_t param) {
+  autograd::Variable& p = params_[param].second;
+  if (!p.grad().defined()) return;  // no gradient reached it: finish() reports or zero-fills it
+  std::memcpy(staging_slot(param), p.grad().raw(), p.grad().nbytes());
+  p.zero_grad();  // only this rank's block of it is kept
+  arrived_[param] = true;
+  Unit& u = *units_[static_cast<size_t>(unit_of_param_[param])];
+  if (++u.pending == static_cast<int>(u.params.size())) launch(unit_of_param_[param]);
+}
+
+// Every gradient of the unit is in: reduce-scatter them, and the weights are
+// no longer needed by this backward.
+void FullyShardedDataParallel::launch(int unit) {
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  const int64_t n = u.shard.numel();
+  u.reduce = group_.reduce_scatter(u.staging, u.staging.slice0(group_.rank() * n, (group_.rank() + 1) * n),
+                                   {.op = comm::ReduceOp::avg});
+  u.pending = 0;
+  in_flight_.push_back(unit);
+  if (in_flight_.size() > kReducesInFlight) complete(in_flight_.front());
+  reshard(unit);
+}
+
+void FullyShardedDataParallel::complete(int unit) {
+  Unit& u = *units_[static_cast<size_t>(unit)];
+  u.reduce->wait();
+  u.reduce.reset();
+  const int64_t n = u.shard.numel();
+  const float* averaged = u.staging.data<float>() + group_.rank() * n;
+  if (u.fresh) std::memcpy(u.grad_shard.raw(), averaged, u.grad_shard.nbytes());
+  else kernels::add_into(u.grad_shard.data<float>(), averaged, n);
+  u.fresh = false;
+  u.staging = Tensor();
+  in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), unit));
+}
+
+void FullyShardedDataParallel::complete_arrivals() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (arrived_[i]) continue;
+    ARTEL_CHECK(opts_.allow_unused_parameters, "parameter '", params_[i].first,
+                "' received no gradient in this step, so its reduce-scatter would never start",
+                " (hint: make it take part in the loss, or allow unused parameters)");
+    std::memset(staging_slot(i), 0, static_cast<size_t>(params_[i].second.numel()) * sizeof(float));
+    Unit& u = *units_[static_cast<size_t>(unit_of_param_[i])];
+    if (++u.pending == static_cast<int>(u.params.size())) launch(unit_of_param_[i]);
+  }
+  arrived_.assign(params_.size(), false);
+}
+
+std::chrono::duration<double> FullyShardedDataParallel::finish() {
+  const auto start = Clock::now();
+  complete_arrivals();
+  while (!in_flight_.empty()) complete(in_flight_.front());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    reshard(static_cast<int>(u));
+    units_[u]->fresh = true;  // the next step's first reduction starts the shard over
+  }
+  return Clock::now() - start;
+}
+
+void FullyShardedDataParallel::shard(optim::Optimizer& opt) {
+  std::map<std::string, optim::ElementRange> owned;
+  std::map<std::string, Tensor> values, grads;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Unit& u = *units_[static_cast<size_t>(unit_of_param_[i])];
+    const int64_t n = u.shard.numel(), first = group_.rank() * n;  // this rank's elements of the unit
+    const int64_t off = offset_of_param_[i], numel = params_[i].second.numel();
+    const int64_t begin = std::clamp(first - off, int64_t{0}, numel), end = std::clamp(first + n - off, begin, numel);
+    const std::string& name = params_[i].first;
+    owned[name] = {begin, end};
+    const int64_t at = end > begin ? off + begin - first : 0;
+    values[name] = u.shard.slice0(at, at + end - begin);
+    grads[name] = u.grad_shard.slice0(at, at + end - begin);
+  }
+  opt.shard(owned, values, grads);
+}
+
+float FullyShardedDataParallel::clip_grad_norm(float max_norm) {
+  std::vector<optim::GradSpan> spans;
+  for (size_t i = 0; i < units_.size(); ++i)
+    spans.push_back({"unit " + std::to_string(i), units_[i]->grad_shard.data<float>(), units_[i]->grad_shard.numel()});
+  return optim::clip_grad_norm(spans, spans, max_norm, [this](double sq) {
+    Tensor d = Tensor::zeros({1}, DType::f64);
+    d.data<double>()[0] = sq;
+    group_.all_reduce(d)->wait();
+    return d.data<double>()[0];
+  });
+}
+
+void FullyShardedDataParallel::for_each_whole(const std::function<void(const std::string&, const Tensor&)>& visit) {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const bool was = units_[u]->gathered;
+    wait_gathered(static_cast<int>(u));
+    gather_async(static_cast<int>(u + 1 < units_.size() ? u + 1 : u));
+    for (size_t i : units_[u]->params) visit(params_[i].first, params_[i].second.value());
+    if (!was) reshard(static_cast<int>(u));
+  }
+}
+
+}  // namespace artel::parallel

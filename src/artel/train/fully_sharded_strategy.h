@@ -1,0 +1,46 @@
+// --zero 3 for the training loop: data parallelism whose workers hold 1/N of
+// the weights, gradients and optimizer state (parallel/fully_sharded.h). The
+// model is cut as it is built, a unit at a time, drawn from the seed or read
+// from --init; weights files are written a unit at a time; evaluation and
+// sampling gather the units as they run, so every worker takes part in them
+// (sharded()). Averaging the loss, barriers and memory reports are data
+// parallelism's.
+//
+//   FullyShardedStrategy fsdp(pg, {.reshard_after_forward = true});
+//   Trainer t(cfg, run, &fsdp);
+#pragma once
+
+#include <memory>
+
+#include "artel/parallel/fully_sharded.h"
+#include "artel/train/data_parallel.h"
+
+namespace artel::train {
+
+class FullyShardedStrategy : public DataParallelStrategy {
+ public:
+  FullyShardedStrategy(std::shared_ptr<comm::ProcessGroup> group, parallel::FsdpOptions opts);
+  ~FullyShardedStrategy() override;
+
+  bool sharded() const override { return true; }
+  nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
+                            const std::string& init) override;
+  void attach(optim::Optimizer& optimizer) override { fsdp_->shard(optimizer); }
+  double sync_gradients() override { return fsdp_->finish().count(); }
+  void clip_grad_norm(float max_norm) override { fsdp_->clip_grad_norm(max_norm); }
+  double optimizer_step(optim::Optimizer& optimizer) override;
+  void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
+  std::string describe_sync() const override { return fsdp_->describe(); }
+  int64_t parameter_bytes() const override { return fsdp_->parameter_bytes(); }
+  int64_t gradient_bytes() const override { return fsdp_->gradient_bytes(); }
+  int64_t communication_bytes() const override { return group_->allocated_bytes(); }
+
+ protected:
+  std::shared_ptr<void> accumulate_locally() override;
+
+ private:
+  parallel::FsdpOptions fsdp_options_;
+  std::unique_ptr<parallel::FullyShardedDataParallel> fsdp_;
+};
+
+}  // namespace artel::train

@@ -1,0 +1,158 @@
+// ZeRO-3 over ranks-as-threads: a GPT (tied embedding: the root unit) and an
+// MLP trained by N workers whose weights, gradients and AdamW state are
+// sharded take the steps of one worker on the whole batch; nothing is
+// gathered after a step; micro-steps, recomputation and keeping the gathered
+// weights from forward to backward change nothing but float rounding.
+#include "artel/parallel/fully_sharded.h"
+
+#include <gtest/gtest.h>
+
+#include "artel/autograd/ops.h"
+#include "artel/models/model.h"
+#include "artel/nn/init.h"
+#include "artel/optim/adamw.h"
+#include "parallel/parallel_testing.h"
+
+namespace artel::parallel {
+namespace {
+
+using autograd::Variable;
+
+models::ModelConfig gpt() {
+  models::ModelConfig c;
+  c.vocab_size = 11, c.n_layer = 3, c.n_head = 2, c.n_embd = 8, c.block_size = 6;
+  return c;
+}
+
+models::ModelConfig mlp() {
+  models::ModelConfig c;
+  c.kind = "mlp";
+  return c;
+}
+
+// Inputs and targets of a batch of `rows` for the model kind.
+struct Batch {
+  Tensor x, y;
+};
+Batch batch(const models::ModelConfig& c, int64_t rows, uint64_t seed) {
+  Rng rng(seed);
+  Batch b;
+  if (c.kind == "gpt") {
+    b.x = Tensor::empty({rows, c.block_size}, DType::i64);
+    b.y = Tensor::empty({rows, c.block_size}, DType::i64);
+    for (int64_t i = 0; i < b.x.numel(); ++i)
+      b.x.data<int64_t>()[i] = static_cast<int64_t>(rng.below(11)), b.y.data<int64_t>()[i] = static_cast<int64_t>(rng.below(11));
+  } else {
+    b.x = parallel_testing::randn({rows, 784}, seed);
+    b.y = Tensor::empty({rows}, DType::i64);
+    for (int64_t i = 0; i < rows; ++i) b.y.data<int64_t>()[i] = static_cast<int64_t>(rng.below(10));
+  }
+  return b;
+}
+
+Variable loss_of(nn::Model& m, const Tensor& x, const Tensor& y) {
+  return autograd::cross_entropy(m.forward(x), y.view({-1}));
+}
+
+struct Options {
+  int accum = 1;
+  bool reshard_after_forward = true;
+  nn::Recompute recompute = nn::Recompute::none;
+};
+
+constexpr int kSteps = 3;
+constexpr int64_t kRows = 8;
+
+// One worker, the whole batch: the weights after kSteps.
+std::map<std::string, std::vector<float>> alone(const models::ModelConfig& c) {
+  std::unique_ptr<nn::Model> m = models::make_model(c);
+  optim::AdamW opt(optim::one_group(m->named_parameters(), 1e-2f, 0.1f));
+  for (int s = 0; s < kSteps; ++s) {
+    opt.zero_grad();
+    const Batch b = batch(c, kRows, 100 + s);
+    loss_of(*m, b.x, b.y).backward();
+    opt.step();
+  }
+  std::map<std::string, std::vector<float>> w;
+  for (auto& [name, p] : m->named_parameters()) w[name] = p.value().to_vector();
+  return w;
+}
+
+void expect_zero3_equals_one_worker(const models::ModelConfig& c, int world, Options o) {
+  const auto want = alone(c);
+  comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    m->set_recompute(o.recompute);
+    FullyShardedDataParallel fsdp(*m, pg, {.reshard_after_forward = o.reshard_after_forward},
+                                  [&](const nn::DeclaredParameter& d) {
+                                    Tensor t = Tensor::empty(d.shape);
+                                    nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
+                                    return t;
+                                  });
+    optim::AdamW opt(optim::one_group(fsdp.parameters(), 1e-2f, 0.1f));
+    fsdp.shard(opt);
+    int64_t whole = 0;
+    for (auto& [name, p] : fsdp.parameters()) whole += p.numel() * 4;
+    const int64_t share = kRows / world / o.accum;
+    for (int s = 0; s < kSteps; ++s) {
+      opt.zero_grad();
+      const Batch b = batch(c, kRows, 100 + s);
+      for (int k = 0; k < o.accum; ++k) {
+        const int64_t first = (pg.rank() * o.accum + k) * share;
+        std::unique_ptr<FullyShardedDataParallel::NoSync> micro;
+        if (k + 1 < o.accum) micro = std::make_unique<FullyShardedDataParallel::NoSync>(fsdp);
+        loss_of(*m, b.x.slice0(first, first + share), b.y.slice0(first, first + share))
+            .backward(Tensor::full({}, 1.0f / static_cast<float>(o.accum)));
+      }
+      fsdp.finish();
+      opt.step();
+    }
+    // Only the shards are held: no parameter has bytes or a gradient between steps.
+    for (auto& [name, p] : fsdp.parameters()) {
+      EXPECT_EQ(p.value().storage()->data(), nullptr) << name << " is still gathered";
+      EXPECT_FALSE(p.grad().defined()) << name;
+    }
+    EXPECT_LE(fsdp.gradient_bytes(), whole / world + 64 * 8 * world) << "the gradient shards";
+    std::map<std::string, Tensor> got;
+    fsdp.for_each_whole([&](const std::string& name, const Tensor& t) { got[name] = t.clone(); });
+    // Absolute: AdamW turns the float noise of a zero gradient (an attention
+    // key's bias) into steps of ~1e-6 on weights near zero.
+    for (const auto& [name, w] : want) {
+      const std::vector<float> g = got.at(name).to_vector();
+      ASSERT_EQ(g.size(), w.size()) << name;
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5f) << name << "[" << i << "] rank " << pg.rank();
+    }
+  });
+}
+
+TEST(FullyShardedDataParallel, GptEqualsOneWorker) { expect_zero3_equals_one_worker(gpt(), 2, {}); }
+TEST(FullyShardedDataParallel, GptOnFourRanksWithMicroStepsEqualsOneWorker) {
+  expect_zero3_equals_one_worker(gpt(), 4, {.accum = 2});
+}
+TEST(FullyShardedDataParallel, GptKeepingGatheredWeightsWithRecomputeEqualsOneWorker) {
+  expect_zero3_equals_one_worker(gpt(), 2, {.reshard_after_forward = false, .recompute = nn::Recompute::full});
+}
+TEST(FullyShardedDataParallel, MlpEqualsOneWorker) { expect_zero3_equals_one_worker(mlp(), 2, {}); }
+
+// A forward without a graph (evaluation) gathers each unit as it runs and
+// leaves nothing gathered.
+TEST(FullyShardedDataParallel, EvaluationLeavesNothingGathered) {
+  const models::ModelConfig c = gpt();
+  std::unique_ptr<nn::Model> ref = models::make_model(c);
+  const Batch b = batch(c, 2, 5);
+  const Tensor want = ref->forward(b.x).value();
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    FullyShardedDataParallel fsdp(*m, pg, {}, [&](const nn::DeclaredParameter& d) {
+      Tensor t = Tensor::empty(d.shape);
+      nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
+      return t;
+    });
+    autograd::NoGradGuard no_graph;
+    parallel_testing::expect_close(m->forward(b.x).value(), want, "logits");
+    for (auto& [name, p] : fsdp.parameters()) EXPECT_EQ(p.value().storage()->data(), nullptr) << name << " is still gathered";
+  });
+}
+
+}  // namespace
+}  // namespace artel::parallel
