@@ -25,6 +25,7 @@
 #include "artel/core/error.h"
 #include "artel/kernels/gemm.h"
 #include "artel/launch/launcher.h"
+#include "artel/nn/model.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/train_bench.h"
 
@@ -44,6 +45,8 @@ struct BenchArgs {
   int timeout_s = 900;
   bool json = false;
   bool scaling = false;        // data-parallel scaling instead of ms/step
+  std::vector<int64_t> zero;             // ZeRO stages to compare on 2 workers instead of ms/step
+  std::vector<std::string> recompute;    // recompute modes to compare on 1 worker instead of ms/step
   int repeat = 1;              // rounds, each timing every side once
 };
 
@@ -349,6 +352,60 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
   }
 }
 
+// Variants of one workload side by side — ZeRO stages on 2 workers x 1
+// thread, or recompute modes on 1 worker — each round running every variant
+// once, in order, so a slow spell lands on all of them. Prints each variant's
+// median ms/step over the rounds, its ratio to the first variant's (the
+// per-round ratios' range beside it), and the largest worker's peak
+// activations and weights + gradients + optimizer state from the memory report.
+void bench_variants(const BenchArgs& a) {
+  const bool zero = !a.zero.empty();
+  const size_t n = zero ? a.zero.size() : a.recompute.size();
+  auto name = [&](size_t v) { return zero ? "zero " + std::to_string(a.zero[v]) : "recompute " + a.recompute[v]; };
+  if (!a.json) {
+    std::printf("# %s side by side: %s; ratio = median ms/step / the first variant's (per-round range)\n",
+                zero ? "ZeRO stages" : "activation recomputation", zero ? "2 workers x 1 thread" : "1 worker");
+    std::printf("%s", gemm_lines(a).c_str());
+    std::printf("%-9s %-20s %6s %9s %7s %17s %12s %10s\n", "workload", "variant", "steps", "ms/step", "ratio", "range",
+                "activ_MiB", "held_MiB");
+  }
+  for (const auto& w : a.workloads) {
+    std::vector<std::vector<double>> ms(n);
+    std::vector<train::RunTimes> last(n);
+    int64_t steps = 0;
+    for (int round = 1; round <= a.repeat; ++round)
+      for (size_t v = 0; v < n; ++v) {
+        train::BenchCase c{.workload = w, .threads = 1, .steps = a.steps, .warmup = a.warmup, .data = "",
+                           .workers = zero ? 2 : 1, .gemm = a.gemms.front()};
+        if (zero) c.zero = a.zero[v];
+        else c.recompute = a.recompute[v];
+        steps = train::bench_config(c).steps;
+        last[v] = program_run_times(a, c);
+        ms[v].push_back(last[v].median_ms);
+      }
+    for (size_t v = 0; v < n; ++v) {
+      std::vector<std::pair<double, double>> rounds;
+      for (size_t r = 0; r < ms[v].size(); ++r) rounds.emplace_back(ms[v][r], ms[0][r]);
+      const train::RatioOfMedians q = train::ratio_of_medians(rounds);
+      const double mib = 1 << 20;
+      if (a.json) {
+        std::cout << nlohmann::json{{"workload", w}, {"variant", name(v)}, {"steps", steps}, {"median_ms", q.a_ms},
+                                    {"ratio", q.ratio}, {"ratio_range", {q.lowest, q.highest}},
+                                    {"activation_bytes", last[v].activation_bytes}, {"held_bytes", last[v].held_bytes}}
+                         .dump()
+                  << std::endl;
+        continue;
+      }
+      char range[40];
+      std::snprintf(range, sizeof range, "%.3f .. %.3f", q.lowest, q.highest);
+      std::printf("%-9s %-20s %6lld %9.2f %7.3f %17s %12.2f %10.2f\n", w.c_str(), name(v).c_str(),
+                  static_cast<long long>(steps), q.a_ms, q.ratio, range, last[v].activation_bytes / mib,
+                  last[v].held_bytes / mib);
+      std::fflush(stdout);
+    }
+  }
+}
+
 int run_bench_train(int argc, char** argv) {
   BenchArgs a;
   CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
@@ -372,6 +429,14 @@ int run_bench_train(int argc, char** argv) {
                  "rounds, each measuring every case on artel and then PyTorch once (with --scaling: 1 x 1 and 2 x 1 "
                  "of each); reports every round and the medians over rounds (a noisy machine's slow spells then land "
                  "on both sides)");
+  app.add_option("--zero", a.zero,
+                 "ZeRO stages to compare instead, side by side on `artel train --nproc 2 --threads 1` (e.g. 1,2,3: the "
+                 "others' ms/step as a ratio to the first's)")
+      ->delimiter(',');
+  app.add_option("--recompute", a.recompute,
+                 "recompute modes to compare instead, side by side on 1 worker (none,selective,full), with their peak "
+                 "activation memory")
+      ->delimiter(',');
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
@@ -381,6 +446,14 @@ int run_bench_train(int argc, char** argv) {
   for (const auto& g : a.gemms) kernels::parse_gemm_library(g);  // rejects unknown names before any work
   ARTEL_CHECK(!a.gemms.empty(), "--gemm needs at least one library");
 
+  for (int64_t z : a.zero) ARTEL_CHECK(z >= 0 && z <= 3, "--zero takes stages 0 to 3, got ", z);
+  for (const auto& r : a.recompute) nn::parse_recompute(r);  // rejects unknown names before any work
+  ARTEL_CHECK(a.zero.empty() || a.recompute.empty(), "--zero and --recompute are two comparisons: run them apart");
+  if (!a.zero.empty() || !a.recompute.empty()) {
+    if (!app.get_option("--workloads")->count()) a.workloads = {"w2"};
+    bench_variants(a);
+    return 0;
+  }
   std::string why;
   std::string harness = find_torch_harness(a, why);
   if (a.scaling) {

@@ -33,15 +33,18 @@ using Clock = std::chrono::steady_clock;
 // else plain memory: the collectives then stage through the scratch buffers,
 // slower but the same result. Every rank decides alike (same model, same budget).
 // `registered` (may be null) adds the bytes when the memory is the group's.
-Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr) {
+// Zeroed from element `zero_from` on (all of it by default).
+Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr,
+                           int64_t zero_from = 0) {
+  Tensor t;
   try {
-    Tensor t = group.alloc({numel});
-    t.zero();
+    t = group.alloc({numel});
     if (registered) *registered += numel * static_cast<int64_t>(sizeof(float));
-    return t;
   } catch (const Error&) {
-    return Tensor::zeros({numel});
+    t = Tensor::empty({numel});
   }
+  t.slice0(zero_from, numel).zero();
+  return t;
 }
 
 }  // namespace
@@ -74,6 +77,8 @@ Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* re
 // 1/N of them). Backward still produces each parameter's whole gradient;
 // as it becomes final it is copied into its bucket's staging memory (taken
 // when the bucket's first gradient arrives) and the parameter lets go of it.
+// The bucket's other parameters get their slices of it as gradient
+// destinations meanwhile, so most gradients are written there in place.
 // A full bucket is reduce-scattered from there and, once done, its block is
 // added into grad_blocks_ and the staging memory given back; at most
 // kStagedInFlight buckets are in flight, so staging stays a couple of
@@ -201,7 +206,13 @@ void DistributedDataParallel::on_grad_ready(int param) {
 float* DistributedDataParallel::staging_slot(size_t param) {
   const size_t b = static_cast<size_t>(bucket_of_[param]);
   if (staged(b) && work_[b]) complete(b);  // the previous micro-step's reduction of this bucket
-  if (staged(b) && !storage_[b].defined()) storage_[b] = registered_or_plain(group_, padded_[b]);
+  if (staged(b) && !storage_[b].defined()) {
+    // Every slot is written (a gradient, or zeros for an unused one): only the padding needs zeros.
+    storage_[b] = registered_or_plain(group_, padded_[b], nullptr, plan_[b].numel);
+    for (int other : plan_[b].params)
+      if (!arrived_[static_cast<size_t>(other)] && static_cast<size_t>(other) != param)
+        params_[static_cast<size_t>(other)].second.set_grad_destination(slice_of(storage_, static_cast<size_t>(other)));
+  }
   return storage_[b].data<float>() + offset_of_[param];
 }
 
@@ -237,6 +248,8 @@ void DistributedDataParallel::launch_ready_buckets() {
       work_[b] = group_.reduce_scatter(storage_[b], storage_[b].slice0(block.begin, block.end),
                                        {.op = comm::ReduceOp::avg});
       if (staged(b)) {
+        // The next micro-step's gradients must not land in memory being reduced.
+        for (int param : plan_[b].params) params_[static_cast<size_t>(param)].second.set_grad_destination(Tensor());
         in_flight_.push_back(b);
         if (in_flight_.size() > kStagedInFlight) complete(in_flight_.front());
       }

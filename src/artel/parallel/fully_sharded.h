@@ -79,6 +79,7 @@ class FullyShardedDataParallel : public nn::PieceHooks {
 
   // Bytes: the weight shards plus the most gathered at once; the gradient shards.
   int64_t parameter_bytes() const { return shard_bytes_ + peak_gathered_bytes_; }
+  int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
   int64_t gradient_bytes() const { return shard_bytes_; }
   // "5 units of 26.0 KiB ... 1.25 MiB, sharded over 2 ranks; gathered per forward and backward"
   std::string describe() const;

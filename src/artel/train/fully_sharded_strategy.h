@@ -32,6 +32,7 @@ class FullyShardedStrategy : public DataParallelStrategy {
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
   std::string describe_sync() const override { return fsdp_->describe(); }
   int64_t parameter_bytes() const override { return fsdp_->parameter_bytes(); }
+  int64_t gathered_bytes() const override { return fsdp_->peak_gathered_bytes(); }
   int64_t gradient_bytes() const override { return fsdp_->gradient_bytes(); }
   int64_t communication_bytes() const override { return group_->allocated_bytes(); }
 

@@ -14,34 +14,41 @@ void MemoryReport::keep_max(const MemoryReport& o) {
   activations = std::max(activations, o.activations);
   communication = std::max(communication, o.communication);
   peak_resident = std::max(peak_resident, o.peak_resident);
+  gathered = std::max(gathered, o.gathered);
 }
 
 std::vector<int64_t> MemoryReport::values() const {
-  return {parameters, gradients, optimizer_state, activations, communication, peak_resident};
+  return {parameters, gradients, optimizer_state, activations, communication, peak_resident, gathered};
 }
 
 MemoryReport MemoryReport::from_values(const std::vector<int64_t>& v) {
-  ARTEL_CHECK(v.size() == 6, "memory report: ", v.size(), " values, expected 6");
+  ARTEL_CHECK(v.size() == 7, "memory report: ", v.size(), " values, expected 7");
   return {.parameters = v[0], .gradients = v[1], .optimizer_state = v[2], .activations = v[3],
-          .communication = v[4], .peak_resident = v[5]};
+          .communication = v[4], .peak_resident = v[5], .gathered = v[6]};
 }
 
 nlohmann::ordered_json MemoryReport::to_json() const {
   return {{"parameters", parameters},       {"gradients", gradients},         {"optimizer_state", optimizer_state},
-          {"activations", activations},     {"communication", communication}, {"peak_resident", peak_resident}};
+          {"activations", activations},     {"communication", communication}, {"peak_resident", peak_resident},
+          {"gathered", gathered}};
 }
 
 std::string memory_table(const std::vector<MemoryReport>& workers) {
+  bool gathering = false;
+  for (const MemoryReport& m : workers) gathering = gathering || m.gathered > 0;
   std::string s = "memory: peak MiB per worker\n  rank  parameters  gradients  optimizer  activations  communication  "
-                  "resident (VmHWM)\n";
+                  "resident (VmHWM)";
+  s += gathering ? "  of the parameters gathered (ZeRO-3's units in use)\n" : "\n";
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   for (size_t r = 0; r < workers.size(); ++r) {
     const MemoryReport& m = workers[r];
-    char line[200];
-    std::snprintf(line, sizeof line, "  %4zu  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f\n", r, mib(m.parameters),
-                  mib(m.gradients), mib(m.optimizer_state), mib(m.activations), mib(m.communication),
-                  mib(m.peak_resident));
+    char line[240];
+    int n = std::snprintf(line, sizeof line, "  %4zu  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f", r,
+                          mib(m.parameters), mib(m.gradients), mib(m.optimizer_state), mib(m.activations),
+                          mib(m.communication), mib(m.peak_resident));
+    if (gathering) std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %34.2f", mib(m.gathered));
     s += line;
+    s += "\n";
   }
   return s;
 }

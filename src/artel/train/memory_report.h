@@ -9,7 +9,9 @@
 // (gradients) — the transient working set. communication: registered memory
 // of the strategy's process groups still held, beyond the buckets that are
 // the gradients (and a sharded step's weights) themselves; the backends' own
-// staging memory shows in peak resident.
+// staging memory shows in peak resident. gathered: of the parameters, the
+// most a ZeRO-3 worker held gathered at once beyond its shards (the working
+// set of the units in use; 0 otherwise).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@ namespace artel::train {
 struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
   int64_t peak_resident = 0;
+  int64_t gathered = 0;
 
   void keep_max(const MemoryReport& o);      // field by field
   std::vector<int64_t> values() const;       // in the order above, for gathering

@@ -96,8 +96,10 @@ class Strategy {
   // synchronisation (with the flags that tune it).
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }
-  // Bytes of parameters this worker holds, at most so far (MemoryReport::parameters).
+  // Bytes of parameters this worker holds, at most so far (MemoryReport::parameters),
+  // and of them the most held gathered beyond its own (MemoryReport::gathered).
   virtual int64_t parameter_bytes() const;
+  virtual int64_t gathered_bytes() const { return 0; }
   // Bytes of gradients this worker holds after sync_gradients() (MemoryReport::gradients).
   virtual int64_t gradient_bytes() const;
   // Registered memory this worker's process groups handed out (MemoryReport::communication).

@@ -35,6 +35,8 @@ TrainConfig bench_config(const BenchCase& c) {
   cfg.gemm = c.gemm;
   cfg.generate = 0;
   cfg.data = c.data.empty() ? default_data_for(cfg.model) : c.data;
+  if (c.zero >= 0) cfg.zero = c.zero;
+  if (!c.recompute.empty()) cfg.recompute = c.recompute;
   cfg.validate();
   return cfg;
 }
@@ -167,15 +169,21 @@ RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {
   if (!in) throw Error("cannot read " + metrics_jsonl, "the benchmark run wrote no metrics");
   std::vector<double> step_ms;
   double comp = 0, sync = 0;
+  RunTimes t;
   for (std::string line; std::getline(in, line);) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("memory"))
+      for (const nlohmann::json& m : j["memory"]) {
+        t.activation_bytes = std::max(t.activation_bytes, m.value("activations", int64_t{0}));
+        t.held_bytes = std::max(t.held_bytes, m.value("parameters", int64_t{0}) + m.value("gradients", int64_t{0}) +
+                                                  m.value("optimizer_state", int64_t{0}));
+      }
     if (!j.is_object() || !j.contains("step_ms")) continue;
     step_ms.push_back(j["step_ms"].get<double>());
     if (static_cast<int64_t>(step_ms.size()) <= warmup) continue;
     comp += j.value("t_comp_ms", 0.0);
     sync += j.value("t_sync_ms", 0.0);
   }
-  RunTimes t;
   t.median_ms = median_after_warmup(step_ms, warmup);
   const double timed = static_cast<double>(step_ms.size()) - static_cast<double>(warmup);
   t.comp_ms = comp / timed;

@@ -29,6 +29,8 @@ struct BenchCase {
   std::string data;             // "" = the bundled data
   int workers = 1;              // data-parallel processes (scaling: `artel train --nproc`, the harness's --ddp)
   std::string gemm = "onednn";  // the GEMM library (kernels/gemm.h); PyTorch keeps its own
+  int64_t zero = -1;            // --zero of the run; -1 = the recipe's
+  std::string recompute;        // --recompute of the run; "" = the recipe's
 };
 
 struct BenchResult {
@@ -75,6 +77,8 @@ struct RunTimes {
   double median_ms = 0;  // median step_ms after warmup
   double comp_ms = 0;    // mean t_comp_ms after warmup (0 without data parallelism)
   double sync_ms = 0;    // mean exposed t_sync_ms after warmup
+  int64_t activation_bytes = 0;  // the memory report's peak activations, largest worker (0 without one)
+  int64_t held_bytes = 0;        // and its weights + gradients + optimizer state
 };
 // Reads the step lines of a metrics.jsonl; throws when fewer than warmup + 1.
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup);

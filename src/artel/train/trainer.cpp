@@ -190,7 +190,8 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   }
   memory_.keep_max({.parameters = strategy_->parameter_bytes(),
                     .optimizer_state = optimizer_->state_bytes(),
-                    .communication = strategy_->communication_bytes()});
+                    .communication = strategy_->communication_bytes(),
+                    .gathered = strategy_->gathered_bytes()});
   r.comp_ms = ms_since(t0) - r.sync_ms;
   return r;
 }
