@@ -10,7 +10,8 @@
 namespace artel::train {
 
 // Note [Checkpoint file format]
-// A checkpoint is one file, readable without any other file and checkable
+// A checkpoint file (a worker's shard of a sharded checkpoint,
+// checkpoint_store.h) is readable without any other file and checkable
 // without trusting any of it:
 //
 //   offset 0    "ARTELCKP"                      8 bytes

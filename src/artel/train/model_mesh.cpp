@@ -291,14 +291,11 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
   return r;
 }
 
-// Every (name, tensor) of replica 0's workers on rank 0, put back together:
-// a tensor split over tensor-parallel ranks is joined from the ranks of the
-// stage that owns it (the first stage for the tied embedding), a replicated
-// one taken from that stage's tensor-parallel rank 0. `param_of` maps a key
-// to the parameter whose split it follows ("" = a per-stage tensor, taken
-// from whichever stage sent it: its name is unique).
-comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine,
-                                           const std::function<std::string(const std::string&)>& param_of) {
+// Every (name, parameter part) of replica 0's workers on rank 0, put back
+// together: a parameter split over tensor-parallel ranks is joined from the
+// ranks of the stage that owns it (the first stage for the tied embedding),
+// a replicated one taken from that stage's tensor-parallel rank 0.
+comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine) {
   if (groups_.coord.dp != 0) return {};
   std::vector<comm::NamedTensors> lists =
       groups_.replica ? comm::gather_named(*groups_.replica, mine) : std::vector<comm::NamedTensors>{mine};
@@ -318,17 +315,13 @@ comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine,
   }
   comm::NamedTensors whole;
   for (const std::string& name : order) {
-    const std::string param = param_of(name);
-    const parallel::ParameterPlacement* where = param.empty() ? nullptr : &shard_->placement(param);
-    const int owner = where ? where->stages.front() : -1;
-    const bool scalar = parts[name].front().t.dim() == 0;  // step counts: never split
-    const nn::Split split = where && !scalar ? where->split : nn::Split{};
+    const parallel::ParameterPlacement& where = shard_->placement(name);
     std::vector<Tensor> by_tp(static_cast<size_t>(shard_->tp_size()));
     for (const Part& p : parts[name])
-      if (p.stage == owner || owner < 0) by_tp[static_cast<size_t>(p.tp)] = p.t;
-    if (split.replicated()) by_tp.resize(1);
+      if (p.stage == where.stages.front()) by_tp[static_cast<size_t>(p.tp)] = p.t;
+    if (where.split.replicated()) by_tp.resize(1);
     for (const Tensor& t : by_tp) ARTEL_CHECK(t.defined(), "gathering the model: no worker sent all of ", name);
-    whole.emplace_back(name, nn::join_parts(by_tp, split, split.replicated() ? by_tp[0].shape() : where->shape));
+    whole.emplace_back(name, nn::join_parts(by_tp, where.split, where.shape));
   }
   return whole;
 }
@@ -352,7 +345,7 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
     comm::NamedTensors mine;
     for (size_t i = first; i < last; ++i)
       if (auto it = held.find(all[i].name); it != held.end()) mine.emplace_back(it->first, it->second);
-    const comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
+    const comm::NamedTensors whole = gather_to_root(mine);
     for (const auto& [name, t] : whole) file->write(name, t);
     first = last;
   }

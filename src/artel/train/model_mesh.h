@@ -102,7 +102,7 @@ class ModelMesh : public Strategy {
  private:
   std::vector<parallel::PieceRange> partition(nn::Model& model, const data::Dataset& data);
   std::vector<double> measured_costs(const data::Dataset& data);
-  comm::NamedTensors gather_to_root(const comm::NamedTensors& mine, const std::function<std::string(const std::string&)>& param_of);
+  comm::NamedTensors gather_to_root(const comm::NamedTensors& mine);  // parameters whole on rank 0 (weights files)
   bool counts_in_norm(const std::string& name) const;
   EvalResult evaluate_batches(const std::vector<data::Batch>& mine, bool accuracy);
 
