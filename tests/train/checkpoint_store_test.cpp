@@ -212,7 +212,9 @@ TEST_F(CheckpointStoreTest, KeepsTheLastKWholeAndCleansWhatDeadWritersLeft) {
 
 TEST_F(CheckpointStoreTest, BeginRemovesTheManifestOfAnEarlierAttempt) {
   CheckpointStore store(dir_, 3);
+  store.write_shard(6, 2, {}, std::nullopt);  // an earlier attempt of 3 workers
   write_rows_split(store, 6);
+  EXPECT_FALSE(fs::exists(fs::path(store.path_for(6)) / "rank-00002.artel"));
   store.begin(6);
   EXPECT_FALSE(fs::exists(fs::path(store.path_for(6)) / kManifestName));
   EXPECT_THROW(ShardedCheckpoint c(store.path_for(6)), Error);

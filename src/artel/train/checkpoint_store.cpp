@@ -166,6 +166,7 @@ std::string CheckpointStore::commit(Manifest run, int world) const {
     ARTEL_CHECK(it != dropout.end(), "checkpoint ", ckpt, ": no worker wrote the dropout state of stage ", s);
     run.dropout.push_back(it->second);
   }
+  remove_other_shards(ckpt, world);
   const std::string bytes = manifest_to_json(run).dump(1) + "\n";
   write_atomically(path, [&](int fd, const std::string& tmp) { write_all(fd, bytes.data(), bytes.size(), tmp); });
   prune(ckpt);
@@ -186,6 +187,18 @@ void CheckpointStore::prune(const std::string& keep) const {
     fs::remove_all(all[i], ec);
     if (ec) throw Error("cannot delete old checkpoint " + all[i] + ": " + ec.message(), "check the permissions of " + dir_);
     --excess;
+  }
+}
+
+// Shards of an earlier attempt at this step with more workers: no manifest names them.
+void CheckpointStore::remove_other_shards(const std::string& ckpt, int world) const {
+  std::error_code ec;
+  for (fs::directory_iterator it(ckpt, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    bool ours = false;
+    for (int r = 0; r < world && !ours; ++r) ours = name == shard_name(r);
+    if (!ours && name.rfind("rank-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".artel") == 0)
+      ::unlink(it->path().c_str());
   }
 }
 

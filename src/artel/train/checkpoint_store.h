@@ -18,7 +18,8 @@
 //   4. the reporter reads the shards' headers (not their data), checks that
 //      the parts tile every tensor exactly once, writes manifest.json
 //      (tmp, fsync, rename, fsync the directory), prunes to the newest K
-//      complete checkpoints and removes what dead writers left behind.
+//      checkpoint directories and removes what dead writers left behind
+//      (temporary files, shards of an earlier attempt with more workers).
 //
 //   CheckpointStore store(cfg.out + "/checkpoints", /*keep_last=*/3);
 //   if (reporter) store.begin(step);   barrier();
@@ -77,6 +78,7 @@ class CheckpointStore {
  private:
   void prune(const std::string& keep) const;
   void remove_stale_tmp(const std::string& ckpt) const;
+  void remove_other_shards(const std::string& ckpt, int world) const;
 
   std::string dir_;
   int64_t keep_last_;
