@@ -144,11 +144,11 @@ TEST_F(TrainParallel, ResumedRunIsIdenticalToAnUninterruptedOne) {
   Result dead = train(g + out("cut"), "ARTEL_TEST_FAULT=kill@0:3");
   EXPECT_NE(dead.code, 0);
   EXPECT_NE(dead.err.find("worker 0 was killed by signal SIGKILL"), std::string::npos) << dead.err;
-  EXPECT_TRUE(fs::exists(dir_ / "cut" / "checkpoints" / "ckpt-00000002.artel"));
+  EXPECT_TRUE(fs::exists(dir_ / "cut" / "checkpoints" / "ckpt-00000002" / "manifest.json"));
   Result resumed = train(g + " --resume" + out("cut"));
   ok(resumed);
   EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
-  EXPECT_NE(resumed.out.find("ckpt-00000002.artel (step 2)"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("ckpt-00000002 (step 2)\n"), std::string::npos) << resumed.out;  // the same layout: said no more
   expect_identical_run("whole", "cut");
   // keep-checkpoints 3 by default: steps 2, 4, 6 of the 3 written after the cut.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "cut" / "checkpoints"), fs::directory_iterator()), 3);
@@ -197,20 +197,21 @@ TEST_F(TrainParallel, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   std::string m = std::string(kMlp) + " --batch-size 16 --checkpoint-every 2";
   ok(train(m + " --steps 6" + out("whole")));
   ok(train(m + " --steps 4" + out("cut")));
-  fs::path newest = dir_ / "cut" / "checkpoints" / "ckpt-00000004.artel";
-  fs::resize_file(newest, fs::file_size(newest) / 2);
+  fs::path shard = dir_ / "cut" / "checkpoints" / "ckpt-00000004" / "rank-00000.artel";
+  fs::resize_file(shard, fs::file_size(shard) / 2);
   Result r = train(m + " --steps 6 --resume" + out("cut"));
   ok(r);
   const std::string checkpoints = (dir_ / "cut" / "checkpoints").string();
-  EXPECT_NE(r.out.find("artel train: skipping checkpoint " + checkpoints + "/ckpt-00000004.artel: truncated"),
-            std::string::npos) << r.out;  // reported, and what comes next said once
-  EXPECT_NE(r.out.find("; trying " + checkpoints + "/ckpt-00000002.artel\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("resuming from " + (dir_ / "cut" / "checkpoints" / "ckpt-00000002.artel").string()),
-            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("artel train: skipping checkpoint " + shard.string() + ": truncated"), std::string::npos)
+      << r.out;  // reported, and what comes next said once
+  EXPECT_NE(r.out.find("; trying " + checkpoints + "/ckpt-00000002\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resuming from " + checkpoints + "/ckpt-00000002 (step 2)"), std::string::npos) << r.out;
   expect_identical_run("whole", "cut");
 }
 
-TEST_F(TrainParallel, CheckpointOfAnotherModelOrWorldSizeIsRefused) {
+// The model must match; the layout need not (train_checkpoint_test.cpp), as
+// long as it can hold the checkpoint's global batch or --accum says otherwise.
+TEST_F(TrainParallel, CheckpointOfAnotherModelOrAnImpossibleLayoutIsRefused) {
   std::string g = std::string(kGpt) + " --batch-size 4 --checkpoint-every 2 --steps 2";
   ok(train(g + out("run")));
   Result wider = train(g + " --steps 4 --resume --n-embd 32" + out("run"));
@@ -218,7 +219,15 @@ TEST_F(TrainParallel, CheckpointOfAnotherModelOrWorldSizeIsRefused) {
   EXPECT_NE(wider.err.find("model config n_embd 16 in the checkpoint, 32 in this run"), std::string::npos) << wider.err;
   Result more = train(g + " --steps 4 --resume --nproc 2" + out("run"));
   EXPECT_NE(more.code, 0);
-  EXPECT_NE(more.err.find("world size 1 in the checkpoint, 2 in this run"), std::string::npos) << more.err;
+  EXPECT_NE(more.err.find("was trained with a global batch of 4; --batch-size 4 with 2 workers gives 8 rows per "
+                          "micro-step, and no --accum makes them 4 (hint: valid with 2 workers: --batch-size 2, "
+                          "--batch-size 1 --accum 2; "
+                          "or pass --accum"),
+            std::string::npos) << more.err;
+  Result three = train(g + " --steps 4 --resume --nproc 3 --batch-size 1" + out("run"));
+  EXPECT_NE(three.code, 0);
+  EXPECT_NE(three.err.find("no batch size does with 3 workers; data-parallel degrees 1, 2 or 4 can"),
+            std::string::npos) << three.err;
 }
 
 TEST_F(TrainParallel, MpiBackendWithNprocPointsAtMpirun) {

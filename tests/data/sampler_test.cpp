@@ -88,6 +88,38 @@ TEST(Sampler, EveryWorldSizeSeesTheSameGlobalBatch) {
   }
 }
 
+// A run that goes on with another global batch G' after C rows (row offset
+// O = C − s·G' from step s) reads the rows the first run would have read next.
+TEST(Sampler, RowOffsetGoesOnFromTheRowsConsumed) {
+  const int64_t n = 100, G = 8, steps = 3, C = steps * G;  // 3 steps of 8 rows done
+  for (Order order : {Order::shuffle, Order::sequential}) {
+    DistributedSampler before(n, {.order = order, .seed = 5, .rank_batch = G});
+    std::vector<int64_t> rows;  // the global order from row C on, as the first run defines it
+    for (int64_t k = steps; k < steps + 4; ++k) {
+      auto b = before.draws(k);
+      rows.insert(rows.end(), b.begin(), b.end());
+    }
+    for (int64_t Gp : {4, 2}) {  // a smaller global batch over 2 ranks, from step 3 on
+      std::vector<int64_t> after;
+      for (int64_t k = steps; k < steps + 2 * G / Gp; ++k)
+        for (int64_t r = 0; r < 2; ++r) {
+          DistributedSampler s(n, {.order = order, .seed = 5, .rank_batch = Gp / 2, .world_size = 2, .rank = r,
+                                   .row_offset = C - steps * Gp});
+          auto mine = s.draws(k);
+          after.insert(after.end(), mine.begin(), mine.end());
+        }
+      EXPECT_EQ(after, std::vector<int64_t>(rows.begin(), rows.begin() + 2 * G)) << order_name(order) << " G'=" << Gp;
+    }
+  }
+  // Crossing an epoch (E·G = 96 rows of shuffle): the next permutation takes over mid-batch.
+  DistributedSampler s(n, {.order = Order::shuffle, .seed = 5, .rank_batch = 8, .row_offset = 92});
+  const std::vector<int64_t> p0 = epoch_permutation(n, 5, 0), p1 = epoch_permutation(n, 5, 1);
+  EXPECT_EQ(s.draws(0), (std::vector<int64_t>{p0[92], p0[93], p0[94], p0[95], p1[0], p1[1], p1[2], p1[3]}));
+  DistributedSampler early(n, {.order = Order::sequential, .rank_batch = 8, .row_offset = -16});
+  EXPECT_THAT(error_of([&] { early.draws(1); }), HasSubstr("starts before row 0"));
+  EXPECT_EQ(early.draws(2)[0], 0);
+}
+
 TEST(Sampler, RanksAreDisjointAndAnEpochDrawsEachItemAtMostOnce) {
   const int64_t n = 100, B = 6, W = 4, E = n / (B * W);  // 4 batches of 24: 96 items per epoch
   for (int64_t epoch = 0; epoch < 3; ++epoch) {

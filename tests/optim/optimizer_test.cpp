@@ -287,5 +287,32 @@ TEST(Optimizer, ShardRangesAreChecked) {
   EXPECT_THAT([&] { opt.shard({{"q", {0, 1}}}); }, ThrowsMessage<Error>(HasSubstr("no range for parameter 'p'")));
 }
 
+// A sharded checkpoint restores one parameter at a time: the owned elements
+// of each buffer and the step count, into an optimizer owning other elements.
+TEST(Optimizer, PerParameterStateMovesIntoAnotherShard) {
+  Variable p1 = make_param(), p2 = make_param();
+  AdamW whole(one_group({{"p", p1}}, 0.1f, 0.1f)), half(one_group({{"p", p2}}, 0.1f, 0.1f));
+  half.shard({{"p", {1, 3}}});
+  EXPECT_EQ(whole.steps("p"), 0);
+  p1.set_grad(Tensor::from_vector(kGrads[0], {2, 2}));
+  whole.step();
+  EXPECT_EQ(whole.steps("p"), 1);
+  std::vector<Tensor> mine;
+  for (const Tensor& b : whole.buffers("p")) mine.push_back(b.view({4}).slice0(1, 3).clone());
+  half.load_param_state("p", whole.steps("p"), mine);
+  EXPECT_EQ(half.steps("p"), 1);
+  p2.value().copy_from(p1.value());
+  for (auto* v : {&p1, &p2}) v->set_grad(Tensor::from_vector(kGrads[1], {2, 2}));
+  whole.step();
+  half.step();
+  for (int64_t i = 1; i < 3; ++i) EXPECT_EQ(p1.value().to_vector()[i], p2.value().to_vector()[i]) << i;
+  EXPECT_THAT([&] { half.load_param_state("p", 2, {}); }, ThrowsMessage<Error>(HasSubstr("got 0 buffers, expected 2")));
+  EXPECT_THAT([&] { half.load_param_state("p", 2, {Tensor::zeros({4}), Tensor::zeros({4})}); },
+              ThrowsMessage<Error>(HasSubstr("this rank owns 2")));
+  EXPECT_THAT([&] { half.load_param_state("q", 0, {}); }, ThrowsMessage<Error>(HasSubstr("no parameter 'q'")));
+  half.load_param_state("p", 0, {});  // never updated: no state
+  EXPECT_EQ(half.state_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace artel::optim

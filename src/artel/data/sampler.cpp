@@ -51,15 +51,20 @@ std::shared_ptr<const std::vector<int64_t>> DistributedSampler::permutation(int6
 std::vector<int64_t> DistributedSampler::draws_from(int64_t k, int64_t first_row, int64_t count) const {
   ARTEL_CHECK(k >= 0, "global batch index must be >= 0, got ", k);
   const int64_t G = global_batch();
+  const int64_t first = cfg_.row_offset + k * G + first_row;  // global row j of this rank's first draw
+  ARTEL_CHECK(first >= 0, "global batch ", k, " with row offset ", cfg_.row_offset, " starts before row 0");
   std::vector<int64_t> out(static_cast<size_t>(count));
   if (cfg_.order == Order::sequential) {
-    for (int64_t i = 0; i < count; ++i) out[i] = k * G + first_row + i;
+    for (int64_t i = 0; i < count; ++i) out[i] = first + i;
     return out;
   }
-  const int64_t E = steps_per_epoch();
-  auto perm = permutation(k / E);
-  const int64_t base = (k % E) * G + first_row;
-  for (int64_t i = 0; i < count; ++i) out[i] = (*perm)[base + i];
+  const int64_t rows_per_epoch = steps_per_epoch() * G;
+  std::shared_ptr<const std::vector<int64_t>> perm;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = first + i;
+    if (i == 0 || j % rows_per_epoch == 0) perm = permutation(j / rows_per_epoch);  // a batch may cross an epoch (O != 0)
+    out[i] = (*perm)[j % rows_per_epoch];
+  }
   return out;
 }
 

@@ -22,6 +22,14 @@
 //               sequential rows: the T+1 tokens starting at (j·T) mod (n_train − T)
 //               (see dataset.h).
 //
+// A row offset O (SamplerConfig::row_offset, 0 by default) shifts the rows:
+// row i of global batch k is global row j = O + k·G + i, which reads, in
+// epoch e = j / (E·G), item perm_e[j mod (E·G)] (shuffle) or draw j
+// (sequential). With O = 0 that is the definition above. It lets a run go on
+// with another global batch where an earlier one stopped (Megatron's
+// consumed_samples): a run that resumes after C rows with a global batch G'
+// from step s uses O = C − s·G', so its next batch starts at row C.
+//
 // The sampler returns *draws*: for shuffle the permuted item, for sequential
 // the global row number j; the dataset turns a draw into data (dataset.h).
 //
@@ -53,6 +61,7 @@ struct SamplerConfig {
   int64_t rank_batch = 1;  // B, rows per rank per step, >= 1
   int64_t world_size = 1;  // W, >= 1; the global batch is G = W·B
   int64_t rank = 0;        // in [0, W)
+  int64_t row_offset = 0;  // O: global batch k starts at global row O + k·G (may be negative; rows read are >= 0)
 };
 
 class DistributedSampler {

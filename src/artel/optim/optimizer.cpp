@@ -173,4 +173,28 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   }
 }
 
+int64_t Optimizer::steps(const std::string& name) const {
+  for (const Slot& s : slots_)
+    if (s.name == name) return s.steps;
+  throw Error("optimizer: no parameter '" + name + "'");
+}
+
+void Optimizer::load_param_state(const std::string& name, int64_t steps, std::vector<Tensor> owned_buffers) {
+  auto slot = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.name == name; });
+  ARTEL_CHECK(slot != slots_.end(), "optimizer state: no parameter '", name, "'");
+  ARTEL_CHECK(steps >= 0, "optimizer state: step count of '", name, "' is ", steps, ", must be >= 0");
+  const bool holds = steps > 0 && slot->owned.size() > 0;
+  ARTEL_CHECK(owned_buffers.size() == (holds ? kinds_.size() : 0), "optimizer state: '", name, "' got ",
+              owned_buffers.size(), " buffers, expected ", holds ? kinds_.size() : 0);
+  for (size_t k = 0; k < owned_buffers.size(); ++k) {
+    const Tensor& b = owned_buffers[k];
+    ARTEL_CHECK(b.defined() && b.dtype() == DType::f32 && b.numel() == slot->owned.size(), "optimizer state: ",
+                kinds_[k], " of '", name, "' has ", b.defined() ? b.numel() : 0, " elements, this rank owns ",
+                slot->owned.size());
+    owned_buffers[k] = b.view({slot->owned.size()});
+  }
+  slot->steps = steps;
+  slot->buffers = std::move(owned_buffers);
+}
+
 }  // namespace artel::optim

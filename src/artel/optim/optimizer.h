@@ -97,6 +97,15 @@ class Optimizer {
   // dtypes first and names what is wrong.
   void load_state_dict(const OptimizerState& state);
 
+  // One parameter's state at a time, as a sharded checkpoint stores it (never
+  // the whole state at once): its step count (0 before its first update) and
+  // its buffers in buffer_kinds() order, each the owned elements only, flat
+  // ({} when the count is 0 or nothing is owned).
+  int64_t steps(const std::string& name) const;
+  // Replaces that state with `steps` and `owned_buffers` (taken as they are);
+  // checks the count, sizes and dtypes and names what is wrong.
+  void load_param_state(const std::string& name, int64_t steps, std::vector<Tensor> owned_buffers);
+
  protected:
   struct Slot {
     std::string name;

@@ -284,6 +284,7 @@ void FullyShardedDataParallel::shard(optim::Optimizer& opt) {
     grads[name] = u.grad_shard.slice0(at, at + end - begin);
   }
   opt.shard(owned, values, grads);
+  values_ = values;
 }
 
 float FullyShardedDataParallel::clip_grad_norm(float max_norm) {

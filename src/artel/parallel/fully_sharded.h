@@ -71,6 +71,9 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   // Zero-fills (or refuses) unused gradients, waits for the last
   // reductions and frees every gathered unit -> seconds waited.
   std::chrono::duration<double> finish();
+  // The elements of parameter `name` this rank keeps (flat; shard() made them
+  // the optimizer's), and which ones they are.
+  Tensor owned_value(const std::string& name) const { return values_.at(name); }
   // Global-norm clipping of the averaged gradient shards (the norm summed over ranks).
   float clip_grad_norm(float max_norm);
   // Calls visit(name, whole value) for every parameter, a unit gathered at a
@@ -125,6 +128,7 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::vector<int64_t> offset_of_param_;
   std::vector<bool> arrived_;
   std::vector<int> in_flight_;         // units being reduced, oldest first
+  std::map<std::string, Tensor> values_;  // parameter -> its owned elements, views of the shards
   int64_t shard_bytes_ = 0;
   int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
 };

@@ -34,17 +34,6 @@ struct FileGuard {
   }
 };
 
-void write_all(int fd, const void* data, uint64_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, std::min<uint64_t>(n, 1u << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw Error(sys_error("cannot write", path), "check free disk space");
-    p += w;
-    n -= static_cast<uint64_t>(w);
-  }
-}
-
 void write_zeros(int fd, uint64_t n, const std::string& path) {
   static const char zeros[kCheckpointAlign] = {};
   write_all(fd, zeros, n, path);  // n < 64: only alignment padding
@@ -126,9 +115,48 @@ void open_checkpoint(const std::string& path, OpenedCheckpoint& out) {
   if (crc != stored_crc) checkpoint_corrupt(path, "header CRC mismatch");
   uint64_t data_start = align_up(head.size(), kCheckpointAlign);
   out.header = decode_checkpoint_header(path, head.substr(kCheckpointPrefixBytes), version, data_start, size);
+  out.header.header_crc = crc;
+  out.header.file_bytes = size;
+}
+
+Tensor read_tensor(int fd, const CheckpointTensorInfo& info, const std::string& path) {
+  Tensor t = Tensor::empty(info.shape, info.dtype);
+  read_at(fd, t.raw(), info.nbytes, info.offset, path);
+  if (checkpoint_crc32(t.raw(), info.nbytes) != info.crc32)
+    checkpoint_corrupt(path, "tensor '" + info.name + "' CRC mismatch (its data is corrupt)");
+  return t;
 }
 
 }  // namespace
+
+void write_all(int fd, const void* data, uint64_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, std::min<uint64_t>(n, 1u << 30));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw Error(sys_error("cannot write", path), "check free disk space");
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+}
+
+void write_atomically(const std::string& path, const std::function<void(int fd, const std::string& tmp)>& body) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  FileGuard file;
+  file.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (file.fd < 0) throw Error(sys_error("cannot create", tmp), "check that the directory exists and is writable");
+  file.unlink_path = tmp;
+  body(file.fd, tmp);
+  if (::fsync(file.fd) != 0) throw Error(sys_error("cannot fsync", tmp));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(sys_error("cannot rename " + tmp + " onto", path));
+  file.unlink_path.clear();  // it is `path` now
+  // The rename is durable only once the directory entry is.
+  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) throw Error(sys_error("cannot open directory of", path));
+  int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) throw Error(sys_error("cannot fsync directory of", path));
+}
 
 bool Checkpoint::has(const std::string& name) const {
   for (const auto& [n, t] : tensors)
@@ -154,23 +182,8 @@ void Checkpoint::restore(const std::string& name, Tensor& dst) const {
 }
 
 void write_checkpoint(const std::string& path, const Checkpoint& ck) {
-  CheckpointPlan plan = plan_checkpoint(ck, path);
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  FileGuard file;
-  file.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file.fd < 0)
-    throw Error(sys_error("cannot create checkpoint", tmp), "check that the directory exists and is writable");
-  file.unlink_path = tmp;
-  write_body(file.fd, plan, ck, tmp);
-  if (::fsync(file.fd) != 0) throw Error(sys_error("cannot fsync checkpoint", tmp));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw Error(sys_error("cannot rename " + tmp + " onto", path));
-  file.unlink_path.clear();  // it is `path` now
-  // The rename is durable only once the directory entry is.
-  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw Error(sys_error("cannot open directory of", path));
-  int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) throw Error(sys_error("cannot fsync directory of", path));
+  const CheckpointPlan plan = plan_checkpoint(ck, path);
+  write_atomically(path, [&](int fd, const std::string& tmp) { write_body(fd, plan, ck, tmp); });
 }
 
 CheckpointHeader read_checkpoint_header(const std::string& path) {
@@ -189,18 +202,33 @@ Checkpoint read_checkpoint(const std::string& path) {
   ck.meta = std::move(h.meta);
   ck.rng = std::move(h.rng);
   ck.path = path;
-  for (const CheckpointTensorInfo& info : h.tensors) {
-    Tensor t = Tensor::empty(info.shape, info.dtype);
-    read_at(opened.file.fd, t.raw(), info.nbytes, info.offset, path);
-    uint32_t crc = checkpoint_crc32(t.raw(), info.nbytes);
-    if (crc != info.crc32) checkpoint_corrupt(path, "tensor '" + info.name + "' CRC mismatch (its data is corrupt)");
-    ck.add(info.name, std::move(t));
-  }
+  for (const CheckpointTensorInfo& info : h.tensors) ck.add(info.name, read_tensor(opened.file.fd, info, path));
   return ck;
 }
 
-json Compatibility::to_meta() const {
-  return {{"model_kind", model_kind}, {"model_config", model_config}, {"world_size", world_size}, {"layout", layout}};
+CheckpointFile::CheckpointFile(std::string path) : path_(std::move(path)) {
+  OpenedCheckpoint opened;
+  open_checkpoint(path_, opened);
+  header_ = std::move(opened.header);
+  std::swap(fd_, opened.file.fd);  // kept open: the guard closes nothing
 }
+
+CheckpointFile::~CheckpointFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const CheckpointTensorInfo* CheckpointFile::find(const std::string& name) const {
+  for (const CheckpointTensorInfo& info : header_.tensors)
+    if (info.name == name) return &info;
+  return nullptr;
+}
+
+Tensor CheckpointFile::read(const std::string& name) const {
+  const CheckpointTensorInfo* info = find(name);
+  if (!info) checkpoint_corrupt(path_, "no tensor '" + name + "'");
+  return read_tensor(fd_, *info, path_);
+}
+
+json Compatibility::to_meta() const { return {{"model_kind", model_kind}, {"model_config", model_config}}; }
 
 }  // namespace artel::train

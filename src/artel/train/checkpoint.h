@@ -1,19 +1,15 @@
-// Checkpoints: everything a run needs to continue bit-for-bit — model weights,
-// optimizer state, step, sampler position, RNG states — in one self-describing
-// file (after llm.c's headers), and a store that keeps the last K of
-// them in a directory and finds the newest good one on restart.
+// The checkpoint file: named tensors, metadata and RNG states in one
+// self-describing file (after llm.c's headers), every byte covered by a CRC.
+// A sharded checkpoint (checkpoint_store.h) is one such file per worker —
+// its shard — plus a manifest.
 //
-//   CheckpointStore store(cfg.out + "/checkpoints", /*keep_last=*/3);
 //   Checkpoint ck;
 //   ck.step = step;                       // optimizer steps done
-//   ck.sampler_position = step;           // the next step index the sampler serves
-//   ck.meta = compat.to_meta();           // model kind + config, world size
-//   ck.add("model/" + name, param);       // aliases the live tensor: no copy
+//   ck.meta = {{"rank", 3}};              // any JSON object
+//   ck.add("model/" + name, part);        // aliases the live tensor: no copy
 //   ck.rng = {rng.state()};
-//   store.save(ck);                        // DIR/ckpt-00000100.artel, atomically
-//   ...
-//   auto last = store.load_latest(compat, [](const std::string& w) { log(w); });
-//   if (last) last->restore("model/" + name, param);
+//   write_checkpoint(dir + "/rank-00003.artel", ck);   // atomically
+//   CheckpointFile f(dir + "/rank-00003.artel");       // header checked; read(name) one tensor at a time
 //
 // File layout (little-endian; see Note [Checkpoint file format] in checkpoint_format.cpp):
 //   "ARTELCKP" | u32 version | u64 N | N bytes JSON header | pad to 64
@@ -25,8 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +72,8 @@ struct CheckpointTensorInfo {
 };
 struct CheckpointHeader {
   uint32_t version = 0;
+  uint32_t header_crc = 0;  // the CRC32 the file ends with: it covers the table, so every tensor's CRC
+  uint64_t file_bytes = 0;
   int64_t step = 0;
   int64_t sampler_position = 0;
   nlohmann::json meta;
@@ -86,52 +82,46 @@ struct CheckpointHeader {
 };
 CheckpointHeader read_checkpoint_header(const std::string& path);
 
-// What a run expects of a checkpoint it resumes from. A checkpoint of another
-// model or world size is refused: resuming it would be a user error, never a
-// reason to fall back to an older file.
+// An open checkpoint file whose header passed every check; tensors are read
+// one at a time, each checked against its CRC (a shard is read only for the
+// parts a worker needs).
+//
+//   CheckpointFile f(path);
+//   if (f.find("model/fc.weight")) Tensor t = f.read("model/fc.weight");
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(std::string path);
+  ~CheckpointFile();
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
+
+  const CheckpointHeader& header() const { return header_; }
+  const std::string& path() const { return path_; }
+  // The table entry of `name`, or null.
+  const CheckpointTensorInfo* find(const std::string& name) const;
+  // Tensor `name`, CRC-checked; a missing one or bad data is an Error naming the file.
+  Tensor read(const std::string& name) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  CheckpointHeader header_;
+};
+
+// What a run expects of a checkpoint it resumes from: the same model. The
+// layout and world size may differ (checkpoints are resharded at load,
+// checkpoint_reader.h); another model is refused: resuming it would be a
+// user error, never a reason to fall back to an older checkpoint.
 struct Compatibility {
   std::string model_kind;                   // "gpt", "mlp", "cnn"
   nlohmann::json model_config = nlohmann::json::object();  // what shapes the parameters
-  int64_t world_size = 1;
-  nlohmann::json layout = nullptr;          // parallel layout (dp/pp/tp); null = plain data parallel
 
-  // {"model_kind", "model_config", "world_size", "layout"}: put it in Checkpoint::meta.
+  // {"model_kind", "model_config"}.
   nlohmann::json to_meta() const;
 };
 
-// Throws an Error naming the file and each differing field (kind, config keys,
-// world size, layout) with a hint, unless `meta` matches `expect`.
+// Throws an Error naming the file and each differing field (kind, config
+// keys) with a hint, unless `meta` holds the model `expect` describes.
 void check_compatible(const nlohmann::json& meta, const Compatibility& expect, const std::string& path);
-
-// A directory of checkpoints "ckpt-<step, 8+ digits>.artel", the newest K kept.
-class CheckpointStore {
- public:
-  // keep_last >= 1, or 0 to keep every checkpoint. The directory is created on save.
-  CheckpointStore(std::string dir, int64_t keep_last);
-
-  // Writes DIR/ckpt-<step>.artel atomically, then deletes the oldest beyond
-  // keep_last (never the one just written) and temporary files left by dead
-  // writers. Returns the path written.
-  std::string save(const Checkpoint& ck);
-
-  // The newest checkpoint that reads back whole. A truncated or corrupt one is
-  // reported through `warn` (one line naming the file and the problem) and the
-  // previous one is tried. An incompatible one throws (see check_compatible).
-  // nullopt when the directory is missing, empty, or holds nothing readable.
-  std::optional<Checkpoint> load_latest(const Compatibility& expect,
-                                        const std::function<void(const std::string&)>& warn) const;
-
-  // Checkpoint files present, oldest step first (temporary files excluded).
-  std::vector<std::string> list() const;
-  std::string path_for(int64_t step) const;
-  const std::string& dir() const { return dir_; }
-
- private:
-  void prune(const std::string& keep) const;
-  void remove_stale_tmp() const;
-
-  std::string dir_;
-  int64_t keep_last_;
-};
 
 }  // namespace artel::train

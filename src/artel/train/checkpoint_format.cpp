@@ -10,7 +10,8 @@
 namespace artel::train {
 
 // Note [Checkpoint file format]
-// A checkpoint is one file, readable without any other file and checkable
+// A checkpoint file (a worker's shard of a sharded checkpoint,
+// checkpoint_store.h) is readable without any other file and checkable
 // without trusting any of it:
 //
 //   offset 0    "ARTELCKP"                      8 bytes
@@ -32,21 +33,21 @@ namespace artel::train {
 // Integers are little-endian (every machine artel runs on is).
 static_assert(std::endian::native == std::endian::little, "checkpoints are written little-endian");
 
-namespace {
-
 using nlohmann::json;
-
-const char* dtype_key(DType t) { return dtype_name(t); }
 
 bool parse_dtype(const std::string& s, DType& out) {
   for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bf16})
-    if (s == dtype_key(t)) return out = t, true;
+    if (s == dtype_name(t)) return out = t, true;
   return false;
 }
 
 json rng_to_json(const RngState& s) {
   return {{"seed", s.seed}, {"stream", s.stream}, {"counter", s.counter}, {"used", s.used}};
 }
+
+namespace {
+
+const char* dtype_key(DType t) { return dtype_name(t); }
 
 // The field `key` of object `j`, which must be an unsigned integer that fits in T.
 template <class T>
@@ -65,6 +66,8 @@ int64_t get_int(const std::string& path, const json& j, const char* key) {
   return j[key].get<int64_t>();
 }
 
+}  // namespace
+
 RngState parse_rng(const std::string& path, const json& j, size_t i) {
   std::string where = "rng state " + std::to_string(i);
   RngState s;
@@ -75,6 +78,8 @@ RngState parse_rng(const std::string& path, const json& j, size_t i) {
   if (s.used > 4) checkpoint_corrupt(path, where + ": \"used\" is " + std::to_string(s.used) + ", at most 4");
   return s;
 }
+
+namespace {
 
 CheckpointTensorInfo parse_entry(const std::string& path, const json& e, uint64_t data_start,
                                  uint64_t data_bytes) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,20 @@ CheckpointPlan plan_checkpoint(const Checkpoint& ck, const std::string& path);
 // data section starts at `data_start`. Errors name `path`.
 CheckpointHeader decode_checkpoint_header(const std::string& path, const std::string& json_bytes,
                                           uint32_t version, uint64_t data_start, uint64_t file_size);
+
+// Dtype names as checkpoints write them (core's dtype_name); false for others.
+bool parse_dtype(const std::string& s, DType& out);
+// A generator state as JSON {seed, stream, counter, used}, and back (entry
+// `i` of a list; errors name `path`).
+nlohmann::json rng_to_json(const RngState& s);
+RngState parse_rng(const std::string& path, const nlohmann::json& j, size_t i);
+
+// Creates `path` atomically: `body` writes "<path>.tmp-<pid>" through the
+// descriptor it is given, then fsync, rename onto `path`, fsync the
+// directory. `path` either keeps what it held or has the new bytes, whole.
+void write_atomically(const std::string& path, const std::function<void(int fd, const std::string& tmp)>& body);
+// Writes all n bytes (errors name `path`).
+void write_all(int fd, const void* data, uint64_t n, const std::string& path);
 
 uint32_t checkpoint_crc32(const void* data, uint64_t n, uint32_t crc = 0);
 

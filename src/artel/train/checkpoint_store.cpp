@@ -1,4 +1,5 @@
-// CheckpointStore and the compatibility check (declared in checkpoint.h).
+#include "artel/train/checkpoint_store.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "artel/train/checkpoint.h"
+#include "artel/train/checkpoint_format.h"
 
 namespace artel::train {
 namespace {
@@ -17,81 +20,75 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kPrefix = "ckpt-";
-constexpr const char* kSuffix = ".artel";
-constexpr const char* kTmpMark = ".artel.tmp-";
+constexpr const char* kTmpMark = ".tmp-";
 
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// "ckpt-00000100.artel" -> 100; -1 for any other name.
+// "ckpt-00000100" -> 100; -1 for any other name.
 int64_t step_of(const std::string& name) {
-  size_t p = std::strlen(kPrefix), s = std::strlen(kSuffix);
-  if (name.size() < p + 8 + s || name.compare(0, p, kPrefix) != 0 || name.compare(name.size() - s, s, kSuffix) != 0)
-    return -1;
-  std::string digits = name.substr(p, name.size() - p - s);
+  const size_t p = std::strlen(kPrefix);
+  if (name.size() < p + 8 || name.compare(0, p, kPrefix) != 0) return -1;
+  const std::string digits = name.substr(p);
   if (!all_digits(digits) || digits.size() > 18) return -1;
   return std::stoll(digits);
 }
 
-// "ckpt-00000100.artel.tmp-4242" -> 4242; -1 for any other name.
+// "rank-00001.artel.tmp-4242", "manifest.json.tmp-4242" -> 4242; -1 for any other name.
 long tmp_pid_of(const std::string& name) {
-  size_t at = name.find(kTmpMark);
-  if (name.compare(0, std::strlen(kPrefix), kPrefix) != 0 || at == std::string::npos) return -1;
-  std::string pid = name.substr(at + std::strlen(kTmpMark));
+  const size_t at = name.rfind(kTmpMark);
+  if (at == std::string::npos) return -1;
+  const std::string pid = name.substr(at + std::strlen(kTmpMark));
   if (!all_digits(pid) || pid.size() > 9) return -1;
   return std::stol(pid);
 }
 
-// The error's message without its hint (which suits a user reading it, not a log line).
-std::string problem_of(const Error& e) {
-  std::string what = e.what(), tail = " (hint: " + e.hint() + ")";
-  if (!e.hint().empty() && what.size() >= tail.size() && what.compare(what.size() - tail.size(), tail.size(), tail) == 0)
-    what.resize(what.size() - tail.size());
-  return what;
+bool process_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// A part as a manifest entry naming `file`.
+ManifestTensor entry_of(const HeldPart& p, const std::string& file) {
+  return ManifestTensor{p.key, p.dtype, p.whole,
+                        {ManifestPart{file, p.key, p.region_split(), p.part, p.parts, p.range}}};
 }
 
-std::string show(const json& j) { return j.is_null() ? "none" : j.dump(); }
-
-// "n_layer 4 in the checkpoint, 6 in this run" for each top-level key that differs.
-void diff_config(const json& have, const json& want, std::vector<std::string>& out) {
-  if (!have.is_object() || !want.is_object()) {
-    out.push_back("model config " + show(have) + " in the checkpoint, " + show(want) + " in this run");
-    return;
+// One shard's parts and dropout state, from its header, each part checked
+// against its table (the named tensor is there, with as many elements as
+// its region has).
+void collect_shard(const std::string& dir, const std::string& file, Manifest& m, std::map<std::string, size_t>& index,
+                   std::map<int, RngState>& dropout) {
+  const std::string path = (fs::path(dir) / file).string();
+  const CheckpointHeader h = read_checkpoint_header(path);
+  m.shards.push_back({file, h.file_bytes, h.header_crc});
+  if (!h.meta.contains("tensors") || !h.meta["tensors"].is_array())
+    checkpoint_corrupt(path, "no \"tensors\" in its metadata (not a shard)");
+  for (const json& j : h.meta["tensors"]) {
+    ManifestTensor t = tensor_from_json(j, path);
+    for (const ManifestPart& p : t.parts) {
+      auto info = std::find_if(h.tensors.begin(), h.tensors.end(), [&](const auto& i) { return i.name == p.name; });
+      if (p.file != file || info == h.tensors.end() || info->dtype != t.dtype ||
+          shape_numel(info->shape) != p.range.size())
+        checkpoint_corrupt(path, "its table does not hold the part of '" + t.key + "' its metadata lists");
+    }
+    auto [it, fresh] = index.emplace(t.key, m.tensors.size());
+    if (fresh) {
+      m.tensors.push_back(std::move(t));
+      continue;
+    }
+    ManifestTensor& have = m.tensors[it->second];
+    if (have.dtype != t.dtype || have.shape != t.shape)
+      checkpoint_corrupt(path, "'" + t.key + "' is " + dtype_name(t.dtype) + " " + shape_str(t.shape) + " here, " +
+                                   dtype_name(have.dtype) + " " + shape_str(have.shape) + " in another shard");
+    have.parts.insert(have.parts.end(), t.parts.begin(), t.parts.end());
   }
-  for (const auto& [k, v] : want.items()) {
-    json h = have.contains(k) ? have[k] : json();
-    if (h != v) out.push_back("model config " + k + " " + show(h) + " in the checkpoint, " + show(v) + " in this run");
+  if (h.meta.contains("dropout_stage")) {
+    const int stage = h.meta["dropout_stage"].get<int>();
+    if (h.rng.size() != 1 || !dropout.emplace(stage, h.rng[0]).second)
+      checkpoint_corrupt(path, "a second or malformed dropout state of stage " + std::to_string(stage));
   }
-  for (const auto& [k, v] : have.items())
-    if (!want.contains(k)) out.push_back("model config " + k + " " + show(v) + " in the checkpoint, none in this run");
 }
 
 }  // namespace
-
-void check_compatible(const json& meta, const Compatibility& expect, const std::string& path) {
-  if (!meta.is_object() || !meta.contains("model_kind") || !meta["model_kind"].is_string())
-    throw Error("checkpoint " + path + " does not say which model it holds (no model_kind in its metadata)",
-                "it was not written by `artel train`; start a fresh run or point it at another checkpoint directory");
-  std::vector<std::string> diffs;
-  std::string kind = meta["model_kind"].get<std::string>();
-  if (kind != expect.model_kind) {
-    diffs.push_back("model '" + kind + "' in the checkpoint, '" + expect.model_kind + "' in this run");
-  } else {
-    diff_config(meta.value("model_config", json()), expect.model_config, diffs);
-  }
-  json ws = meta.value("world_size", json());
-  if (ws != json(expect.world_size))
-    diffs.push_back("world size " + show(ws) + " in the checkpoint, " + std::to_string(expect.world_size) +
-                    " in this run");
-  json layout = meta.value("layout", json());
-  if (layout != expect.layout)
-    diffs.push_back("parallel layout " + show(layout) + " in the checkpoint, " + show(expect.layout) + " in this run");
-  if (diffs.empty()) return;
-  std::string msg = "checkpoint " + path + " belongs to a different run: ";
-  for (size_t i = 0; i < diffs.size(); ++i) msg += (i ? "; " : "") + diffs[i];
-  throw Error(msg, "resume with the same model, config and number of workers, or use another output directory");
-}
 
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep_last) : dir_(std::move(dir)), keep_last_(keep_last) {
   ARTEL_CHECK(!dir_.empty(), "checkpoint directory is empty");
@@ -101,16 +98,22 @@ CheckpointStore::CheckpointStore(std::string dir, int64_t keep_last) : dir_(std:
 std::string CheckpointStore::path_for(int64_t step) const {
   ARTEL_CHECK(step >= 0, "checkpoint step must be >= 0, got ", step);
   char name[40];
-  std::snprintf(name, sizeof name, "%s%08lld%s", kPrefix, static_cast<long long>(step), kSuffix);
+  std::snprintf(name, sizeof name, "%s%08lld", kPrefix, static_cast<long long>(step));
   return (fs::path(dir_) / name).string();
+}
+
+std::string CheckpointStore::shard_name(int rank) {
+  char name[40];
+  std::snprintf(name, sizeof name, "rank-%05d.artel", rank);
+  return name;
 }
 
 std::vector<std::string> CheckpointStore::list() const {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    int64_t step = step_of(it->path().filename().string());
-    if (step >= 0) found.emplace_back(step, it->path().string());
+    const int64_t step = step_of(it->path().filename().string());
+    if (step >= 0 && it->is_directory()) found.emplace_back(step, it->path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
@@ -118,57 +121,95 @@ std::vector<std::string> CheckpointStore::list() const {
   return out;
 }
 
-std::string CheckpointStore::save(const Checkpoint& ck) {
+void CheckpointStore::begin(int64_t step) const {
+  const std::string manifest = (fs::path(path_for(step)) / kManifestName).string();
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
+    throw Error("cannot remove " + manifest + ": " + std::strerror(errno), "check the permissions of " + dir_);
+}
+
+std::string CheckpointStore::write_shard(int64_t step, int rank, const std::vector<HeldPart>& parts,
+                                         const std::optional<StageDropout>& dropout) const {
+  const std::string ckpt = path_for(step), file = shard_name(rank);
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) throw Error("cannot create checkpoint directory " + dir_ + ": " + ec.message(), "check the --out path");
-  std::string path = path_for(ck.step);
-  write_checkpoint(path, ck);
-  prune(path);
-  remove_stale_tmp();
+  fs::create_directories(ckpt, ec);
+  if (ec) throw Error("cannot create checkpoint directory " + ckpt + ": " + ec.message(), "check the --out path");
+  Checkpoint shard;
+  shard.step = step;
+  json tensors = json::array();
+  for (const HeldPart& p : parts) {
+    ARTEL_CHECK(p.data.numel() == p.range.size(), "checkpoint part ", p.key, " holds ", p.data.numel(),
+                " elements, its region ", p.range.size());
+    tensors.push_back(tensor_to_json(entry_of(p, file)));
+    shard.add(p.key, p.data);
+  }
+  shard.meta = {{"rank", rank}, {"tensors", tensors}};
+  if (dropout) {
+    shard.meta["dropout_stage"] = dropout->stage;
+    shard.rng = {dropout->state};
+  }
+  const std::string path = (fs::path(ckpt) / file).string();
+  write_checkpoint(path, shard);
   return path;
 }
 
+std::string CheckpointStore::commit(Manifest run, int world) const {
+  const std::string ckpt = path_for(run.step), path = (fs::path(ckpt) / kManifestName).string();
+  std::map<std::string, size_t> index;
+  std::map<int, RngState> dropout;
+  run.shards.clear();
+  run.tensors.clear();
+  for (int r = 0; r < world; ++r) collect_shard(ckpt, shard_name(r), run, index, dropout);
+  for (const ManifestTensor& t : run.tensors) check_tiling(t, path);  // every element written exactly once
+  run.dropout.clear();
+  for (int s = 0; s < static_cast<int>(dropout.size()); ++s) {
+    auto it = dropout.find(s);
+    ARTEL_CHECK(it != dropout.end(), "checkpoint ", ckpt, ": no worker wrote the dropout state of stage ", s);
+    run.dropout.push_back(it->second);
+  }
+  remove_other_shards(ckpt, world);
+  const std::string bytes = manifest_to_json(run).dump(1) + "\n";
+  write_atomically(path, [&](int fd, const std::string& tmp) { write_all(fd, bytes.data(), bytes.size(), tmp); });
+  prune(ckpt);
+  for (const std::string& c : list()) remove_stale_tmp(c);
+  return ckpt;
+}
+
+// The oldest checkpoints beyond keep_last go, whole directories (never the
+// one just written); a directory without a manifest is a write that did not
+// finish and counts as one of them.
 void CheckpointStore::prune(const std::string& keep) const {
   if (keep_last_ == 0) return;
   std::vector<std::string> all = list();
   int64_t excess = static_cast<int64_t>(all.size()) - keep_last_;
   for (size_t i = 0; i < all.size() && excess > 0; ++i) {
     if (all[i] == keep) continue;
-    if (::unlink(all[i].c_str()) != 0 && errno != ENOENT)
-      throw Error("cannot delete old checkpoint " + all[i] + ": " + std::strerror(errno),
-                  "check the permissions of " + dir_);
+    std::error_code ec;
+    fs::remove_all(all[i], ec);
+    if (ec) throw Error("cannot delete old checkpoint " + all[i] + ": " + ec.message(), "check the permissions of " + dir_);
     --excess;
+  }
+}
+
+// Shards of an earlier attempt at this step with more workers: no manifest names them.
+void CheckpointStore::remove_other_shards(const std::string& ckpt, int world) const {
+  std::error_code ec;
+  for (fs::directory_iterator it(ckpt, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    bool ours = false;
+    for (int r = 0; r < world && !ours; ++r) ours = name == shard_name(r);
+    if (!ours && name.rfind("rank-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".artel") == 0)
+      ::unlink(it->path().c_str());
   }
 }
 
 // A temporary file is a write in progress or one cut short by a crash; it is
 // removed only when the process named in it no longer exists.
-void CheckpointStore::remove_stale_tmp() const {
+void CheckpointStore::remove_stale_tmp(const std::string& ckpt) const {
   std::error_code ec;
-  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    long pid = tmp_pid_of(it->path().filename().string());
-    if (pid <= 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  for (fs::directory_iterator it(ckpt, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = tmp_pid_of(it->path().filename().string());
+    if (pid > 0 && process_gone(pid)) ::unlink(it->path().c_str());
   }
-}
-
-std::optional<Checkpoint> CheckpointStore::load_latest(const Compatibility& expect,
-                                                       const std::function<void(const std::string&)>& warn) const {
-  std::vector<std::string> all = list();
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    Checkpoint ck;
-    try {
-      ck = read_checkpoint(*it);
-    } catch (const Error& e) {
-      std::string next = std::next(it) == all.rend() ? "none left" : "trying " + *std::next(it);
-      if (warn) warn("skipping " + problem_of(e) + "; " + next);
-      continue;
-    }
-    check_compatible(ck.meta, expect, *it);
-    return ck;
-  }
-  return std::nullopt;
 }
 
 }  // namespace artel::train

@@ -47,9 +47,6 @@ DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::sha
     : group_(std::move(group)) {
   ddp.shard_optimizer = cfg.zero >= 1;
   ddp.shard_gradients = cfg.zero >= 2;
-  if (cfg.zero == 3 && group_->size() > 1 && (cfg.checkpoint_every > 0 || run.resume))
-    throw Error("--zero 3 writes no checkpoints yet: each worker would have to write its own shard",
-                "use --zero 2 for a run that checkpoints");
   if (cfg.zero == 3 && group_->size() > 1)
     strategy_ = std::make_unique<FullyShardedStrategy>(
         group_, parallel::FsdpOptions{.reshard_after_forward = cfg.reshard_after_forward,

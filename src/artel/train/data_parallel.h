@@ -13,6 +13,8 @@
 // run but not the one a single worker on the whole batch would take (that
 // equivalence holds for dropout 0, the recipes' setting). Checkpoints stay
 // exact: all workers' generators are in the same state after every step.
+// Checkpoints are sharded (Note [Sharded checkpoints] in strategy.h): rank 0
+// writes the model, or with --zero 1 every rank its owned elements.
 //
 //   auto pg = comm::init_process_group(comm::group_options_from_env({.backend = "shm"}));
 //   DataParallelWorker w(cfg, {.out = &std::cout}, pg);
@@ -48,6 +50,7 @@ class DataParallelStrategy : public Strategy {
   void clip_grad_norm(float max_norm) override { ddp_->clip_grad_norm(max_norm); }
   double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
   void barrier() override { group_->barrier()->wait(); }
+  comm::ProcessGroup* world_group() override { return group_.get(); }
   std::string describe_sync() const override { return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)"; }
   int64_t gradient_bytes() const override { return ddp_->gradient_bytes(); }
   int64_t communication_bytes() const override {
@@ -58,9 +61,7 @@ class DataParallelStrategy : public Strategy {
  protected:
   std::shared_ptr<void> accumulate_locally() override;
   void loss_ready(double local) override;  // the loss all-reduce, issued before backward
-  optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) override {
-    return ddp_->gather_optimizer_state(optimizer);
-  }
+  bool optimizer_sharded() const override { return opts_.shard_optimizer; }
 
  protected:
   std::shared_ptr<comm::ProcessGroup> group_;

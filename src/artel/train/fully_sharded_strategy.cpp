@@ -34,6 +34,35 @@ double FullyShardedStrategy::optimizer_step(optim::Optimizer& optimizer) {
   return 0;
 }
 
+std::vector<ParameterHolding> FullyShardedStrategy::owned_holdings(const optim::Optimizer& optimizer) const {
+  std::vector<ParameterHolding> out;
+  for (const auto& [name, p] : params_)
+    out.push_back({.name = name, .value = fsdp_->owned_value(name), .whole = p.shape(), .writes_state = true,
+                   .writes_step = reporter()});
+  return out;
+}
+
+std::vector<HeldPart> FullyShardedStrategy::held_parts(optim::Optimizer& optimizer) {
+  std::vector<HeldPart> parts = parts_to_write(owned_holdings(optimizer), optimizer);  // state and step counts
+  for (const auto& [name, p] : params_)
+    if (const optim::ElementRange r = optimizer.owned(name); r.size() > 0)
+      parts.push_back({kModelKey + name, DType::f32, p.shape(), nn::Split{}, 0, 1, r, fsdp_->owned_value(name)});
+  return parts;
+}
+
+std::vector<HeldPart> FullyShardedStrategy::wanted_parts(optim::Optimizer& optimizer) {
+  std::vector<HeldPart> parts;
+  for (HeldPart& part : parts_to_read(owned_holdings(optimizer), optimizer)) {
+    if (part.key.compare(0, std::string(kModelKey).size(), kModelKey) == 0) {
+      // parts_to_read asks for the value whole; this rank's value is its owned range of it.
+      part.range = optimizer.owned(part.key.substr(std::string(kModelKey).size()));
+      if (part.range.size() == 0) continue;
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 std::shared_ptr<void> FullyShardedStrategy::accumulate_locally() {
   return std::make_shared<parallel::FullyShardedDataParallel::NoSync>(*fsdp_);
 }

@@ -35,11 +35,17 @@ class FullyShardedStrategy : public DataParallelStrategy {
   int64_t gathered_bytes() const override { return fsdp_->peak_gathered_bytes(); }
   int64_t gradient_bytes() const override { return fsdp_->gradient_bytes(); }
   int64_t communication_bytes() const override { return group_->allocated_bytes(); }
+  // Each rank writes and reads back its own elements of every parameter and
+  // of their optimizer state (Note [Regions of a whole tensor]'s flat ranges).
+  std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;
+  std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) override;
 
  protected:
   std::shared_ptr<void> accumulate_locally() override;
 
  private:
+  // The owned elements as each parameter's value (all that exists of it at rest), no weights to write.
+  std::vector<ParameterHolding> owned_holdings(const optim::Optimizer& optimizer) const;
   parallel::FsdpOptions fsdp_options_;
   std::unique_ptr<parallel::FullyShardedDataParallel> fsdp_;
 };

@@ -23,28 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-constexpr const char* kModel = "model/";
-constexpr const char* kOptim = "optim/";
-constexpr const char* kRng = "rng/dropout";
-
-// An optimizer key "<kind>.<parameter name>" -> its parameter's name.
-std::string param_of_state(const std::string& key) { return key.substr(key.find('.') + 1); }
-bool is_step_count(const std::string& key) { return key.compare(0, 5, "step.") == 0; }
-
-Tensor rng_tensor(const RngState& s) {
-  Tensor t = Tensor::empty({4}, DType::i64);
-  int64_t* d = t.data<int64_t>();
-  d[0] = static_cast<int64_t>(s.seed), d[1] = static_cast<int64_t>(s.stream);
-  d[2] = static_cast<int64_t>(s.counter), d[3] = s.used;
-  return t;
-}
-
-RngState rng_state(const Tensor& t) {
-  const int64_t* d = t.data<int64_t>();
-  return {static_cast<uint64_t>(d[0]), static_cast<uint64_t>(d[1]), static_cast<uint64_t>(d[2]),
-          static_cast<uint32_t>(d[3])};
-}
-
 }  // namespace
 
 void check_mesh(const TrainConfig& cfg, int world) {
@@ -309,14 +287,11 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
   return r;
 }
 
-// Every (name, tensor) of replica 0's workers on rank 0, put back together:
-// a tensor split over tensor-parallel ranks is joined from the ranks of the
-// stage that owns it (the first stage for the tied embedding), a replicated
-// one taken from that stage's tensor-parallel rank 0. `param_of` maps a key
-// to the parameter whose split it follows ("" = a per-stage tensor, taken
-// from whichever stage sent it: its name is unique).
-comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine,
-                                           const std::function<std::string(const std::string&)>& param_of) {
+// Every (name, parameter part) of replica 0's workers on rank 0, put back
+// together: a parameter split over tensor-parallel ranks is joined from the
+// ranks of the stage that owns it (the first stage for the tied embedding),
+// a replicated one taken from that stage's tensor-parallel rank 0.
+comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine) {
   if (groups_.coord.dp != 0) return {};
   std::vector<comm::NamedTensors> lists =
       groups_.replica ? comm::gather_named(*groups_.replica, mine) : std::vector<comm::NamedTensors>{mine};
@@ -336,17 +311,13 @@ comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine,
   }
   comm::NamedTensors whole;
   for (const std::string& name : order) {
-    const std::string param = param_of(name);
-    const parallel::ParameterPlacement* where = param.empty() ? nullptr : &shard_->placement(param);
-    const int owner = where ? where->stages.front() : -1;
-    const bool scalar = parts[name].front().t.dim() == 0;  // step counts: never split
-    const nn::Split split = where && !scalar ? where->split : nn::Split{};
+    const parallel::ParameterPlacement& where = shard_->placement(name);
     std::vector<Tensor> by_tp(static_cast<size_t>(shard_->tp_size()));
     for (const Part& p : parts[name])
-      if (p.stage == owner || owner < 0) by_tp[static_cast<size_t>(p.tp)] = p.t;
-    if (split.replicated()) by_tp.resize(1);
+      if (p.stage == where.stages.front()) by_tp[static_cast<size_t>(p.tp)] = p.t;
+    if (where.split.replicated()) by_tp.resize(1);
     for (const Tensor& t : by_tp) ARTEL_CHECK(t.defined(), "gathering the model: no worker sent all of ", name);
-    whole.emplace_back(name, nn::join_parts(by_tp, split, split.replicated() ? by_tp[0].shape() : where->shape));
+    whole.emplace_back(name, nn::join_parts(by_tp, where.split, where.shape));
   }
   return whole;
 }
@@ -370,7 +341,7 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
     comm::NamedTensors mine;
     for (size_t i = first; i < last; ++i)
       if (auto it = held.find(all[i].name); it != held.end()) mine.emplace_back(it->first, it->second);
-    const comm::NamedTensors whole = gather_to_root(mine, [](const std::string& n) { return n; });
+    const comm::NamedTensors whole = gather_to_root(mine);
     for (const auto& [name, t] : whole) file->write(name, t);
     first = last;
   }
@@ -396,60 +367,28 @@ std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
   return std::vector<float>(t.data<float>(), t.data<float>() + vocab);
 }
 
-Checkpoint ModelMesh::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
-  comm::NamedTensors mine;
-  for (auto& [name, p] : shard_->parameters()) mine.emplace_back(kModel + name, p.value());
-  for (auto& [key, t] : ddp_ ? ddp_->gather_optimizer_state(optimizer) : optimizer.state_dict())
-    mine.emplace_back(kOptim + key, t);
-  // One dropout stream per stage, stored in stage order.
-  mine.emplace_back(kRng + std::to_string(groups_.coord.pp), rng_tensor(model_->dropout_rng() ? model_->dropout_rng()->state() : RngState{}));
-  comm::NamedTensors whole = gather_to_root(mine, [](const std::string& key) -> std::string {
-    if (key.compare(0, 6, kModel) == 0) return key.substr(6);
-    if (key.compare(0, 6, kOptim) == 0) return param_of_state(key.substr(6));
-    return "";
-  });
-  Checkpoint ck;
-  if (whole.empty()) return ck;
-  ck.step = step;
-  ck.sampler_position = step;
-  ck.meta = compat.to_meta();
-  std::map<std::string, Tensor> rngs;
-  for (auto& [name, t] : whole) {
-    if (name.compare(0, std::string(kRng).size(), kRng) == 0) rngs[name] = t;
-    else ck.add(name, t);
-  }
-  for (size_t s = 0; s < static_cast<size_t>(cfg_.pp); ++s) {
-    auto it = rngs.find(kRng + std::to_string(s));
-    ARTEL_CHECK(it != rngs.end(), "checkpoint of step ", step, ": stage ", s, " sent no dropout generator state");
-    ck.rng.push_back(rng_state(it->second));
-  }
-  return ck;
-}
-
-int64_t ModelMesh::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
-  ARTEL_CHECK(ck.rng.size() == static_cast<size_t>(cfg_.pp), "checkpoint ", ck.path, " holds ", ck.rng.size(),
-              " dropout generator states, this pipeline has ", cfg_.pp, " stages");
-  ARTEL_CHECK(ck.sampler_position == ck.step, "checkpoint ", ck.path, ": sampler position ", ck.sampler_position,
-              " differs from its step ", ck.step, " (not written by artel train)");
-  const int part = shard_->tp_rank(), parts = shard_->tp_size();
-  std::set<std::string> mine;
+std::vector<ParameterHolding> ModelMesh::holdings(const optim::Optimizer& optimizer) const {
+  const bool sharded_step = ddp_ && cfg_.zero == 1;
+  std::vector<ParameterHolding> out;
   for (auto& [name, p] : shard_->parameters()) {
-    Tensor t = nn::take_part(ck.get(kModel + name), shard_->placement(name).split, part, parts);
-    ARTEL_CHECK(t.shape() == p.value().shape(), "checkpoint ", ck.path, ": ", name, " has the wrong shape for this shard");
-    p.value().copy_from(t);
-    mine.insert(name);
+    const parallel::ParameterPlacement& where = shard_->placement(name);
+    ParameterHolding h{.name = name, .value = p.value(), .whole = where.shape, .split = where.split,
+                       .part = shard_->tp_rank(), .parts = shard_->tp_size()};
+    // This worker's copy is the one of its replica that counts (as for the norm).
+    const bool counts = counts_in_norm(name);
+    const bool tied = where.stages.size() > 1;  // its step stays replicated (attach)
+    const bool first_replica = groups_.coord.dp == 0;
+    if (counts && sharded_step && !tied) {
+      h.weights = optimizer.owned(name);
+      h.writes_state = true;
+    } else if (counts && first_replica) {
+      h.weights = {0, p.numel()};
+      h.writes_state = true;
+    }
+    h.writes_step = counts && first_replica && shard_->tp_rank() == 0;  // the count is the parameter's, not a part's
+    out.push_back(std::move(h));
   }
-  optim::OptimizerState state;
-  const std::string prefix = kOptim;
-  for (const auto& [key, t] : ck.tensors) {
-    if (key.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string k = key.substr(prefix.size()), param = param_of_state(k);
-    if (!mine.count(param)) continue;
-    state[k] = is_step_count(k) ? t : nn::take_part(t, shard_->placement(param).split, part, parts);
-  }
-  optimizer.load_state_dict(state);
-  if (model_->dropout_rng()) model_->dropout_rng()->set_state(ck.rng[static_cast<size_t>(groups_.coord.pp)]);
-  return ck.step;
+  return out;
 }
 
 int64_t ModelMesh::communication_bytes() const {
@@ -463,13 +402,12 @@ int64_t ModelMesh::communication_bytes() const {
   return n - (ddp_ ? ddp_->registered_bucket_bytes() : 0);  // the buckets are the gradients (and weights)
 }
 
-void ModelMesh::describe_layout(Compatibility& compat) const {
+nlohmann::json ModelMesh::layout() {
   const parallel::Topology& t = groups_.topology;
-  compat.layout = {{"world", t.world()},
-                   {"dp", t.degree(parallel::Axis::dp)},
-                   {"pp", t.degree(parallel::Axis::pp)},
-                   {"tp", t.degree(parallel::Axis::tp)}};
-  compat.world_size = t.world();
+  return {{"world", t.world()},
+          {"dp", t.degree(parallel::Axis::dp)},
+          {"pp", t.degree(parallel::Axis::pp)},
+          {"tp", t.degree(parallel::Axis::tp)}};
 }
 
 std::string ModelMesh::describe() const {

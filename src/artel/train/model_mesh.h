@@ -6,9 +6,10 @@
 // strategy.h): a tied
 // weight's gradient summed over the stages holding it, the global gradient
 // norm over the replica (each parameter counted once, as its placement
-// says), evaluation through the pipeline, and the whole model gathered on
-// rank 0 for weights and checkpoints (single-worker names, so any layout's
-// files compare).
+// says), evaluation through the pipeline, the whole model gathered on rank
+// 0 a batch of tensors at a time for weights files (single-worker names, so
+// any layout's files compare), and checkpoints written as each worker's own
+// parts (Note [Sharded checkpoints] in strategy.h).
 //
 // The reported loss: the last stage's tensor-parallel rank 0 holds each
 // replica's step loss (the mean over its M micro-batches); the mean over
@@ -73,9 +74,11 @@ class ModelMesh : public Strategy {
   double optimizer_step(optim::Optimizer& optimizer) override;
   EvalResult evaluate(const data::Dataset& ds, const EvalOptions& opts) override;
   void barrier() override { groups_.world->barrier()->wait(); }
-  Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) override;
-  int64_t restore(const Checkpoint& ck, optim::Optimizer& optimizer) override;
-  void describe_layout(Compatibility& compat) const override;
+  comm::ProcessGroup* world_group() override { return groups_.world.get(); }
+  int stage() const override { return groups_.coord.pp; }
+  int stages() const override { return static_cast<int>(cfg_.pp); }
+  bool writes_dropout() const override { return groups_.coord.dp == 0 && groups_.coord.tp == 0; }
+  nlohmann::json layout() override;
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
   std::vector<float> next_token_logits(const Tensor& ids) override;  // through the pipeline and tp ranks
   std::string describe() const override;
@@ -93,10 +96,16 @@ class ModelMesh : public Strategy {
   const StageStats& stats() const { return stats_; }
   bool holds_loss() const;  // the last stage's tensor-parallel rank 0
 
+ protected:
+  // Each tensor-parallel part written by its ranks of replica 0 (a
+  // replicated parameter by tensor-parallel rank 0, a tied one by the first
+  // stage holding it), or with --zero 1 by every replica its owned elements.
+  std::vector<ParameterHolding> holdings(const optim::Optimizer& optimizer) const override;
+
  private:
   std::vector<parallel::PieceRange> partition(nn::Model& model, const data::Dataset& data);
   std::vector<double> measured_costs(const data::Dataset& data);
-  comm::NamedTensors gather_to_root(const comm::NamedTensors& mine, const std::function<std::string(const std::string&)>& param_of);
+  comm::NamedTensors gather_to_root(const comm::NamedTensors& mine);  // parameters whole on rank 0 (weights files)
   bool counts_in_norm(const std::string& name) const;
   EvalResult evaluate_batches(const std::vector<data::Batch>& mine, bool accuracy);
 

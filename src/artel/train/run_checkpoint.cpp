@@ -6,12 +6,7 @@
 
 namespace artel::train {
 
-namespace {
-constexpr const char* kModel = "model/";
-constexpr const char* kOptim = "optim/";
-}  // namespace
-
-Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int64_t world_size) {
+Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size) {
   Compatibility c;
   c.model_kind = cfg.model;
   if (cfg.model == "gpt")
@@ -19,35 +14,48 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size, int6
                       {"n_embd", cfg.n_embd},     {"block_size", cfg.block_size}};
   else
     c.model_config = {{"num_classes", vocab_size}};
-  c.world_size = world_size;
   return c;
 }
 
-Checkpoint make_run_checkpoint(nn::Model& model, const optim::OptimizerState& optimizer, int64_t step,
-                               const Compatibility& compat) {
-  Checkpoint ck;
-  ck.step = step;
-  ck.sampler_position = step;  // step k (1-based) reads batch k-1: the next batch index is the step count
-  ck.meta = compat.to_meta();
-  for (auto& [name, p] : model.named_parameters()) ck.add(kModel + name, p.value());
-  for (auto& [key, t] : optimizer) ck.add(kOptim + key, t);
-  ck.rng = {model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};  // a model without dropout: a placeholder
-  return ck;
+void save_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Model& model,
+                         const CheckpointStore& store, const RunPosition& pos) {
+  comm::ProcessGroup* world = strategy.world_group();
+  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
+  if (strategy.reporter()) store.begin(pos.step);
+  strategy.barrier();  // no worker writes its shard while a manifest of an earlier attempt could name it
+  std::optional<StageDropout> dropout;
+  if (strategy.writes_dropout())  // a model without dropout: a placeholder state
+    dropout = StageDropout{strategy.stage(), model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};
+  store.write_shard(pos.step, rank, strategy.held_parts(optimizer), dropout);
+  strategy.barrier();  // every shard is durable
+  if (!strategy.reporter()) return;
+  Manifest m;
+  m.step = pos.step;
+  m.consumed_samples = pos.consumed_samples;
+  m.global_batch = pos.global_batch;
+  m.model = pos.model;
+  m.layout = pos.layout;
+  store.commit(std::move(m), size);
 }
 
-int64_t restore_run_checkpoint(const Checkpoint& ck, nn::Model& model, optim::Optimizer& optimizer) {
-  ARTEL_CHECK(ck.sampler_position == ck.step, "checkpoint ", ck.path, ": sampler position ", ck.sampler_position,
-              " differs from its step ", ck.step, " (not written by artel train)");
-  ARTEL_CHECK(ck.rng.size() == 1, "checkpoint ", ck.path, " holds ", ck.rng.size(),
-              " generator states, artel train writes 1 (the dropout generator)");
-  for (auto& [name, p] : model.named_parameters()) ck.restore(kModel + name, p.value());
-  optim::OptimizerState state;
-  const std::string prefix = kOptim;
-  for (const auto& [name, t] : ck.tensors)
-    if (name.compare(0, prefix.size(), prefix) == 0) state[name.substr(prefix.size())] = t;
-  optimizer.load_state_dict(state);
-  if (model.dropout_rng()) model.dropout_rng()->set_state(ck.rng[0]);
-  return ck.step;
+RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Model& model,
+                                      const ShardedCheckpoint& ck) {
+  RestoreOutcome out;
+  try {
+    std::vector<HeldPart> wanted = strategy.wanted_parts(optimizer);
+    std::vector<bool> found;
+    for (HeldPart& p : wanted) found.push_back(ck.read(p));
+    load_optimizer_parts(wanted, found, optimizer, ck.dir());
+    const std::vector<RngState>& dropout = ck.manifest().dropout;
+    out.dropout_restored = static_cast<int>(dropout.size()) == strategy.stages();
+    if (out.dropout_restored && model.dropout_rng())
+      model.dropout_rng()->set_state(dropout[static_cast<size_t>(strategy.stage())]);
+    out.ok = true;
+  } catch (const Error& e) {
+    out.problem = problem_of(e);
+  }
+  out.ok = strategy.all_agree(out.ok);
+  return out;
 }
 
 }  // namespace artel::train

@@ -5,7 +5,6 @@
 #include "artel/core/trace.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
-#include "artel/train/run_checkpoint.h"
 
 namespace artel::train {
 
@@ -56,14 +55,30 @@ EvalResult Strategy::evaluate(const data::Dataset& data, const EvalOptions& opts
   return train::evaluate(*model_, data, opts);
 }
 
-Checkpoint Strategy::checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat) {
-  const optim::OptimizerState state = optimizer_state(optimizer);  // every worker: it may be collective
-  if (!reporter()) return {};
-  return make_run_checkpoint(*model_, state, step, compat);
+bool Strategy::all_agree(bool mine) {
+  comm::ProcessGroup* world = world_group();
+  if (!world) return mine;
+  Tensor t = Tensor::full({1}, mine ? 1.0f : 0.0f);
+  world->all_reduce(t, {.op = comm::ReduceOp::min})->wait();
+  return t.data<float>()[0] > 0;
 }
 
-int64_t Strategy::restore(const Checkpoint& ck, optim::Optimizer& optimizer) {
-  return restore_run_checkpoint(ck, *model_, optimizer);
+nlohmann::json Strategy::layout() {
+  comm::ProcessGroup* world = world_group();
+  return {{"world", world ? world->size() : 1}, {"dp", replicas()}, {"pp", 1}, {"tp", 1}};
+}
+
+std::vector<ParameterHolding> Strategy::holdings(const optim::Optimizer& optimizer) const {
+  std::vector<ParameterHolding> out;
+  for (const auto& [name, p] : params_) {
+    ParameterHolding h{.name = name, .value = p.value(), .whole = p.value().shape()};
+    const bool writer = replica() == 0;
+    h.weights = optimizer_sharded() ? optimizer.owned(name) : writer ? optim::ElementRange{0, p.numel()} : optim::ElementRange{};
+    h.writes_state = optimizer_sharded() || writer;
+    h.writes_step = writer;
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 std::vector<float> Strategy::next_token_logits(const Tensor& ids) {

@@ -18,6 +18,16 @@
 // returned, and every step, evaluation, checkpoint and weights file goes
 // through the strategy, so no worker of a mesh ever holds the whole model.
 // Files keep the single-worker names, so any layout's files compare.
+//
+// Note [Sharded checkpoints]
+// A checkpoint is not gathered: every worker lists the parts of whole
+// tensors it writes (held_parts, held_part.h) — over all workers each
+// element exactly once — and writes them as its own shard; the reporter
+// writes a manifest last (checkpoint_store.h). On resume every worker lists
+// the parts it needs under its own layout (wanted_parts) and reads only
+// what overlaps them (checkpoint_reader.h), so a run resumes under any
+// world size, dp × pp × tp and --zero. A strategy of its own (ZeRO-3: each
+// rank a flat range of each parameter) plugs in by listing its parts.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +35,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "artel/comm/process_group.h"
 #include "artel/data/dataset.h"
@@ -32,7 +45,7 @@
 #include "artel/nn/module.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/optimizer.h"
-#include "artel/train/checkpoint.h"
+#include "artel/train/held_part.h"
 #include "artel/train/evaluate.h"
 #include "artel/train/memory_report.h"
 
@@ -77,13 +90,30 @@ class Strategy {
   virtual EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts);
   // Every worker reaches this before a checkpoint is written.
   virtual void barrier() {}
-  // The checkpoint after `step` under single-worker names, whole on the
-  // reporter (elsewhere: empty). Collective.
-  virtual Checkpoint checkpoint(int64_t step, optim::Optimizer& optimizer, const Compatibility& compat);
-  // Takes this worker's part of a checkpoint; returns its step.
-  virtual int64_t restore(const Checkpoint& ck, optim::Optimizer& optimizer);
-  // What a checkpoint must match beyond the config: the layout (and its world size).
-  virtual void describe_layout(Compatibility& compat) const {}
+  // The group of every worker of the run (null: a worker alone).
+  virtual comm::ProcessGroup* world_group() { return nullptr; }
+  // Whether every worker passes true. Collective.
+  bool all_agree(bool mine);
+
+  // ---- checkpoints (Note [Sharded checkpoints] below)
+  // The parts of whole tensors this worker writes: over all workers, every
+  // element of every whole tensor exactly once. Data aliases live state.
+  virtual std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) {
+    return parts_to_write(holdings(optimizer), optimizer);
+  }
+  // What this worker reads back under its own layout: its weights, in
+  // place, and its optimizer state, into fresh tensors that
+  // load_optimizer_parts hands to the optimizer.
+  virtual std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) {
+    return parts_to_read(holdings(optimizer), optimizer);
+  }
+  // This worker's pipeline stage, of how many; and whether it is the one
+  // worker of its stage that writes the stage's dropout generator.
+  virtual int stage() const { return 0; }
+  virtual int stages() const { return 1; }
+  virtual bool writes_dropout() const { return reporter(); }
+  // The layout, for checkpoints and messages: {"world", "dp", "pp", "tp"}.
+  virtual nlohmann::json layout();
   // Writes the whole model's weights under single-worker names on the
   // reporter (collective when sharded(); a mesh streams a batch of tensors
   // at a time).
@@ -113,8 +143,13 @@ class Strategy {
   // before the last backward (a reduction may start and overlap it).
   virtual std::shared_ptr<void> accumulate_locally() { return nullptr; }
   virtual void loss_ready(double local) {}
-  // The optimizer's whole state for a checkpoint (a sharded step gathers it). Collective when sharded.
-  virtual optim::OptimizerState optimizer_state(const optim::Optimizer& optimizer) { return optimizer.state_dict(); }
+  // The optimizer step is sharded (--zero 1): each worker keeps state for
+  // the elements optimizer.owned() names, and those partition each parameter.
+  virtual bool optimizer_sharded() const { return false; }
+  // How this worker holds each parameter and what of it it writes. Here the
+  // whole model on every replica: replica 0 writes it, or with a sharded
+  // step each replica its owned elements (weights and state alike).
+  virtual std::vector<ParameterHolding> holdings(const optim::Optimizer& optimizer) const;
   // gather_memory over `world`.
   static std::vector<MemoryReport> gather_over(comm::ProcessGroup& world, const MemoryReport& mine);
   // Parameter `name` of the --init file, or of an alias of it (a tied head

@@ -289,6 +289,10 @@ TrainConfig default_config(const std::string& model) {
   return c;
 }
 
+bool TrainConfig::was_given(const std::string& key) const {
+  return std::find(given.begin(), given.end(), key) != given.end();
+}
+
 TrainConfig resolve_config(const ConfigSources& src) {
   ARTEL_CHECK(src.json.is_object(), "a config must be a JSON object, got ", src.json.type_name());
   std::string model = "gpt";
@@ -303,12 +307,14 @@ TrainConfig resolve_config(const ConfigSources& src) {
   for (const auto& [k, v] : src.json.items()) {
     const Field& f = find_field(k, "the config file");
     set_from_json(cfg, f, v);
+    cfg.given.push_back(f.key);
     steps_set |= std::string(f.key) == "steps";
     epochs_set |= std::string(f.key) == "epochs";
   }
   for (const auto& [k, v] : src.overrides) {
     const Field& f = find_field(k, "the command line");
     set_from_text(cfg, f, v);
+    cfg.given.push_back(f.key);
     steps_set |= std::string(f.key) == "steps";
     epochs_set |= std::string(f.key) == "epochs";
   }

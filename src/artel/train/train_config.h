@@ -77,7 +77,7 @@ struct TrainConfig {
   int64_t zero = 1;
   bool reshard_after_forward = true;  // --zero 3: gather a unit for forward and again for backward (FSDP's default)
 
-  // ---- checkpoints (OUT/checkpoints/ckpt-<step>.artel, checkpoint.h)
+  // ---- checkpoints (OUT/checkpoints/ckpt-<step>/: a shard per worker and a manifest, checkpoint_store.h)
   int64_t checkpoint_every = 0;     // >= 0; a checkpoint every N steps and after the last; 0 = none
   int64_t keep_checkpoints = 3;     // >= 0; the newest K are kept; 0 = keep all
 
@@ -99,6 +99,13 @@ struct TrainConfig {
   int64_t n_embd = 128;             // >= 1
   int64_t block_size = 64;          // context length T, >= 1
   double dropout = 0.0;             // in [0, 1)
+
+  // The keys the user set (a --config file or flags; resolve_config records
+  // them), as opposed to defaults: resuming keeps the checkpoint's global
+  // batch by choosing --accum unless "accum" is among them (trainer.h, Note
+  // [Resuming]). Not a setting itself.
+  std::vector<std::string> given;
+  bool was_given(const std::string& key) const;
 
   // Throws artel::Error naming the first field out of range.
   void validate() const;

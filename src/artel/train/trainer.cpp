@@ -22,12 +22,14 @@
 #include "artel/train/metrics_writer.h"
 #include "artel/train/progress.h"
 #include "artel/train/recipe.h"
+#include "artel/train/resume_batch.h"
 #include "artel/train/run_checkpoint.h"
 
 namespace artel::train {
 
 namespace {
 
+using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // A float as the shortest decimal that reads back as it (1e-3f -> 0.001, not
@@ -82,17 +84,21 @@ void Trainer::start() {
   trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   optimizer_ = make_optimizer(cfg_, trained_);
   strategy_->attach(*optimizer_);
+  plan_data();
+  if (cfg_.checkpoint_every > 0 || run_.resume)
+    store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
+}
 
+void Trainer::plan_data() {
   sampler_cfg_.order = data::parse_order(cfg_.data_order);
   sampler_cfg_.seed = static_cast<uint64_t>(cfg_.seed);
   sampler_cfg_.rank_batch = cfg_.batch_size;
   sampler_cfg_.world_size = strategy_->replicas() * cfg_.accum;
   sampler_cfg_.rank = strategy_->replica() * cfg_.accum;
+  sampler_cfg_.row_offset = row_offset_;
   data::DistributedSampler sampler = data::make_sampler(*data_, sampler_cfg_);  // checks the batch fits the data
   total_steps_ = cfg_.epochs > 0 ? cfg_.epochs * sampler.steps_per_epoch() : cfg_.steps;
   schedule_ = make_schedule(cfg_, total_steps_);
-  if (cfg_.checkpoint_every > 0 || run_.resume)
-    store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
 }
 
 Trainer::~Trainer() = default;
@@ -204,10 +210,15 @@ EvalResult Trainer::evaluate() {
   return strategy_->evaluate(*data_, opts);
 }
 
-Compatibility Trainer::compatibility() const {
-  Compatibility c = run_compatibility(cfg_, data_->num_classes(), strategy_->replicas());
-  strategy_->describe_layout(c);
-  return c;
+Compatibility Trainer::compatibility() const { return run_compatibility(cfg_, data_->num_classes()); }
+
+nlohmann::json Trainer::layout_record() {
+  nlohmann::json layout = strategy_->layout();
+  layout["zero"] = cfg_.zero;
+  layout["batch_size"] = cfg_.batch_size;
+  layout["accum"] = cfg_.accum;
+  layout["micro_batches"] = cfg_.micro_batches;
+  return layout;
 }
 
 // Each token's logits come from the strategy: the whole model's forward, or
@@ -238,29 +249,91 @@ std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
   return std::make_unique<MetricsWriter>(cfg_.out + "/metrics.jsonl", first_step - 1);
 }
 
+// Newest first; a checkpoint counts when every worker opened it and read its
+// parts (they agree on both, so all of them resume from the same one).
 int64_t Trainer::resume_step() {
-  Compatibility compat = compatibility();
+  const Compatibility compat = compatibility();
   auto warn = [&](const std::string& w) {
-    if (strategy_->reporter()) out() << "artel train: " << w << "\n";  // the store says what it tries next
+    if (strategy_->reporter()) out() << "artel train: " << w << "\n";
   };
-  std::optional<Checkpoint> ck = store_->load_latest(compat, warn);
-  if (!ck) {
-    if (strategy_->reporter()) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
-    return 0;
+  const std::vector<std::string> all = checkpoints_newest_first(store_->dir());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string next = i + 1 < all.size() ? all[i + 1] : "";
+    std::unique_ptr<ShardedCheckpoint> ck;
+    std::string problem;
+    try {
+      ck = std::make_unique<ShardedCheckpoint>(all[i]);
+    } catch (const Error& e) {
+      problem = problem_of(e);
+    }
+    if (!strategy_->all_agree(ck != nullptr)) {
+      warn(skipping_line(problem.empty() ? "checkpoint " + all[i] + ": another worker could not open it" : problem, next));
+      continue;
+    }
+    check_compatible(ck->manifest().model, compat, (std::filesystem::path(all[i]) / kManifestName).string());
+    const RestoreOutcome r = restore_run_checkpoint(*strategy_, *optimizer_, *model_, *ck);
+    if (!r.ok) {
+      warn(skipping_line(r.problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : r.problem, next));
+      continue;
+    }
+    return continue_from(*ck, r.dropout_restored);
   }
-  int64_t done = strategy_->restore(*ck, *optimizer_);
-  ARTEL_CHECK(done <= total_steps_, "checkpoint ", ck->path, " was taken after step ", done, " but this run has only ",
-              total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
-  if (strategy_->reporter()) out() << "artel train: resuming from " << ck->path << " (step " << done << ")\n";
-  return done;
+  if (strategy_->reporter()) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
+  return 0;
+}
+
+// The global batch and data position after checkpoint `ck`, and one line
+// each for what differs from the run that wrote it.
+int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restored) {
+  const Manifest& m = ck.manifest();
+  const int64_t accum = cfg_.accum;
+  cfg_.accum = accum_to_keep_global_batch(m.global_batch,
+                                          {.replicas = strategy_->replicas(),
+                                           .batch_size = cfg_.batch_size,
+                                           .accum = cfg_.accum,
+                                           .accum_given = cfg_.was_given("accum"),
+                                           .mesh = cfg_.model_parallel(),
+                                           .micro_batches = cfg_.micro_batches},
+                                          ck.dir());
+  row_offset_ = m.consumed_samples - m.step * global_batch();
+  plan_data();
+  ARTEL_CHECK(m.step <= total_steps_, "checkpoint ", ck.dir(), " was taken after step ", m.step,
+              " but this run has only ", total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
+  if (!strategy_->reporter()) return m.step;
+  const nlohmann::json now = strategy_->layout();
+  bool same_layout = true;
+  for (const char* k : {"world", "dp", "pp", "tp"}) same_layout &= m.layout.value(k, json()) == now.value(k, json());
+  out() << "artel train: resuming from " << ck.dir() << " (step " << m.step << ")";
+  if (!same_layout) {
+    const std::string mine = describe_layout(now);
+    out() << ", written by " << describe_layout(m.layout) << ", read by " << mine.substr(0, mine.find(" worker"))
+          << mine.substr(mine.find(" ("));
+  }
+  out() << "\n";
+  if (cfg_.accum != accum)
+    out() << "artel train: keeping the checkpoint's global batch of " << m.global_batch << " with --accum " << cfg_.accum
+          << "\n";
+  if (global_batch() != m.global_batch)
+    out() << "artel train: global batch " << global_batch() << " where the checkpoint's was " << m.global_batch
+          << ": the data goes on from sample " << m.consumed_samples << "\n";
+  if (!dropout_restored && cfg_.dropout > 0)
+    out() << "artel train: note: the checkpoint has dropout generators for " << m.dropout.size()
+          << " pipeline stage(s), this run " << strategy_->stages()
+          << "; they start afresh, so dropout masks differ from an uninterrupted run's\n";
+  return m.step;
 }
 
 void Trainer::maybe_checkpoint(int64_t k, MetricsWriter* metrics) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
-  strategy_->barrier();  // every worker finished step k: the file is the state of all of them
+  strategy_->barrier();  // every worker finished step k: the shards are the state of all of them
   if (metrics) metrics->flush();  // the file holds every step the checkpoint holds
-  Checkpoint ck = strategy_->checkpoint(k, *optimizer_, compatibility());
-  if (strategy_->reporter() && run_.write_files) store_->save(ck);
+  if (!run_.write_files) return;
+  const RunPosition pos{.step = k,
+                        .consumed_samples = row_offset_ + k * global_batch(),
+                        .global_batch = global_batch(),
+                        .model = compatibility().to_meta(),
+                        .layout = layout_record()};
+  save_run_checkpoint(*strategy_, *optimizer_, *model_, *store_, pos);
 }
 
 void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary) {
@@ -271,7 +344,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   const bool spare_core = strategy_->replicas() * threads < available_cores();
   std::vector<std::unique_ptr<data::DataLoader>> loaders;  // one per micro-step (Note [Micro-batches])
   for (int64_t m = 0; m < cfg_.accum; ++m) {
-    data::SamplerConfig s = sampler_cfg_;
+    data::SamplerConfig s = sampler_cfg_;  // its row offset included
     s.rank += m;
     loaders.push_back(std::make_unique<data::DataLoader>(
         *data_, s, data::LoaderConfig{.start_step = first_step - 1, .prefetch = spare_core ? 2 : 0}));
@@ -312,8 +385,8 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
 RunSummary Trainer::run() {
   const bool report = strategy_->reporter();
   const bool files = report && run_.write_files;
+  const int64_t first_step = 1 + (run_.resume ? resume_step() : 0);  // may choose accum: before announcing it
   if (report) announce();
-  const int64_t first_step = 1 + (run_.resume ? resume_step() : 0);
   if (first_step == 1 && run_.write_files && strategy_->sharded()) {  // a collective: before only the reporter goes on
     if (report) make_out_dir();
     save("init.safetensors", 0);

@@ -33,13 +33,27 @@
 //
 // Note [Resuming]
 // With checkpoint_every = N, after every N-th step and the last one all
-// workers meet at `barrier` and the reporter writes OUT/checkpoints/
-// ckpt-<step>.artel (run_checkpoint.h). With RunOptions::resume, every worker
-// loads the newest complete checkpoint (the same file) before step 1 and
-// continues from the step after it; as batches and dropout are functions of
-// (seed, step) and the generator state, the continued run computes exactly
-// what an uninterrupted one would. metrics.jsonl keeps the lines up to the
-// checkpoint's step; init.safetensors is left as the first attempt wrote it.
+// workers meet at `barrier` and each writes its own parts of the model and
+// optimizer state as a shard of OUT/checkpoints/ckpt-<step>/, then the
+// reporter writes its manifest (Note [Sharded checkpoints] in strategy.h,
+// checkpoint_store.h). With RunOptions::resume, every worker reads the
+// newest complete checkpoint — under its own layout, whatever world size,
+// dp × pp × tp or --zero wrote it — before step 1 and continues from the
+// step after it. A torn checkpoint (no manifest, a shard missing or
+// corrupt) is skipped, by all workers together, for the one before.
+//
+// The global batch G the checkpoint was trained with is kept: without
+// --accum, accum is chosen so that replicas × batch × accum = G
+// (resume_batch.h), and batches being functions of (seed, step) and the
+// generator states, the continued run computes what an uninterrupted one
+// would, up to float rounding when the layout changed (exactly when not).
+// With --accum the user picks a new G; the data then goes on from the
+// samples consumed (the manifest's consumed_samples, Megatron's), by the
+// sampler's row offset (data/sampler.h). Dropout generators are restored
+// when the pipeline has as many stages as the checkpoint's; otherwise they
+// start afresh (a note says so when dropout > 0). metrics.jsonl keeps the
+// lines up to the checkpoint's step; init.safetensors is left as the first
+// attempt wrote it.
 //
 //   Trainer t(cfg, {.out = &std::cout, .terminal = isatty(1)});
 //   RunSummary s = t.run();
@@ -59,7 +73,8 @@
 #include "artel/models/model.h"
 #include "artel/optim/lr_schedule.h"
 #include "artel/optim/optimizer.h"
-#include "artel/train/checkpoint.h"
+#include "artel/train/checkpoint_reader.h"
+#include "artel/train/checkpoint_store.h"
 #include "artel/train/evaluate.h"
 #include "artel/train/strategy.h"
 #include "artel/train/train_config.h"
@@ -141,7 +156,10 @@ class Trainer {
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
   std::unique_ptr<MetricsWriter> start_files(int64_t first_step) const;
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
+  void plan_data();       // the sampler (from cfg_.accum, row_offset_), the step count and the LR schedule
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
+  int64_t continue_from(const ShardedCheckpoint& ck, bool dropout_restored);  // -> its step
+  nlohmann::json layout_record();  // the layout and batch settings, for a manifest
   void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
   void make_out_dir() const;
   void announce() const;
@@ -161,6 +179,7 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   optim::LrSchedule schedule_;
   data::SamplerConfig sampler_cfg_;   // micro-step 0's: world W·K, rank r·K (Note [Micro-batches])
+  int64_t row_offset_ = 0;            // the sampler's (Note [Resuming]): 0 unless the global batch changed
   std::unique_ptr<CheckpointStore> store_;
   int64_t total_steps_ = 0;
 };

@@ -1,0 +1,224 @@
+// Sharded checkpoints without a training run: parts written by "workers" of
+// one layout, read back under others (tensor-parallel rows or columns,
+// ZeRO ranges, whole), a manifest that must tile every tensor, and torn
+// checkpoints — no manifest, a shard missing, cut short, rewritten or with
+// corrupt data — never read as complete.
+#include "artel/train/checkpoint_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "artel/train/checkpoint_reader.h"
+
+namespace artel::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "artel-store-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Step `step` written by two tensor-parallel "workers", each holding half
+  // of W's rows, the second also W's step count; worker 0 the dropout state.
+  void write_rows_split(const CheckpointStore& store, int64_t step) const {
+    store.begin(step);
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<HeldPart> parts = {row_part(rank, {0, 12})};
+      if (rank == 1) parts.push_back(step_count(step));
+      std::optional<StageDropout> dropout;
+      if (rank == 0) dropout = StageDropout{0, RngState{7, 1, static_cast<uint64_t>(step), 2}};
+      store.write_shard(step, rank, parts, dropout);
+    }
+    Manifest run;
+    run.step = step;
+    run.consumed_samples = 8 * step;
+    run.global_batch = 8;
+    run.model = {{"model_kind", "test"}};
+    run.layout = {{"world", 2}, {"dp", 1}, {"pp", 1}, {"tp", 2}};
+    store.commit(run, 2);
+  }
+
+  static Tensor whole() {  // W, (4, 6): element i holds i
+    Tensor w = Tensor::empty({4, 6});
+    for (int i = 0; i < 24; ++i) w.data<float>()[i] = static_cast<float>(i);
+    return w;
+  }
+  static HeldPart region(nn::Split split, int part, int parts, optim::ElementRange range, Tensor data) {
+    return HeldPart{"model/w", DType::f32, {4, 6}, split, part, parts, range, std::move(data)};
+  }
+  // Rows [2·rank, 2·rank + 2) of W, elements `range` of them.
+  static HeldPart row_part(int rank, optim::ElementRange range) {
+    const Tensor rows = nn::take_part(whole(), nn::Split{.dim = 0}, rank, 2);
+    return region(nn::Split{.dim = 0}, rank, 2, range, rows.view({12}).slice0(range.begin, range.end).clone());
+  }
+  static HeldPart step_count(int64_t steps) {
+    Tensor t = Tensor::empty({}, DType::i64);
+    t.data<int64_t>()[0] = steps;
+    return HeldPart{"optim/step.w", DType::i64, {}, nn::Split{}, 0, 1, {0, 1}, t};
+  }
+  // What a worker of another layout wants: `range` of part `part` of `parts` by `split`.
+  static std::vector<float> read(const ShardedCheckpoint& ck, nn::Split split, int part, int parts,
+                                 optim::ElementRange range) {
+    HeldPart want = region(split, part, parts, range, Tensor::zeros({range.size()}));
+    EXPECT_TRUE(ck.read(want));
+    return want.data.to_vector();
+  }
+  static std::vector<float> expected(nn::Split split, int part, int parts, optim::ElementRange range) {
+    const std::vector<float> all = nn::take_part(whole(), split, part, parts).to_vector();
+    return {all.begin() + range.begin, all.begin() + range.end};
+  }
+
+  std::string dir_;
+};
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+  }
+}
+
+TEST_F(CheckpointStoreTest, ManifestListsEveryPartAndTheRun) {
+  CheckpointStore store(dir_, 3);
+  write_rows_split(store, 20);
+  EXPECT_EQ(fs::path(store.path_for(20)).filename(), "ckpt-00000020");
+  for (const char* f : {"rank-00000.artel", "rank-00001.artel", "manifest.json"})
+    EXPECT_TRUE(fs::exists(fs::path(store.path_for(20)) / f)) << f;
+  const ShardedCheckpoint ck(store.path_for(20));
+  const Manifest& m = ck.manifest();
+  EXPECT_EQ(m.step, 20);
+  EXPECT_EQ(m.consumed_samples, 160);
+  EXPECT_EQ(m.global_batch, 8);
+  EXPECT_EQ(m.layout["tp"], 2);
+  ASSERT_EQ(m.dropout.size(), 1u);
+  EXPECT_EQ(m.dropout[0].counter, 20u);
+  ASSERT_EQ(m.shards.size(), 2u);
+  const ManifestTensor* w = m.find("model/w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->shape, (Shape{4, 6}));
+  ASSERT_EQ(w->parts.size(), 2u);
+  EXPECT_EQ(w->parts[1].file, "rank-00001.artel");
+  EXPECT_EQ(w->parts[1].part, 1);
+  EXPECT_EQ(w->parts[1].split.dim, 0);
+  EXPECT_EQ(ck.read_whole("model/w").to_vector(), whole().to_vector());
+  EXPECT_EQ(ck.read_whole("optim/step.w").data<int64_t>()[0], 20);
+}
+
+TEST_F(CheckpointStoreTest, AnyLayoutReadsItsOwnRegion) {
+  CheckpointStore store(dir_, 3);
+  write_rows_split(store, 1);
+  const ShardedCheckpoint ck(store.path_for(1));
+  const nn::Split rows{.dim = 0}, cols{.dim = 1};
+  // The same tensor-parallel part: copied from one part (or a ZeRO range of it).
+  EXPECT_EQ(read(ck, rows, 1, 2, {0, 12}), expected(rows, 1, 2, {0, 12}));
+  EXPECT_EQ(read(ck, rows, 0, 2, {5, 9}), expected(rows, 0, 2, {5, 9}));
+  // Whole, a ZeRO range of the whole, other splits: put together first.
+  EXPECT_EQ(read(ck, nn::Split{}, 0, 1, {0, 24}), expected(nn::Split{}, 0, 1, {0, 24}));
+  EXPECT_EQ(read(ck, nn::Split{}, 0, 1, {7, 19}), expected(nn::Split{}, 0, 1, {7, 19}));
+  EXPECT_EQ(read(ck, cols, 1, 2, {0, 12}), expected(cols, 1, 2, {0, 12}));
+  EXPECT_EQ(read(ck, rows, 3, 4, {1, 6}), expected(rows, 3, 4, {1, 6}));
+  HeldPart absent = region(rows, 0, 2, {0, 12}, Tensor::zeros({12}));
+  absent.key = "model/none";
+  EXPECT_FALSE(ck.read(absent));
+  HeldPart wider{"model/w", DType::f32, {4, 8}, nn::Split{}, 0, 1, {0, 32}, Tensor::zeros({32})};
+  expect_error([&] { ck.read(wider); }, {"'model/w' is float32 [4, 6], this run expects float32 [4, 8]"});
+}
+
+TEST_F(CheckpointStoreTest, PartsMustCoverEveryElementExactlyOnce) {
+  CheckpointStore store(dir_, 3);
+  store.write_shard(5, 0, {row_part(0, {0, 12})}, std::nullopt);
+  store.write_shard(5, 1, {row_part(1, {0, 12})}, std::nullopt);
+  store.write_shard(5, 2, {row_part(1, {6, 12})}, std::nullopt);  // elements written twice
+  expect_error([&] { store.commit(Manifest{.step = 5, .global_batch = 1}, 3); }, {"'model/w'", "overlap"});
+  store.write_shard(5, 1, {row_part(1, {0, 5})}, std::nullopt);  // a gap
+  expect_error([&] { store.commit(Manifest{.step = 5, .global_batch = 1}, 2); }, {"'model/w'", "covers 5 of 12"});
+  EXPECT_FALSE(fs::exists(fs::path(store.path_for(5)) / kManifestName));
+}
+
+TEST_F(CheckpointStoreTest, TornCheckpointsNeverReadAsComplete) {
+  CheckpointStore store(dir_, 0);
+  for (int64_t step : {1, 2, 3, 4, 5}) write_rows_split(store, step);
+  const fs::path two = store.path_for(2), three = store.path_for(3), four = store.path_for(4), five = store.path_for(5);
+  fs::remove(five / kManifestName);                                            // never committed
+  fs::remove(four / "rank-00001.artel");                                       // a shard lost
+  fs::resize_file(three / "rank-00000.artel", fs::file_size(three / "rank-00000.artel") - 10);  // cut short
+  fs::copy_file(two / "rank-00000.artel", two / "copy", fs::copy_options::overwrite_existing);
+  fs::copy_file(store.path_for(1) + "/rank-00000.artel", two / "rank-00000.artel",
+                fs::copy_options::overwrite_existing);  // another step's shard: whole, but not the one named
+  expect_error([&] { ShardedCheckpoint c(five.string()); }, {(five / kManifestName).string(), "no manifest"});
+  expect_error([&] { ShardedCheckpoint c(four.string()); }, {(four / "rank-00001.artel").string(), "missing"});
+  expect_error([&] { ShardedCheckpoint c(three.string()); }, {(three / "rank-00000.artel").string(), "truncated"});
+  expect_error([&] { ShardedCheckpoint c(two.string()); }, {(two / "rank-00000.artel").string(), "not the shard"});
+
+  std::vector<std::string> warnings;
+  auto newest = open_newest_checkpoint(dir_, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->manifest().step, 1);
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_EQ(warnings[0].rfind("skipping checkpoint " + (five / kManifestName).string() + ": no manifest", 0), 0u)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("; trying " + four.string()), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[2].find("truncated"), std::string::npos) << warnings[2];
+
+  // Data corrupt inside a shard whose header is intact: found when that tensor is read.
+  const std::string shard = store.path_for(1) + "/rank-00001.artel";
+  const CheckpointTensorInfo info = *CheckpointFile(shard).find("model/w");
+  std::string bytes;
+  {
+    std::ifstream in(shard, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[info.offset + 4] ^= 0x21;
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bytes;
+  const ShardedCheckpoint ck(store.path_for(1));
+  expect_error([&] { ck.read_whole("model/w"); }, {shard, "CRC mismatch"});
+  expect_error([&] { open_newest_checkpoint(dir_ + "/nowhere", nullptr); }, {dir_ + "/nowhere", "no such directory"});
+}
+
+TEST_F(CheckpointStoreTest, KeepsTheLastKWholeAndCleansWhatDeadWritersLeft) {
+  CheckpointStore store(dir_, 2);
+  // A writer that died mid-write of step 3 left a temporary file; a live one (this process) keeps its own.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  fs::create_directories(store.path_for(3));
+  const std::string crashed = store.path_for(3) + "/rank-00000.artel.tmp-" + std::to_string(dead);
+  const std::string live = store.path_for(3) + "/rank-00001.artel.tmp-" + std::to_string(::getpid());
+  std::ofstream(crashed) << "partial";
+  std::ofstream(live) << "in progress";
+  for (int64_t step : {1, 2}) write_rows_split(store, step);
+  EXPECT_EQ(store.list(), (std::vector<std::string>{store.path_for(2), store.path_for(3)}));  // step 1's directory gone
+  EXPECT_FALSE(fs::exists(crashed));
+  EXPECT_TRUE(fs::exists(live));
+  for (int64_t step : {4, 123456789}) write_rows_split(store, step);
+  EXPECT_EQ(store.list(), (std::vector<std::string>{store.path_for(4), store.path_for(123456789)}));
+  EXPECT_EQ(checkpoints_newest_first(dir_).front(), store.path_for(123456789));
+  expect_error([&] { CheckpointStore(dir_, -1); }, {"-1"});
+}
+
+TEST_F(CheckpointStoreTest, BeginRemovesTheManifestOfAnEarlierAttempt) {
+  CheckpointStore store(dir_, 3);
+  store.write_shard(6, 2, {}, std::nullopt);  // an earlier attempt of 3 workers
+  write_rows_split(store, 6);
+  EXPECT_FALSE(fs::exists(fs::path(store.path_for(6)) / "rank-00002.artel"));
+  store.begin(6);
+  EXPECT_FALSE(fs::exists(fs::path(store.path_for(6)) / kManifestName));
+  EXPECT_THROW(ShardedCheckpoint c(store.path_for(6)), Error);
+}
+
+}  // namespace
+}  // namespace artel::train
