@@ -120,7 +120,7 @@ void expect_zero3_equals_one_worker(const models::ModelConfig& c, int world, Opt
     for (const auto& [name, w] : want) {
       const std::vector<float> g = got.at(name).to_vector();
       ASSERT_EQ(g.size(), w.size()) << name;
-      for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5f) << name << "[" << i << "] rank " << pg.rank();
+      for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], 5e-5f) << name << "[" << i << "] rank " << pg.rank();
     }
   });
 }

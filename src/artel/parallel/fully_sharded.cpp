@@ -118,8 +118,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
   model_.set_piece_hooks(this);
 }
 
+// The model is not touched here: its owner (a Trainer) may already have
+// destroyed it. It must not run forward after this is gone.
 FullyShardedDataParallel::~FullyShardedDataParallel() {
-  model_.set_piece_hooks(nullptr);
   for (auto& u : units_) {
     if (u->gather) u->gather->wait();
     if (u->reduce) u->reduce->wait();

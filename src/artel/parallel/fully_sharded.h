@@ -57,7 +57,8 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   // for unit by unit, each kept only until its unit is cut into shards.
   using WholeValue = std::function<Tensor(const nn::DeclaredParameter&)>;
   // Shards the declared `model` over `group` and hooks into its pieces.
-  // Every rank must pass the same values. The model outlives this.
+  // Every rank must pass the same values. The model must not run forward
+  // once this is destroyed (its hooks point here); it may itself be gone by then.
   FullyShardedDataParallel(nn::Model& model, comm::ProcessGroup& group, FsdpOptions opts, const WholeValue& whole);
   ~FullyShardedDataParallel() override;
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
