@@ -7,6 +7,7 @@
 
 #include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
+#include "artel/parallel/group_buffers.h"
 
 namespace artel::parallel {
 namespace {
@@ -28,24 +29,6 @@ std::string kib_or_mib(int64_t bytes) {
 }
 
 using Clock = std::chrono::steady_clock;
-
-// Registered memory while the group has room (GroupOptions::registered_bytes),
-// else plain memory: the collectives then stage through the scratch buffers,
-// slower but the same result. Every rank decides alike (same model, same budget).
-// `registered` (may be null) adds the bytes when the memory is the group's.
-// Zeroed from element `zero_from` on (all of it by default).
-Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr,
-                           int64_t zero_from = 0) {
-  Tensor t;
-  try {
-    t = group.alloc({numel});
-    if (registered) *registered += numel * static_cast<int64_t>(sizeof(float));
-  } catch (const Error&) {
-    t = Tensor::empty({numel});
-  }
-  t.slice0(zero_from, numel).zero();
-  return t;
-}
 
 }  // namespace
 
@@ -346,13 +329,7 @@ std::vector<optim::GradSpan> DistributedDataParallel::averaged_gradients(bool co
 
 float DistributedDataParallel::clip_grad_norm(float max_norm) {
   std::function<double(double)> sum;
-  if (sharded())
-    sum = [this](double sq) {
-      Tensor d = Tensor::zeros({1}, DType::f64);
-      d.data<double>()[0] = sq;
-      group_.all_reduce(d)->wait();
-      return d.data<double>()[0];
-    };
+  if (sharded()) sum = [this](double sq) { return sum_over(group_, sq); };
   return optim::clip_grad_norm(averaged_gradients(true), averaged_gradients(false), max_norm, sum);
 }
 

@@ -6,6 +6,7 @@
 
 #include "artel/autograd/backward_hook.h"
 #include "artel/kernels/accumulate.h"
+#include "artel/parallel/group_buffers.h"
 
 namespace artel::parallel {
 
@@ -15,17 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kBlockAlign = 16;     // each rank's block of a unit starts on a 64-byte line
 constexpr size_t kReducesInFlight = 2;  // units reduce-scattered at once, each holding its staging memory
-
-// Registered memory while the group has room, else plain (as DDP's buckets).
-Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel) {
-  try {
-    Tensor t = group.alloc({numel});
-    t.zero();
-    return t;
-  } catch (const Error&) {
-    return Tensor::zeros({numel});
-  }
-}
 
 std::string mib(int64_t bytes) {
   char s[32];
@@ -292,12 +282,7 @@ float FullyShardedDataParallel::clip_grad_norm(float max_norm) {
   std::vector<optim::GradSpan> spans;
   for (size_t i = 0; i < units_.size(); ++i)
     spans.push_back({"unit " + std::to_string(i), units_[i]->grad_shard.data<float>(), units_[i]->grad_shard.numel()});
-  return optim::clip_grad_norm(spans, spans, max_norm, [this](double sq) {
-    Tensor d = Tensor::zeros({1}, DType::f64);
-    d.data<double>()[0] = sq;
-    group_.all_reduce(d)->wait();
-    return d.data<double>()[0];
-  });
+  return optim::clip_grad_norm(spans, spans, max_norm, [this](double sq) { return sum_over(group_, sq); });
 }
 
 void FullyShardedDataParallel::for_each_whole(const std::function<void(const std::string&, const Tensor&)>& visit) {
