@@ -55,4 +55,31 @@ TEST(Bf16, RoundsToNearestEven) {
   EXPECT_NEAR(static_cast<float>(bf16(3.14159f)), 3.14159f, 0.01f);
 }
 
+TEST(Tensor, ReleasableStorageKeepsItsViewsAcrossRelease) {
+  auto bytes = Storage::releasable(4 * sizeof(float));
+  bytes->reacquire();
+  Tensor view = Tensor::wrap(bytes, {4}, DType::f32);
+  view.fill(2.0f);
+  bytes->release();
+  EXPECT_EQ(bytes->data(), nullptr);
+  bytes->reacquire();  // fresh bytes: the same view sees them
+  view.fill(3.0f);
+  EXPECT_EQ(view.to_vector(), (std::vector<float>{3, 3, 3, 3}));
+}
+
+TEST(BufferCache, HandsBackAKeptBufferOfTheSameSizeAndFreesBeyondItsRoom) {
+  auto cache = std::make_shared<BufferCache>(2 << 20);
+  auto a = Storage::releasable(1 << 20, cache), b = Storage::releasable(1 << 20, cache),
+       c = Storage::releasable(1 << 20, cache);
+  a->reacquire(), b->reacquire(), c->reacquire();
+  std::byte* first = a->data();
+  a->release(), b->release(), c->release();  // the third does not fit: unmapped
+  auto other = Storage::releasable(4096, cache);
+  other->reacquire();  // another size: a fresh mapping
+  EXPECT_NE(other->data(), first);
+  a->reacquire(), b->reacquire();
+  EXPECT_TRUE(a->data() == first || b->data() == first);  // reused, not mapped anew
+  a->data()[(1 << 20) - 1] = std::byte{7};             // the whole size is there
+}
+
 }  // namespace artel

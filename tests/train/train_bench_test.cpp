@@ -68,6 +68,18 @@ TEST(TrainBench, ConfigsAreTheBaselineRecipes) {
   EXPECT_EQ(w1.optimizer, "sgd");
   EXPECT_THROW(bench_config({.workload = "w3", .data = "x"}), Error);
   EXPECT_THROW(bench_config({.workload = "w1", .steps = 10, .warmup = 10, .data = "x"}), Error);
+  TrainConfig big = bench_config({.workload = "gpt-50m", .threads = 1, .data = "x.txt"});
+  EXPECT_EQ(big.model, "gpt");
+  EXPECT_EQ(big.n_layer * big.n_embd, 8 * 720);
+  EXPECT_EQ(big.steps, 12);
+}
+
+TEST(TrainBench, WarmupDefaultsToTwentyOrAQuarterOfTheSteps) {
+  EXPECT_EQ(bench_warmup({.workload = "w2"}), 20);
+  EXPECT_EQ(bench_warmup({.workload = "gpt-50m"}), 3);
+  EXPECT_EQ(bench_warmup({.workload = "w2", .steps = 40}), 10);
+  EXPECT_EQ(bench_warmup({.workload = "w2", .steps = 40, .warmup = 0}), 0);
+  EXPECT_TRUE(torch_harness_command("py", "t.py", {.workload = "gpt-50m"}).empty());  // no peer recipe
 }
 
 TEST(TrainBench, ScalingRunsTheHarnessUnderDdp) {

@@ -38,7 +38,7 @@ struct BenchArgs {
   std::vector<int> threads = {1, 2};
   std::vector<std::string> gemms = {"onednn"};  // artel's GEMM libraries to measure, each in every round
   int64_t steps = 0;  // 0 = each workload's default
-  int64_t warmup = 20;
+  int64_t warmup = -1;  // -1 = 20, or a quarter of the steps when fewer (train::bench_warmup)
   std::string torch = "auto";  // auto | on | off
   std::string python = "/usr/bin/python3";
   std::string harness;         // "" = tools/torch/train.py of the project (train::project_root())
@@ -217,7 +217,7 @@ void print_scaling(const std::map<CaseKey, double>& ms, const BenchArgs& a) {
 // started at construction and timed from its metrics.jsonl by finish().
 class ProgramRun {
  public:
-  ProgramRun(const BenchArgs& a, const train::BenchCase& c) : warmup_(c.warmup) {
+  ProgramRun(const BenchArgs& a, const train::BenchCase& c) : warmup_(train::bench_warmup(c)) {
     train::TrainConfig cfg = train::bench_config(c);
     cfg.eval_every = 0;
     cfg.eval_batches = 1;
@@ -409,14 +409,16 @@ void bench_variants(const BenchArgs& a) {
 int run_bench_train(int argc, char** argv) {
   BenchArgs a;
   CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
-  app.add_option("--workloads", a.workloads, "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn")->delimiter(',');
+  app.add_option("--workloads", a.workloads,
+                 "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn, gpt-50m (8 x 720 GPT, block 256, batch 4; "
+                 "with --zero or --recompute)")->delimiter(',');
   app.add_option("--threads", a.threads, "thread counts to measure")->delimiter(',');
   app.add_option("--gemm", a.gemms,
                  "artel's GEMM libraries to measure, each in every round: onednn (the default, kernels compiled for "
                  "this CPU), openblas (PyTorch's kernels on Debian)")
       ->delimiter(',');
-  app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120)");
-  app.add_option("--warmup", a.warmup, "steps left out of the median");
+  app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120, gpt-50m 12)");
+  app.add_option("--warmup", a.warmup, "steps left out of the median (default 20, a quarter of the steps when fewer)");
   app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
   app.add_option("--python", a.python, "python with torch");
   app.add_option("--torch-harness", a.harness, "the PyTorch harness (default: the project's tools/torch/train.py)");
@@ -439,6 +441,7 @@ int run_bench_train(int argc, char** argv) {
       ->delimiter(',');
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
+  ARTEL_CHECK(a.warmup >= 0 || !app.get_option("--warmup")->count(), "--warmup takes a count >= 0, got ", a.warmup);
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
@@ -463,8 +466,12 @@ int run_bench_train(int argc, char** argv) {
     return 0;
   }
   if (!a.json) {
-    std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
-                static_cast<long long>(a.warmup));
+    if (a.warmup >= 0)
+      std::printf("# artel bench train: ms/step = median of the steps after %lld warmup steps\n",
+                  static_cast<long long>(a.warmup));
+    else
+      std::printf("# artel bench train: ms/step = median of the steps after 20 warmup steps (a quarter of the "
+                  "steps when fewer)\n");
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
     std::printf("%s", gemm_lines(a).c_str());
     std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone, the floor under artel_ms\n");

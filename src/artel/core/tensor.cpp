@@ -1,6 +1,7 @@
 #include "artel/core/tensor.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -38,17 +39,19 @@ constexpr size_t kAlignment = 64;
 
 namespace {
 
+[[noreturn]] void out_of_memory(size_t nbytes) {
+  char what[160];
+  std::snprintf(what, sizeof what, "out of memory: allocating a tensor of %.2f MiB with %.2f MiB of tensors held",
+                static_cast<double>(nbytes) / (1 << 20), static_cast<double>(live_tensor_bytes()) / (1 << 20));
+  throw Error(what, "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute "
+                    "full (activations), a smaller --batch-size, or more workers");
+}
+
 // 64-byte aligned bytes, or the one-line out-of-memory error.
 void* aligned_bytes(size_t nbytes) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
-  if (!p) {
-    char what[160];
-    std::snprintf(what, sizeof what, "out of memory: allocating a tensor of %.2f MiB with %.2f MiB of tensors held",
-                  static_cast<double>(nbytes) / (1 << 20), static_cast<double>(live_tensor_bytes()) / (1 << 20));
-    throw Error(what, "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute "
-                      "full (activations), a smaller --batch-size, or more workers");
-  }
+  if (!p) out_of_memory(nbytes);
   return p;
 }
 
@@ -69,26 +72,56 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(data), nbytes, std::move(release)));
 }
 
-std::shared_ptr<Storage> Storage::releasable(size_t nbytes) {
+std::shared_ptr<Storage> Storage::releasable(size_t nbytes, std::shared_ptr<BufferCache> cache) {
   std::shared_ptr<Storage> s(new Storage(nullptr, nbytes, {}));
   s->releasable_ = true;
+  s->cache_ = std::move(cache);
   return s;
 }
 
 void Storage::reacquire() {
   ARTEL_CHECK(releasable_, "reacquire() of a storage that is not releasable");
-  if (!data_) data_ = static_cast<std::byte*>(aligned_bytes(nbytes_));
+  if (!data_) data_ = cache_ ? cache_->take(nbytes_) : static_cast<std::byte*>(aligned_bytes(nbytes_));
 }
 
 void Storage::release() {
   ARTEL_CHECK(releasable_, "release() of a storage that is not releasable");
-  std::free(data_);
+  if (cache_ && data_) cache_->give(data_, nbytes_);
+  else std::free(data_);
   data_ = nullptr;
 }
 
 Storage::~Storage() {
-  if (releasable_) std::free(data_);
+  if (releasable_) release();
   if (release_) release_();
+}
+
+// The cache's buffers are mappings of their own, outside malloc's heap, so
+// one given back for good leaves no hole there (Note [Reused unit memory]).
+BufferCache::~BufferCache() {
+  for (auto& [n, p] : kept_) ::munmap(p, n);
+}
+
+std::byte* BufferCache::take(size_t nbytes) {
+  for (size_t i = 0; i < kept_.size(); ++i)
+    if (kept_[i].first == nbytes) {
+      std::byte* p = kept_[i].second;
+      kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+      held_ -= nbytes;
+      return p;
+    }
+  void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) out_of_memory(nbytes);
+  return static_cast<std::byte*>(p);
+}
+
+void BufferCache::give(std::byte* p, size_t nbytes) {
+  if (held_ + nbytes > max_bytes_) {
+    ::munmap(p, nbytes);
+    return;
+  }
+  kept_.emplace_back(nbytes, p);
+  held_ += nbytes;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {

@@ -85,6 +85,8 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   int64_t parameter_bytes() const { return shard_bytes_ + peak_gathered_bytes_; }
   int64_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
   int64_t gradient_bytes() const { return shard_bytes_; }
+  // The most gradient staging held at once (units being reduce-scattered).
+  int64_t peak_staging_bytes() const { return peak_staging_bytes_; }
   // "5 units of 26.0 KiB ... 1.25 MiB, sharded over 2 ranks; gathered per forward and backward"
   std::string describe() const;
 
@@ -112,6 +114,7 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   void before_backward(size_t piece);
   void on_grad_ready(size_t param);
   float* staging_slot(size_t param);
+  void stage(int unit);
   void launch(int unit);
   void complete(int unit);
   void complete_arrivals();
@@ -129,9 +132,11 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::vector<int64_t> offset_of_param_;
   std::vector<bool> arrived_;
   std::vector<int> in_flight_;         // units being reduced, oldest first
+  std::shared_ptr<BufferCache> unit_cache_;  // Note [Reused unit memory]
   std::map<std::string, Tensor> values_;  // parameter -> its owned elements, views of the shards
   int64_t shard_bytes_ = 0;
   int64_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
+  int64_t staging_bytes_ = 0, peak_staging_bytes_ = 0;
 };
 
 }  // namespace artel::parallel

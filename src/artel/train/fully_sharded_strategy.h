@@ -34,7 +34,7 @@ class FullyShardedStrategy : public DataParallelStrategy {
   int64_t parameter_bytes() const override { return fsdp_->parameter_bytes(); }
   int64_t gathered_bytes() const override { return fsdp_->peak_gathered_bytes(); }
   int64_t gradient_bytes() const override { return fsdp_->gradient_bytes(); }
-  int64_t communication_bytes() const override { return group_->allocated_bytes(); }
+  int64_t communication_bytes() const override { return fsdp_->peak_staging_bytes(); }
   // Each rank writes and reads back its own elements of every parameter and
   // of their optimizer state (Note [Regions of a whole tensor]'s flat ranges).
   std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;

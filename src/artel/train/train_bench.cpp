@@ -22,14 +22,29 @@ constexpr int64_t kW1StepsPerEpoch = 62;  // 8000 images / batch 128, last parti
 int64_t default_bench_steps(const std::string& workload) {
   if (workload == "w2") return 120;
   if (workload == "w1" || workload == "cnn") return 2 * kW1StepsPerEpoch;
-  throw Error("unknown workload '" + workload + "'", "use w1, w2 or cnn");
+  if (workload == "gpt-50m") return 12;
+  throw Error("unknown workload '" + workload + "'", "use w1, w2, cnn or gpt-50m");
+}
+
+int64_t bench_warmup(const BenchCase& c) {
+  if (c.warmup >= 0) return c.warmup;
+  return std::min<int64_t>(20, (c.steps > 0 ? c.steps : default_bench_steps(c.workload)) / 4);
 }
 
 TrainConfig bench_config(const BenchCase& c) {
   int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
   ARTEL_CHECK(c.threads >= 1, "threads must be >= 1, got ", c.threads);
-  ARTEL_CHECK(c.warmup >= 0 && c.warmup < steps, "warmup (", c.warmup, ") must be in [0, steps = ", steps, ")");
-  TrainConfig cfg = default_config(c.workload == "w2" ? "gpt" : c.workload == "w1" ? "mlp" : "cnn");
+  const int64_t warmup = bench_warmup(c);
+  ARTEL_CHECK(warmup < steps, "warmup (", warmup, ") must be in [0, steps = ", steps, ")");
+  const bool gpt = c.workload == "w2" || c.workload == "gpt-50m";
+  TrainConfig cfg = default_config(gpt ? "gpt" : c.workload == "w1" ? "mlp" : "cnn");
+  if (c.workload == "gpt-50m") {  // the ZeRO paper's terms measured on it (tools/zero_bytes_per_parameter.py)
+    cfg.n_layer = 8;
+    cfg.n_head = 12;
+    cfg.n_embd = 720;
+    cfg.block_size = 256;
+    cfg.batch_size = 4;
+  }
   cfg.steps = steps;
   cfg.threads = c.threads;
   cfg.gemm = c.gemm;
@@ -66,9 +81,10 @@ BenchResult bench_artel(const BenchCase& c) {
   if (products) r.gemm_ms = replay_step_gemms_ms(products->calls(), cfg.steps, /*repeats=*/10);
   r.bench = c;
   r.bench.steps = cfg.steps;
-  r.median_ms = median_after_warmup(s.step_ms, c.warmup);
-  r.timed_steps = static_cast<int64_t>(s.step_ms.size()) - c.warmup;
-  r.mean_ms = std::accumulate(s.step_ms.begin() + c.warmup, s.step_ms.end(), 0.0) / static_cast<double>(r.timed_steps);
+  const int64_t warmup = bench_warmup(c);
+  r.median_ms = median_after_warmup(s.step_ms, warmup);
+  r.timed_steps = static_cast<int64_t>(s.step_ms.size()) - warmup;
+  r.mean_ms = std::accumulate(s.step_ms.begin() + warmup, s.step_ms.end(), 0.0) / static_cast<double>(r.timed_steps);
   r.items_per_s = static_cast<double>(trainer.items_per_step()) / (r.median_ms / 1e3);
   r.final_loss = s.losses.back();
   return r;
@@ -98,10 +114,10 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
 
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c) {
-  if (c.workload == "cnn") return {};
+  if (c.workload != "w1" && c.workload != "w2") return {};
   int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
   std::vector<std::string> argv = {python, train_py, "--threads", std::to_string(c.threads), "--warmup",
-                                   std::to_string(c.warmup)};
+                                   std::to_string(bench_warmup(c))};
   if (c.workers > 1) argv.insert(argv.end(), {"--ddp", std::to_string(c.workers)});
   if (c.workload == "w1") {
     int64_t epochs = (steps + kW1StepsPerEpoch - 1) / kW1StepsPerEpoch;

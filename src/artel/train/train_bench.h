@@ -22,10 +22,10 @@
 namespace artel::train {
 
 struct BenchCase {
-  std::string workload = "w2";  // w1 | w2 | cnn
+  std::string workload = "w2";  // w1 | w2 | cnn | gpt-50m (the 8 x 720 GPT at block 256, batch 4)
   int threads = 1;              // >= 1
   int64_t steps = 0;            // steps to run; 0 = the workload's default_bench_steps
-  int64_t warmup = 20;          // first steps left out of the median, < steps
+  int64_t warmup = -1;          // first steps left out of the median, < steps; -1 = bench_warmup's
   std::string data;             // "" = the bundled data
   int workers = 1;              // data-parallel processes (scaling: `artel train --nproc`, the harness's --ddp)
   std::string gemm = "onednn";  // the GEMM library (kernels/gemm.h); PyTorch keeps its own
@@ -47,6 +47,8 @@ struct BenchResult {
 // threads with no files, evaluations or sampling. Throws on an unknown workload.
 TrainConfig bench_config(const BenchCase& c);
 int64_t default_bench_steps(const std::string& workload);
+// c.warmup, or by default 20 steps, a quarter of the steps when that is fewer.
+int64_t bench_warmup(const BenchCase& c);
 
 BenchResult bench_artel(const BenchCase& c);
 
@@ -58,8 +60,8 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
 double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
 
-// argv for the PyTorch harness running the same workload; {} for "cnn" (not
-// compared: the harness's --workload mnist-cnn runs it by hand). W1 runs
+// argv for the PyTorch harness running the same workload; {} for "cnn" and
+// "gpt-50m" (not compared: the harness's --workload mnist-cnn runs the CNN by hand). W1 runs
 // ceil(steps / 62) epochs of 62 steps.
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c);
