@@ -50,4 +50,17 @@ TEST(MemoryStats, WrappedMemoryIsNotCounted) {
 }
 
 }  // namespace
+TEST(MemoryStats, AllocationPurposeNamesTheInnermostScope) {
+  EXPECT_STREQ(allocation_purpose(), "a tensor");
+  {
+    AllocationPurpose outer("the optimizer state");
+    {
+      AllocationPurpose inner("activations");
+      EXPECT_STREQ(allocation_purpose(), "activations");
+    }
+    EXPECT_STREQ(allocation_purpose(), "the optimizer state");
+  }
+  EXPECT_STREQ(allocation_purpose(), "a tensor");
+}
+
 }  // namespace artel

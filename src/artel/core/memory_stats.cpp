@@ -8,7 +8,12 @@ namespace artel {
 namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
+thread_local const char* t_purpose = nullptr;
 }  // namespace
+
+AllocationPurpose::AllocationPurpose(const char* what) : previous_(t_purpose) { t_purpose = what; }
+AllocationPurpose::~AllocationPurpose() { t_purpose = previous_; }
+const char* allocation_purpose() { return t_purpose ? t_purpose : "a tensor"; }
 
 int64_t live_tensor_bytes() { return g_live.load(std::memory_order_relaxed); }
 int64_t peak_tensor_bytes() { return g_peak.load(std::memory_order_relaxed); }

@@ -26,6 +26,23 @@ void reset_peak_tensor_bytes();  // peak := live
 // /proc/self/status, shared memory it touched included); 0 where unknown.
 int64_t peak_resident_bytes();
 
+// What this thread allocates tensors for while one is alive, for the
+// out-of-memory error to say ("allocating 190.73 MiB for the optimizer
+// state"). Scopes nest; the innermost names the allocation.
+//
+//   AllocationPurpose purpose("the optimizer state");
+class AllocationPurpose {
+ public:
+  explicit AllocationPurpose(const char* what);  // a string that outlives the scope (a literal)
+  ~AllocationPurpose();
+  AllocationPurpose(const AllocationPurpose&) = delete;
+  AllocationPurpose& operator=(const AllocationPurpose&) = delete;
+
+ private:
+  const char* previous_;
+};
+const char* allocation_purpose();  // "a tensor" outside every scope
+
 namespace detail {
 // For Storage (tensor.cpp) only.
 void note_tensor_alloc(int64_t bytes);

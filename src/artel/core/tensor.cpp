@@ -40,9 +40,10 @@ constexpr size_t kAlignment = 64;
 namespace {
 
 [[noreturn]] void out_of_memory(size_t nbytes) {
-  char what[160];
-  std::snprintf(what, sizeof what, "out of memory: allocating a tensor of %.2f MiB with %.2f MiB of tensors held",
-                static_cast<double>(nbytes) / (1 << 20), static_cast<double>(live_tensor_bytes()) / (1 << 20));
+  char what[256];
+  std::snprintf(what, sizeof what, "out of memory: allocating %.2f MiB for %s with %.2f MiB of tensors held",
+                static_cast<double>(nbytes) / (1 << 20), allocation_purpose(),
+                static_cast<double>(live_tensor_bytes()) / (1 << 20));
   throw Error(what, "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute "
                     "full (activations), a smaller --batch-size, or more workers");
 }

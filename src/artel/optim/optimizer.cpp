@@ -1,4 +1,5 @@
 #include "artel/optim/optimizer.h"
+#include "artel/core/memory_stats.h"
 
 #include <algorithm>
 #include <set>
@@ -56,8 +57,10 @@ void Optimizer::step() {
     ++s.steps;
     if (s.owned.size() == 0) continue;  // another rank's: no state here
     bool first = s.buffers.empty();
-    if (first)
+    if (first) {
+      AllocationPurpose purpose("the optimizer state");
       for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
+    }
     float* value = s.value.defined() ? s.value.data<float>() : s.param.value().data<float>() + s.owned.begin;
     update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), first);
   }

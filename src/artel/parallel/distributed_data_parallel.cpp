@@ -8,6 +8,7 @@
 #include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
 #include "artel/parallel/group_buffers.h"
+#include "artel/core/memory_stats.h"
 
 namespace artel::parallel {
 namespace {
@@ -92,6 +93,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   }
   bucket_of_.assign(params_.size(), -1);
   offset_of_.assign(params_.size(), 0);
+  AllocationPurpose purpose("the gradient buckets");
   for (size_t b = 0; b < plan_.size(); ++b) {
     const int64_t quantum = sharded(b) ? kBlockAlign * group_.size() : 1;
     padded_.push_back((plan_[b].numel + quantum - 1) / quantum * quantum);

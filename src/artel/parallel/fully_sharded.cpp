@@ -7,6 +7,7 @@
 #include "artel/autograd/backward_hook.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/parallel/group_buffers.h"
+#include "artel/core/memory_stats.h"
 
 namespace artel::parallel {
 
@@ -97,6 +98,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
   }
   // Room for the gathers and stagings of a backward's moment: two units of each.
   unit_cache_ = std::make_shared<BufferCache>(4 * static_cast<size_t>(largest) * sizeof(float));
+  AllocationPurpose purpose("the ZeRO-3 shards of the weights and gradients");
   // Cut each unit: its whole values one unit at a time, this rank's block kept.
   for (auto& up : units_) {
     Unit& u = *up;
@@ -148,6 +150,7 @@ void FullyShardedDataParallel::gather_async(int unit) {
   if (unit < 0) return;
   Unit& u = *units_[static_cast<size_t>(unit)];
   if (u.gathered || u.gather) return;
+  AllocationPurpose purpose("a ZeRO-3 unit's gathered weights");
   u.whole->reacquire();
   gathered_bytes_ += static_cast<int64_t>(u.whole->nbytes());
   peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
@@ -219,6 +222,7 @@ void FullyShardedDataParallel::stage(int unit) {
   Unit& u = *units_[static_cast<size_t>(unit)];
   if (u.reduce) complete(unit);  // the previous micro-step's reduction of this unit
   if (u.staging.defined()) return;
+  AllocationPurpose purpose("a ZeRO-3 unit's gradients");
   try {
     u.staging = group_.alloc({u.padded});
   } catch (const Error&) {  // the registered memory is taken: a mapping of the cache's

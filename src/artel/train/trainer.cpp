@@ -81,7 +81,10 @@ void Trainer::start() {
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
-  trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
+  {
+    AllocationPurpose purpose("the model's parameters");
+    trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
+  }
   optimizer_ = make_optimizer(cfg_, trained_);
   strategy_->attach(*optimizer_);
   plan_data();
@@ -176,7 +179,11 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   ARTEL_CHECK(!micro_batches.empty(), "step ", k, " got no micro-batches");
   const int64_t before = live_tensor_bytes();
   reset_peak_tensor_bytes();
-  const double local_loss = strategy_->forward_backward(micro_batches);
+  double local_loss;
+  {
+    AllocationPurpose purpose("activations (forward and backward)");
+    local_loss = strategy_->forward_backward(micro_batches);
+  }
   const int64_t left = std::max<int64_t>(0, live_tensor_bytes() - before);  // what backward keeps: gradients
   memory_.activations = std::max(memory_.activations, peak_tensor_bytes() - before - left);
   {
