@@ -28,6 +28,7 @@ class ArtelProcess {
   ArtelProcess(const ArtelProcess&) = delete;
   ArtelProcess& operator=(const ArtelProcess&) = delete;
 
+  pid_t pid() const { return pid_; }
   // Reads output until stdout holds `text` at least `count` times; false on timeout.
   bool wait_for_stdout(const std::string& text, int count, std::chrono::milliseconds timeout);
   void signal(int sig) const;

@@ -44,6 +44,17 @@ TEST(ExitStatus, DescribesADeathBySignal) {
   EXPECT_EQ(exit_code_of(status), 128 + 9);
 }
 
+TEST(ExitStatus, DescribesAnOomKillAtTheMemoryLimit) {
+  int killed = status_of([] { ::kill(::getpid(), SIGKILL); });
+  EXPECT_EQ(describe_out_of_memory(killed, 200LL << 20),
+            "ran out of memory: the kernel killed it (SIGKILL) at its --memory-per-worker limit of 200 MiB");
+  int exited = status_of([] { ::_exit(137); });  // a shell whose child the kernel killed
+  EXPECT_EQ(describe_out_of_memory(exited, 3LL << 30),
+            "exited with status 137 after the kernel killed a process of it for running out of memory at its "
+            "--memory-per-worker limit of 3 GiB");
+  EXPECT_EQ(exit_code_of(killed), 137);
+}
+
 TEST(ExitStatus, ZeroIsClean) {
   int status = status_of([] {});
   EXPECT_TRUE(exited_cleanly(status));

@@ -46,6 +46,11 @@ TEST(LaunchConfig, ChecksEveryField) {
   c = valid();
   c.grace_s = 0;
   expect_invalid(c, "--timeout-grace");
+  c = valid();
+  c.memory_per_worker = 1000;
+  expect_invalid(c, "--memory-per-worker must be at least 1 MiB, got 1000 bytes");
+  c.memory_per_worker = 1 << 20;
+  EXPECT_NO_THROW(c.validate());
 }
 
 TEST(LaunchConfig, SplitsTheCoresUnlessToldOtherwise) {
@@ -91,6 +96,20 @@ TEST(Launcher, WorkerEnvironmentReplacesInheritedLaunchVariables) {
   EXPECT_EQ(has("ARTEL_RESTART_COUNT=4"), 1);
   EXPECT_EQ(has("ARTEL_LAUNCH_TEST_KEEP=yes"), 1);
   ::unsetenv("ARTEL_RANK");
+}
+
+TEST(Launcher, WorkerEnvironmentCarriesTheMemoryLimitOnlyWhenSet) {
+  ::setenv("ARTEL_MEMORY_LIMIT", "123", 1);  // inherited: never passed on as it is
+  auto c = valid();
+  auto count = [](const std::vector<std::string>& env, const std::string& prefix) {
+    return std::count_if(env.begin(), env.end(), [&](const std::string& kv) { return kv.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_EQ(count(worker_environment(c, {0, "j"}, 0), "ARTEL_MEMORY_LIMIT="), 0);
+  c.memory_per_worker = 3LL << 30;
+  auto env = worker_environment(c, {0, "j"}, 0);
+  EXPECT_EQ(count(env, "ARTEL_MEMORY_LIMIT="), 1);
+  EXPECT_EQ(count(env, "ARTEL_MEMORY_LIMIT=3221225472"), 1);
+  ::unsetenv("ARTEL_MEMORY_LIMIT");
 }
 
 TEST(Launcher, CurrentExecutableIsThisTest) {

@@ -1,4 +1,5 @@
-// `artel launch -n N [--max-restarts R] [--threads T] [--bind-to core|none] [--timeout-grace S] -- CMD ARGS...`:
+// `artel launch -n N [--max-restarts R] [--threads T] [--bind-to core|none] [--timeout-grace S]
+//               [--memory-per-worker SIZE] -- CMD ARGS...`:
 // starts N workers of CMD with ARTEL_RANK etc. set (see docs/LAUNCH.md). The
 // work is done by artel::launch::launch; this file only turns argv into a
 // LaunchConfig.
@@ -8,6 +9,7 @@
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
 #include "artel/launch/launcher.h"
+#include "artel/launch/memory_size.h"
 
 namespace artel::cli {
 namespace {
@@ -16,8 +18,10 @@ int run_launch(int argc, char** argv) {
   launch::LaunchConfig config;
   int threads = 0;
   std::string bind_to = "none";
+  std::string memory;
   CLI::App app{"Start N workers of a command, each told its rank (like torchrun). Workers see ARTEL_RANK, "
-               "ARTEL_WORLD_SIZE, ARTEL_LOCAL_RANK, ARTEL_JOB_ID, ARTEL_NUM_THREADS, ARTEL_RESTART_COUNT.",
+               "ARTEL_WORLD_SIZE, ARTEL_LOCAL_RANK, ARTEL_JOB_ID, ARTEL_NUM_THREADS, ARTEL_RESTART_COUNT (and "
+               "ARTEL_MEMORY_LIMIT with --memory-per-worker).",
                "artel launch"};
   app.add_option("-n,--nproc", config.nproc, "number of workers (>= 1)")->required();
   app.add_option("--max-restarts", config.max_restarts,
@@ -28,11 +32,15 @@ int run_launch(int argc, char** argv) {
       ->check(CLI::IsMember({"core", "none"}));
   app.add_option("--timeout-grace", config.grace_s,
                  "seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
+  app.add_option("--memory-per-worker", memory,
+                 "SIZE (3G, 512MiB, bytes): each worker in its own memory cgroup with this limit, and told it in "
+                 "ARTEL_MEMORY_LIMIT (default: no limit)");
   app.add_option("command", config.command, "the command each worker runs, after `--`");
   app.footer("example: artel launch -n 4 -- sh -c 'echo rank $ARTEL_RANK of $ARTEL_WORLD_SIZE'");
   if (!parse_flags(app, argc, argv, "see `artel launch --help`; the workers' command goes after `--`")) return 0;
   if (threads_opt->count() > 0) config.threads = threads;
   config.bind_to_core = bind_to == "core";
+  if (!memory.empty()) config.memory_per_worker = launch::parse_memory_size(memory);
   return launch::launch(config);
 }
 

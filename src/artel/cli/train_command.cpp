@@ -8,7 +8,10 @@
 //   artel train --nproc N ...        launcher: re-runs this program N times
 //                                    (launch/launcher.h) with the same
 //                                    arguments minus --nproc, restarts them
-//                                    (--max-restarts), then exits as they did
+//                                    (--max-restarts), then exits as they did;
+//                                    --memory-per-worker launches even one
+//                                    worker, as only a launched worker gets
+//                                    its own memory cgroup
 //   ARTEL_RANK set (by the launcher)  worker: shm group from the environment
 //   mpirun -np N artel train --backend mpi ...   worker: rank and size from MPI
 //   otherwise                        one process, no communication
@@ -37,9 +40,11 @@
 #include "artel/cli/parse_flags.h"
 #include "artel/comm/process_group.h"
 #include "artel/core/error.h"
+#include "artel/core/memory_limit.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
 #include "artel/launch/launcher.h"
+#include "artel/launch/memory_size.h"
 #include "artel/launch/worker_env.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/data_parallel.h"
@@ -85,6 +90,7 @@ struct JobFlags {
   bool resume = false;
   int max_restarts = 0;
   std::string bind_to = "none";  // core: each worker on its own cores when they fit | none
+  std::string memory_per_worker;  // SIZE (launch/memory_size.h); "" = no limit
 };
 
 // The main job's global batch (W2's 12 rows) split over as many workers as
@@ -107,10 +113,22 @@ std::vector<std::string> worker_command(int argc, char** argv) {
   return cmd;
 }
 
+// --memory-per-worker in bytes, refused up front when this very program
+// (which each worker runs) could not even start in it.
+std::optional<int64_t> memory_per_worker(const JobFlags& job) {
+  if (job.memory_per_worker.empty()) return std::nullopt;
+  int64_t limit = launch::parse_memory_size(job.memory_per_worker);
+  check_memory_limit_at_start(limit);
+  return limit;
+}
+
 int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vector<std::string> command) {
   if (job.backend == "mpi")
-    throw Error("--nproc starts shm workers; MPI jobs get their workers from mpirun",
-                "run `mpirun -np " + std::to_string(job.nproc) + " artel train --backend mpi ...` without --nproc");
+    throw Error(job.nproc > 1 ? "--nproc starts shm workers; MPI jobs get their workers from mpirun"
+                              : "--memory-per-worker limits the workers artel starts; MPI jobs get theirs from mpirun",
+                job.nproc > 1 ? "run `mpirun -np " + std::to_string(job.nproc) +
+                                    " artel train --backend mpi ...` without --nproc"
+                              : "limit memory through the scheduler (Slurm's --mem-per-cpu) or prlimit --as");
   launch::LaunchConfig lc;
   lc.command = std::move(command);
   lc.nproc = job.nproc;
@@ -118,6 +136,7 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   lc.bind_to_core = job.bind_to == "core";
   if (cfg.threads > 0) lc.threads = static_cast<int>(cfg.threads);
   lc.grace_s = 2.0;  // workers keep nothing to flush: checkpoints are written atomically
+  lc.memory_per_worker = memory_per_worker(job);
   return launch::launch(lc);
 }
 
@@ -137,31 +156,45 @@ std::function<void(int64_t)> fault_injection(int rank, int restart_count) {
   };
 }
 
+// Note [Last words]: a worker's error is printed while its groups are still
+// alive. Once they go, its peers fail at once ("rank 0 left the group"), and
+// the launcher, seeing a peer fail, stops this worker (SIGTERM) — which,
+// still unwinding, would never say why it failed. So the worker and its
+// group are declared outside the try, and outlive the message.
 int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions run) {
-  comm::GroupOptions g;
-  g.backend = job.backend;
-  g.timeout = comm::Duration(static_cast<int64_t>(job.timeout_s * 1000));
-  int restarts = 0;
-  if (std::optional<launch::WorkerEnv> env = launch::read_worker_env()) {
-    g = comm::group_options_from_env(g);
-    restarts = env->restart_count;
-    if (cfg.threads == 0) cfg.threads = env->num_threads.value_or(1);
-  }
-  run.resume = run.resume || restarts > 0;
-  std::shared_ptr<comm::ProcessGroup> pg = comm::init_process_group(g);
-  run.after_step = fault_injection(pg->rank(), restarts);
-  parallel::DdpOptions ddp;
-  ddp.buckets = cfg.bucket_options();
-  if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
-  if (cfg.model_parallel()) {
-    train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
-    train::MeshWorker worker(cfg, run, pg, ddp);
-    worker.run();
+  std::shared_ptr<comm::ProcessGroup> pg;
+  std::optional<train::MeshWorker> mesh;
+  std::optional<train::DataParallelWorker> data_parallel;
+  try {
+    check_memory_limit_at_start();  // a --memory-per-worker too small to start in: say so, not an OOM kill later
+    comm::GroupOptions g;
+    g.backend = job.backend;
+    g.timeout = comm::Duration(static_cast<int64_t>(job.timeout_s * 1000));
+    int restarts = 0;
+    if (std::optional<launch::WorkerEnv> env = launch::read_worker_env()) {
+      g = comm::group_options_from_env(g);
+      restarts = env->restart_count;
+      if (cfg.threads == 0) cfg.threads = env->num_threads.value_or(1);
+    }
+    run.resume = run.resume || restarts > 0;
+    pg = comm::init_process_group(g);
+    run.after_step = fault_injection(pg->rank(), restarts);
+    parallel::DdpOptions ddp;
+    ddp.buckets = cfg.bucket_options();
+    if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
+    if (cfg.model_parallel()) {
+      train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
+      mesh.emplace(cfg, run, pg, ddp);
+      mesh->run();
+      return 0;
+    }
+    data_parallel.emplace(cfg, run, pg, ddp);
+    data_parallel->run();
     return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "artel train: error: " << e.what() << "\n";  // as main() says it
+    return 1;
   }
-  train::DataParallelWorker worker(cfg, run, pg, ddp);
-  worker.run();
-  return 0;
 }
 
 // One process with micro-batches (no tensor or pipeline split): the mesh of one
@@ -201,6 +234,9 @@ int run_train(int argc, char** argv) {
   app.add_option("--bind-to", job.bind_to, "with --nproc: core binds each worker to its own --threads cores when "
                                            "they fit, none leaves them to the scheduler [default none]")
       ->check(CLI::IsMember({"core", "none"}));
+  app.add_option("--memory-per-worker", job.memory_per_worker,
+                 "SIZE (3G, 512MiB, bytes): each worker runs in its own memory cgroup with this limit and stops "
+                 "with an out-of-memory error before going over it [default none]");
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   for (const auto& k : train::config_keys())
@@ -223,7 +259,8 @@ int run_train(int argc, char** argv) {
 
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
-  if (job.nproc > 1 && !comm::launched_as_worker()) {
+  const bool limited = !job.memory_per_worker.empty();
+  if ((job.nproc > 1 || limited) && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});
     return launch_workers(job, cfg, std::move(command));

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "artel/comm/segment_store.h"
+#include "artel/core/memory_limit.h"
 
 namespace artel::comm {
 namespace {
@@ -41,6 +42,15 @@ class PosixStore : public SegmentStore {
       throw Error("shared-memory segment " + name + " already exists: another job uses this job id",
                   "give each job its own id; if no job is running, remove /dev/shm" + name);
     if (fd < 0) throw Error("cannot create shared-memory segment " + name + ": " + errno_text(errno));
+    // Backing the pages charges them to this process's memory cgroup: over
+    // --memory-per-worker, the one-line error rather than the kernel's OOM kill.
+    try {
+      check_memory_limit(bytes, "a shared-memory segment for communication");
+    } catch (...) {
+      close(fd);
+      shm_unlink(name.c_str());
+      throw;
+    }
     // Back every page now: a full /dev/shm is an error here, not a SIGBUS later.
     int err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : errno;
     if (err != 0) {
@@ -49,7 +59,14 @@ class PosixStore : public SegmentStore {
       throw Error("cannot create shared-memory segment " + name + " of " + std::to_string(bytes >> 20) + " MiB: " + errno_text(err),
                   "free space in /dev/shm (df -h /dev/shm) or lower GroupOptions::registered_bytes / staging_bytes");
     }
-    return map_fd(fd, bytes, name);
+    std::shared_ptr<Segment> seg = map_fd(fd, bytes, name);
+    // Backed by us, so charged to our memory cgroup (--memory-per-worker) though not yet resident.
+    note_backed_shared_memory(static_cast<int64_t>(bytes));
+    seg->release = [unmap = std::move(seg->release), bytes] {
+      unmap();
+      note_backed_shared_memory(-static_cast<int64_t>(bytes));
+    };
+    return seg;
   }
 
   std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {

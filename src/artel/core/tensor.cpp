@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "artel/core/memory_limit.h"
 #include "artel/core/memory_stats.h"
 
 namespace artel {
@@ -50,6 +51,7 @@ namespace {
 
 // 64-byte aligned bytes, or the one-line out-of-memory error.
 void* aligned_bytes(size_t nbytes) {
+  check_memory_limit(nbytes);  // --memory-per-worker: fail here, not by the kernel's OOM kill
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
   if (!p) out_of_memory(nbytes);

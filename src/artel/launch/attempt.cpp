@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstring>
 
+#include "artel/core/memory_limit.h"
 #include "artel/core/shm_names.h"
 #include "artel/core/threads.h"
 #include "artel/launch/core_binding.h"
 #include "artel/launch/exit_status.h"
 #include "artel/launch/line_prefixer.h"
+#include "artel/launch/memory_cgroup.h"
 #include "artel/launch/signal_relay.h"
 #include "artel/launch/worker_env.h"
 #include "artel/launch/worker_process.h"
@@ -41,9 +43,11 @@ class Attempt {
   AttemptResult run() {
     std::vector<std::vector<int>> cores(static_cast<size_t>(config_.nproc));
     if (config_.bind_to_core) cores = core_binding(config_.nproc, config_.threads_per_worker(), allowed_cores());
+    make_cgroups();
     for (int rank = 0; rank < config_.nproc; ++rank) {
       workers_.push_back(WorkerProcess::spawn(config_.command, worker_environment(config_, spec_, rank), relay_,
-                                              cores[static_cast<size_t>(rank)]));
+                                              cores[static_cast<size_t>(rank)],
+                                              cgroups_.empty() ? CgroupJoin{} : cgroups_[rank].join()));
       std::string prefix = std::to_string(rank);
       prefix.insert(0, 1, '[').append("] ");  // not "[" + ...: GCC 12 warns falsely (-Wrestrict)
       out_.emplace_back(prefix, config_.out_fd);
@@ -60,10 +64,22 @@ class Attempt {
     // Every worker has exited: nothing of this job can still open its
     // segments, and those of a worker killed mid-start would leak otherwise.
     remove_job_shm(spec_.job_id);
+    // Reaped, so empty (their OOM records were read as they failed): the
+    // cgroups can go. On an exception, the destructors remove them instead.
+    for (auto& cg : cgroups_)
+      if (std::string e = cg.remove(); !e.empty()) say("artel launch: " + e);
     return result_;
   }
 
  private:
+  // One memory cgroup per worker, all made before the first worker starts.
+  void make_cgroups() {
+    if (spec_.memory == nullptr) return;
+    std::string stem = "artel-" + std::to_string(::getpid()) + "-" + std::to_string(spec_.restart_count) + "-w";
+    for (int rank = 0; rank < config_.nproc; ++rank)
+      cgroups_.push_back(MemoryCgroup::create(*spec_.memory, stem + std::to_string(rank), *config_.memory_per_worker));
+  }
+
   // Reaps what has exited; starts stopping the others on the first failure.
   // Returns how many workers have exited.
   int reap() {
@@ -80,10 +96,15 @@ class Attempt {
 
   void on_failure(int rank) {
     read_available(rank);  // its last words before our message about it
-    result_ = {AttemptResult::kWorkerFailed, rank, *workers_[rank].status(), 0};
+    const int status = *workers_[rank].status();
+    // The kernel's OOM kill leaves the worker no chance to say why; its cgroup knows.
+    const bool oom = !cgroups_.empty() && cgroups_[rank].oom_killed();
+    result_ = {AttemptResult::kWorkerFailed, rank, status, oom, 0};
     int others = running_count();
-    std::string line = "artel launch: worker " + std::to_string(rank) + " " + describe_exit(*workers_[rank].status());
+    std::string line = "artel launch: worker " + std::to_string(rank) + " " +
+                       (oom ? describe_out_of_memory(status, *config_.memory_per_worker) : describe_exit(status));
     if (others > 0) line += "; stopping the other " + std::to_string(others) + plural(others, " worker", " workers");
+    if (oom) line += std::string(" (hint: ") + kOutOfMemoryHint + ")";
     say(line);
     stop(SIGTERM);
   }
@@ -98,7 +119,7 @@ class Attempt {
     int n = running_count();
     say("artel launch: received " + signal_name(sig) + "; passing it on to " + std::to_string(n) +
         plural(n, " worker", " workers"));
-    result_ = {AttemptResult::kInterrupted, -1, 0, sig};
+    result_ = {AttemptResult::kInterrupted, -1, 0, false, sig};
     stop(sig);
   }
 
@@ -180,6 +201,9 @@ class Attempt {
   const LaunchConfig& config_;
   SignalRelay& relay_;
   const AttemptSpec& spec_;
+  // Before workers_: members are destroyed in reverse, so on an exception the
+  // workers are killed and reaped first, and then their emptied cgroups removed.
+  std::vector<MemoryCgroup> cgroups_;
   std::vector<WorkerProcess> workers_;
   std::vector<LinePrefixer> out_, err_;
   std::optional<Clock::time_point> kill_at_;
@@ -188,7 +212,8 @@ class Attempt {
 };
 
 bool is_launch_variable(const char* entry) {
-  for (const char* name : {kEnvRank, kEnvWorldSize, kEnvLocalRank, kEnvJobId, kEnvNumThreads, kEnvRestartCount}) {
+  for (const char* name : {kEnvRank, kEnvWorldSize, kEnvLocalRank, kEnvJobId, kEnvNumThreads, kEnvRestartCount,
+                           kMemoryLimitVariable}) {
     size_t n = std::strlen(name);
     if (std::strncmp(entry, name, n) == 0 && entry[n] == '=') return true;
   }
@@ -208,6 +233,7 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const At
   set(kEnvJobId, spec.job_id);
   set(kEnvNumThreads, std::to_string(config.threads_per_worker()));
   set(kEnvRestartCount, std::to_string(spec.restart_count));
+  if (config.memory_per_worker) set(kMemoryLimitVariable, std::to_string(*config.memory_per_worker));
   return env;
 }
 

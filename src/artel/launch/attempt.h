@@ -13,22 +13,27 @@
 namespace artel::launch {
 
 class SignalRelay;
+struct CgroupParent;
 
 struct AttemptSpec {
-  int restart_count = 0;  // ARTEL_RESTART_COUNT
-  std::string job_id;     // ARTEL_JOB_ID
+  int restart_count = 0;                 // ARTEL_RESTART_COUNT
+  std::string job_id;                    // ARTEL_JOB_ID
+  const CgroupParent* memory = nullptr;  // with config.memory_per_worker: where the workers' cgroups go
 };
 
 struct AttemptResult {
   enum Outcome { kSucceeded, kWorkerFailed, kInterrupted };
   Outcome outcome = kSucceeded;
-  int rank = -1;          // kWorkerFailed: the first worker that failed
-  int wait_status = 0;    // kWorkerFailed: its wait status
-  int signal = 0;         // kInterrupted: the signal the launcher received
+  int rank = -1;               // kWorkerFailed: the first worker that failed
+  int wait_status = 0;         // kWorkerFailed: its wait status
+  bool out_of_memory = false;  // kWorkerFailed: its memory cgroup recorded an OOM kill
+  int signal = 0;              // kInterrupted: the signal the launcher received
 };
 
 // Throws artel::Error when a worker cannot be started (after stopping those
-// that were).
+// that were). With spec.memory, worker r runs in its own memory cgroup
+// artel-<launcher pid>-<restart count>-w<r>, made before any worker starts
+// and removed once all have been reaped (or, on an exception, by RAII).
 AttemptResult run_attempt(const LaunchConfig& config, SignalRelay& relay, const AttemptSpec& spec);
 
 // The environment of worker `rank`: the launcher's own, minus any ARTEL_*

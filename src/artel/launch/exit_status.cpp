@@ -3,6 +3,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "artel/launch/memory_size.h"
+
 namespace artel::launch {
 
 std::string signal_name(int sig) {
@@ -29,6 +31,13 @@ std::string describe_exit(int wait_status) {
     return what;
   }
   return "ended with wait status " + std::to_string(wait_status);
+}
+
+std::string describe_out_of_memory(int wait_status, int64_t limit_bytes) {
+  std::string limit = "its --memory-per-worker limit of " + format_memory_size(limit_bytes);
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL)
+    return "ran out of memory: the kernel killed it (SIGKILL) at " + limit;
+  return describe_exit(wait_status) + " after the kernel killed a process of it for running out of memory at " + limit;
 }
 
 int exit_code_of(int wait_status) {

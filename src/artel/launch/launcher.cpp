@@ -12,6 +12,8 @@
 #include "artel/launch/attempt.h"
 #include "artel/launch/exit_status.h"
 #include "artel/launch/line_prefixer.h"
+#include "artel/launch/memory_cgroup.h"
+#include "artel/launch/memory_size.h"
 #include "artel/launch/signal_relay.h"
 
 namespace artel::launch {
@@ -22,8 +24,10 @@ void say(const LaunchConfig& config, std::string line) {
   write_all(config.err_fd, line.data(), line.size());
 }
 
-std::string failure_text(const AttemptResult& r) {
-  return "worker " + std::to_string(r.rank) + " " + describe_exit(r.wait_status);
+std::string failure_text(const LaunchConfig& config, const AttemptResult& r) {
+  return "worker " + std::to_string(r.rank) + " " +
+         (r.out_of_memory ? describe_out_of_memory(r.wait_status, config.memory_per_worker.value_or(0))
+                          : describe_exit(r.wait_status));
 }
 
 }  // namespace
@@ -37,6 +41,9 @@ void LaunchConfig::validate() const {
   ARTEL_CHECK(!threads || (*threads >= 1 && *threads <= 65536), "--threads must be in [1, 65536], got ",
               threads.value_or(0), " (hint: leave it out to split the cores evenly)");
   ARTEL_CHECK(grace_s > 0 && grace_s <= 3600, "--timeout-grace must be in (0, 3600] seconds, got ", grace_s);
+  if (memory_per_worker && *memory_per_worker < (1 << 20))
+    throw Error("--memory-per-worker must be at least 1 MiB, got " + format_memory_size(*memory_per_worker),
+                "a worker needs tens of MiB just to start; try 1G");
 }
 
 int LaunchConfig::threads_per_worker() const {
@@ -59,9 +66,12 @@ std::string current_executable() {
 
 int launch(const LaunchConfig& config) {
   config.validate();
+  // Before any worker starts: a machine without usable cgroups fails here.
+  std::optional<CgroupParent> memory;
+  if (config.memory_per_worker) memory = prepare_cgroup_parent(find_memory_cgroup());
   SignalRelay relay;
   for (int attempt = 0;; ++attempt) {
-    AttemptResult r = run_attempt(config, relay, {attempt, make_job_id(attempt)});
+    AttemptResult r = run_attempt(config, relay, {attempt, make_job_id(attempt), memory ? &*memory : nullptr});
     switch (r.outcome) {
       case AttemptResult::kSucceeded:
         return 0;
@@ -77,7 +87,7 @@ int launch(const LaunchConfig& config) {
     }
     if (config.max_restarts > 0)
       say(config, "artel launch: giving up after " + std::to_string(config.max_restarts) + " restart" +
-                      (config.max_restarts == 1 ? "" : "s") + "; the last failure: " + failure_text(r));
+                      (config.max_restarts == 1 ? "" : "s") + "; the last failure: " + failure_text(config, r));
     return exit_code_of(r.wait_status);
   }
 }

@@ -3,8 +3,9 @@
 // prefixes every line they print with "[rank] ", passes SIGINT/SIGTERM on, and
 // fails fast: when one worker fails, the others are stopped (SIGTERM, then
 // SIGKILL after a grace period) and the launcher exits with the worker's code —
-// or, with max_restarts > 0, all workers are started again. docs/LAUNCH.md has
-// the whole story.
+// or, with max_restarts > 0, all workers are started again. With
+// memory_per_worker, each worker runs in its own memory cgroup with that limit.
+// docs/LAUNCH.md has the whole story.
 //
 //   LaunchConfig cfg;
 //   cfg.nproc = 4;
@@ -14,6 +15,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,9 @@ struct LaunchConfig {
   std::optional<int> threads;        // ARTEL_NUM_THREADS, >= 1; unset: max(1, cores / nproc)
   bool bind_to_core = false;         // each worker on its own cores when they fit (core_binding.h)
   double grace_s = 5.0;              // SIGTERM -> SIGKILL when stopping workers, in (0, 3600] seconds
+  // Bytes each worker may use, >= 1 MiB: its own memory cgroup with this limit
+  // (memory_cgroup.h) and ARTEL_MEMORY_LIMIT (core/memory_limit.h); unset: no limit.
+  std::optional<int64_t> memory_per_worker;
   int out_fd = STDOUT_FILENO;        // where the workers' prefixed stdout lines go
   int err_fd = STDERR_FILENO;        // their stderr lines, and the launcher's own messages
 

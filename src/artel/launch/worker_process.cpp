@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "artel/core/error.h"
+#include "artel/launch/cgroup_place.h"
 #include "artel/launch/signal_relay.h"
 
 namespace artel::launch {
@@ -33,36 +34,62 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   return out;
 }
 
+// What the child reports through the close-on-exec pipe when it fails before
+// or at exec: nothing at all means exec succeeded.
+struct ChildFailure {
+  enum Step : int { kExec, kJoinCgroup };
+  int step = kExec;
+  int err = 0;  // errno
+};
+
+// Writes this process's pid into a cgroup.procs file: with write() and
+// digits formed by hand, as the child of a multithreaded fork may only make
+// async-signal-safe calls.
+bool join_cgroup(int procs_fd) {
+  char digits[24], *end = digits + sizeof digits, *p = end;
+  for (long v = ::getpid(); p == end || v > 0; v /= 10) *--p = static_cast<char>('0' + v % 10);
+  return ::write(procs_fd, p, static_cast<size_t>(end - p)) == end - p;
+}
+
 // In the child, between fork and exec: only async-signal-safe calls. Reports
-// exec's errno through `report` (closed by exec on success: O_CLOEXEC).
-// A binding the kernel refuses (a core taken offline since) leaves the worker
-// unbound rather than failing the job.
+// a failure through `report` (closed by exec on success: O_CLOEXEC).
+// The cgroup comes first, so that everything the worker allocates is charged
+// to it. A binding the kernel refuses (a core taken offline since) leaves the
+// worker unbound rather than failing the job.
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, Pipe out, Pipe err, int report,
-                             const SignalRelay& relay, const cpu_set_t* cores) {
+                             const SignalRelay& relay, const cpu_set_t* cores, int cgroup_procs_fd) {
+  ChildFailure failure;
+  if (cgroup_procs_fd >= 0 && !join_cgroup(cgroup_procs_fd)) {
+    failure = {ChildFailure::kJoinCgroup, errno != 0 ? errno : EIO};  // a short write sets no errno
+    (void)!::write(report, &failure, sizeof failure);
+    ::_exit(127);
+  }
   ::setpgid(0, 0);
   if (cores) (void)::sched_setaffinity(0, sizeof(cpu_set_t), cores);
   relay.restore_in_child();
   ::dup2(out.write, STDOUT_FILENO);
   ::dup2(err.write, STDERR_FILENO);
   ::execvpe(argv[0], argv, envp);
-  int e = errno;
-  (void)!::write(report, &e, sizeof e);
+  failure = {ChildFailure::kExec, errno};
+  (void)!::write(report, &failure, sizeof failure);
   ::_exit(127);
 }
 
-int read_exec_errno(int report) {
-  int e = 0;
+ChildFailure read_child_failure(int report) {
+  ChildFailure f;
   for (;;) {
-    ssize_t n = ::read(report, &e, sizeof e);
+    ssize_t n = ::read(report, &f, sizeof f);
     if (n < 0 && errno == EINTR) continue;
-    return n == static_cast<ssize_t>(sizeof e) ? e : 0;  // 0 bytes: exec succeeded
+    if (n != static_cast<ssize_t>(sizeof f)) f.err = 0;  // 0 bytes: exec succeeded
+    return f;
   }
 }
 
 }  // namespace
 
 WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                                   const SignalRelay& relay, const std::vector<int>& cores) {
+                                   const SignalRelay& relay, const std::vector<int>& cores,
+                                   const CgroupJoin& cgroup) {
   ARTEL_CHECK(!argv.empty(), "a worker needs a command");
   std::vector<char*> c_argv = c_strings(argv), c_env = c_strings(env);  // before fork: no malloc after
   cpu_set_t core_set;
@@ -71,7 +98,8 @@ WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const s
   Pipe out = make_pipe(), err = make_pipe(), report = make_pipe();
   pid_t pid = ::fork();
   if (pid == 0)
-    exec_child(c_argv.data(), c_env.data(), out, err, report.write, relay, cores.empty() ? nullptr : &core_set);
+    exec_child(c_argv.data(), c_env.data(), out, err, report.write, relay, cores.empty() ? nullptr : &core_set,
+               cgroup.procs_fd);
   int fork_errno = errno;
   for (int fd : {out.write, err.write, report.write}) ::close(fd);
   if (pid < 0) {
@@ -79,13 +107,17 @@ WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const s
     throw Error(detail::concat("cannot start a worker: fork failed: ", std::strerror(fork_errno)));
   }
   ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-  int exec_errno = read_exec_errno(report.read);
+  ChildFailure failure = read_child_failure(report.read);
   ::close(report.read);
   WorkerProcess w(pid, out.read, err.read);
   for (int fd : {out.read, err.read}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  if (exec_errno != 0) {
+  if (failure.err != 0) {
     w.signal_group(SIGKILL);
-    throw Error(detail::concat("cannot run '", argv[0], "': ", std::strerror(exec_errno)),
+    if (failure.step == ChildFailure::kJoinCgroup)
+      throw Error(detail::concat("cannot put a worker in its memory cgroup: writing its pid to ", cgroup.path,
+                                 "/cgroup.procs failed: ", std::strerror(failure.err)),
+                  kNoCgroupHint);
+    throw Error(detail::concat("cannot run '", argv[0], "': ", std::strerror(failure.err)),
                 "check the command after `--`: it must be on PATH or a path to an executable file");
   }
   return w;

@@ -1,0 +1,81 @@
+#include "artel/launch/cgroup_place.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "artel/core/error.h"
+
+namespace artel::launch {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CgroupLine {
+  std::string controllers;  // "memory", "cpu,cpuacct", "" for v2
+  std::string path;         // "/user.slice/..." 
+};
+
+// "4:memory:/a/b" -> {"memory", "/a/b"}; the path may itself hold ':'.
+std::vector<CgroupLine> parse_lines(const std::string& text) {
+  std::vector<CgroupLine> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    size_t first = line.find(':');
+    size_t second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    lines.push_back({line.substr(first + 1, second - first - 1), line.substr(second + 1)});
+  }
+  return lines;
+}
+
+bool has_word(const std::string& list, const std::string& word, char sep) {
+  std::istringstream in(list);
+  for (std::string w; std::getline(in, w, sep);)
+    if (w == word) return true;
+  return false;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// hierarchy / path, or the hierarchy itself when that cgroup is not there.
+fs::path own_cgroup(const fs::path& hierarchy, const std::string& path) {
+  fs::path rel = fs::path(path).relative_path();
+  std::error_code ec;
+  if (!rel.empty() && fs::is_directory(hierarchy / rel, ec)) return hierarchy / rel;
+  return hierarchy;
+}
+
+}  // namespace
+
+CgroupPlace find_memory_cgroup(const std::string& proc_self_cgroup, const fs::path& mount_root) {
+  std::vector<CgroupLine> lines = parse_lines(proc_self_cgroup);
+  std::error_code ec;
+  for (const CgroupLine& l : lines) {
+    if (!has_word(l.controllers, "memory", ',')) continue;
+    for (const fs::path& h : {mount_root / l.controllers, mount_root / "memory"})
+      if (fs::exists(h / "memory.limit_in_bytes", ec)) return {1, h, own_cgroup(h, l.path)};
+    throw Error("cannot limit each worker's memory: /proc/self/cgroup names a v1 memory cgroup, but " +
+                    (mount_root / "memory").string() + " has no memory.limit_in_bytes (not mounted there?)",
+                kNoCgroupHint);
+  }
+  for (const CgroupLine& l : lines) {
+    if (!l.controllers.empty() || l.path.empty()) continue;  // "0::/path": the unified hierarchy
+    std::string controllers = read_text(mount_root / "cgroup.controllers");
+    for (char& c : controllers)
+      if (c == '\n') c = ' ';
+    if (has_word(controllers, "memory", ' ')) return {2, mount_root, own_cgroup(mount_root, l.path)};
+  }
+  throw Error("cannot limit each worker's memory: no cgroup memory controller (no 'memory' line in "
+              "/proc/self/cgroup, no 'memory' in " + (mount_root / "cgroup.controllers").string() + ")",
+              kNoCgroupHint);
+}
+
+CgroupPlace find_memory_cgroup() { return find_memory_cgroup(read_text("/proc/self/cgroup"), "/sys/fs/cgroup"); }
+
+}  // namespace artel::launch
