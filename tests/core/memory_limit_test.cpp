@@ -70,7 +70,7 @@ class MemoryLimitProcess : public ::testing::Test {
 TEST_F(MemoryLimitProcess, ATensorOverTheLimitIsTheOneLineError) {
   // 64 MiB more than a process of a few MiB may hold under 40 MiB.
   EXPECT_EXIT(run_under_limit("41943040", [] { Tensor::empty({16 << 20}); }), ::testing::ExitedWithCode(3),
-              "ERROR\\[out of memory: allocating 64.00 MiB with 0.00 MiB of tensors held, [0-9.]+ MiB resident of the "
+              "ERROR\\[out of memory: allocating 64.00 MiB for a tensor with 0.00 MiB of tensors held, [0-9.]+ MiB resident of the "
               "40 MiB --memory-per-worker limit \\(hint: hold less per worker: --zero 3 .*--recompute full.*"
               "--batch-size.*more workers.*\\)\\]");
 }
@@ -118,7 +118,7 @@ TEST_F(MemoryLimitProcess, NamesWhatIsAllocatedAndTheSharedMemoryItCreated) {
                                 check_memory_limit(30 << 20, "a shared-memory segment for communication");
                               }),
               ::testing::ExitedWithCode(3),
-              "ERROR\\[out of memory: allocating 30.00 MiB \\(a shared-memory segment for communication\\) with "
+              "ERROR\\[out of memory: allocating 30.00 MiB for a shared-memory segment for communication with "
               "0.00 MiB of tensors held, [0-9.]+ MiB resident \\(20.00 MiB of it shared memory for communication\\) "
               "of the 40 MiB --memory-per-worker limit");
 }

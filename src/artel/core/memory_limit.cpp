@@ -89,10 +89,9 @@ void check_memory_limit(size_t nbytes, const char* what) {
     std::snprintf(shared, sizeof shared, " (%.2f MiB of it shared memory for communication)", mib(backed));
   char text[400];
   std::snprintf(text, sizeof text,
-                "out of memory: allocating %.2f MiB%s%s%s with %.2f MiB of tensors held, %.2f MiB resident%s of the "
+                "out of memory: allocating %.2f MiB for %s with %.2f MiB of tensors held, %.2f MiB resident%s of the "
                 "%.0f MiB --memory-per-worker limit",
-                mib(n), what ? " (" : "", what ? what : "", what ? ")" : "", mib(live_tensor_bytes()), mib(resident),
-                shared, mib(limit));
+                mib(n), what ? what : allocation_purpose(), mib(live_tensor_bytes()), mib(resident), shared, mib(limit));
   throw Error(text, kOutOfMemoryHint);
 }
 

@@ -59,8 +59,8 @@ bool exceeds_memory_limit(int64_t resident, int64_t nbytes, int64_t limit);
 
 // Throws the one-line out-of-memory artel::Error when an allocation of
 // `nbytes` (>= kMemoryCheckMinBytes; smaller ones pass) would take this
-// process over its limit; `what` (if given) names what is allocated when it
-// is not a tensor. Close to the limit it first gives freed heap memory back
+// process over its limit; `what` names what is allocated (default: the
+// thread's AllocationPurpose, core/memory_stats.h). Close to the limit it first gives freed heap memory back
 // to the kernel (malloc_trim), so that what it counts is what is in use.
 void check_memory_limit(size_t nbytes, const char* what = nullptr);
 

@@ -45,8 +45,7 @@ namespace {
   std::snprintf(what, sizeof what, "out of memory: allocating %.2f MiB for %s with %.2f MiB of tensors held",
                 static_cast<double>(nbytes) / (1 << 20), allocation_purpose(),
                 static_cast<double>(live_tensor_bytes()) / (1 << 20));
-  throw Error(what, "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute "
-                    "full (activations), a smaller --batch-size, or more workers");
+  throw Error(what, kOutOfMemoryHint);
 }
 
 // 64-byte aligned bytes, or the one-line out-of-memory error.
@@ -113,6 +112,7 @@ std::byte* BufferCache::take(size_t nbytes) {
       held_ -= nbytes;
       return p;
     }
+  check_memory_limit(nbytes);
   void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) out_of_memory(nbytes);
   return static_cast<std::byte*>(p);
