@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -46,9 +47,11 @@
 #include "artel/launch/launcher.h"
 #include "artel/launch/memory_size.h"
 #include "artel/launch/worker_env.h"
+#include "artel/parallel/ps_protocol.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/data_parallel.h"
 #include "artel/train/mesh_worker.h"
+#include "artel/train/parameter_server.h"
 #include "artel/train/trace_gather.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
@@ -137,6 +140,13 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   if (cfg.threads > 0) lc.threads = static_cast<int>(cfg.threads);
   lc.grace_s = 2.0;  // workers keep nothing to flush: checkpoints are written atomically
   lc.memory_per_worker = memory_per_worker(job);
+  if (cfg.ps_servers > 0) {  // the servers are the last ranks (parallel/ps_protocol.h)
+    lc.nproc = job.nproc + static_cast<int>(cfg.ps_servers);
+    if (parallel::parse_staleness(cfg.staleness) != 0) {
+      for (int w = 0; w < job.nproc; ++w) lc.may_fail.push_back(w);
+      lc.may_fail_reason = "the parameter servers drop a worker under --staleness " + cfg.staleness;
+    }
+  }
   return launch::launch(lc);
 }
 
@@ -154,6 +164,24 @@ std::function<void(int64_t)> fault_injection(int rank, int restart_count) {
   return [sig, step](int64_t k) {
     if (k == step) ::raise(sig);
   };
+}
+
+// A rank of a parameter-server job; its error is said while its groups are
+// alive (Note [Last words]). A server that fails has threads blocked on
+// workers the launcher is about to stop: it leaves at once rather than wait
+// for them (it holds nothing to flush).
+int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOptions& run,
+                              std::shared_ptr<comm::ProcessGroup> world) {
+  train::ParameterServerJob job(cfg, run, std::move(world));
+  try {
+    job.run();
+  } catch (const std::exception& e) {
+    std::cerr << "artel train: error: " << e.what() << std::endl;
+    if (!job.is_server()) return 1;
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  return 0;
 }
 
 // Note [Last words]: a worker's error is printed while its groups are still
@@ -182,6 +210,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     parallel::DdpOptions ddp;
     ddp.buckets = cfg.bucket_options();
     if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
+    if (cfg.ps_servers > 0) return run_parameter_server_rank(cfg, run, pg);
     if (cfg.model_parallel()) {
       train::check_mesh(cfg, pg->size());  // mpirun: no launcher checked it before
       mesh.emplace(cfg, run, pg, ddp);
@@ -259,8 +288,9 @@ int run_train(int argc, char** argv) {
 
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
+  train::check_parameter_server(cfg);
   const bool limited = !job.memory_per_worker.empty();
-  if ((job.nproc > 1 || limited) && !comm::launched_as_worker()) {
+  if ((job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi")) && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});
     return launch_workers(job, cfg, std::move(command));

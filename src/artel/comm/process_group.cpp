@@ -251,6 +251,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   opts.rank = static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), rank()) - sorted.begin());
   opts.world_size = static_cast<int>(sorted.size());
   if (sub.message_bytes) opts.message_bytes = sub.message_bytes;
+  if (sub.timeout > Duration::zero()) opts.timeout = sub.timeout;
   return make_group(opts, impl_->name + "/[" + list + "]", impl_->transport->split(sorted, id, opts));
 }
 

@@ -118,6 +118,9 @@ struct NewGroupOptions {
   // the sender's thread and completes without its receiver (see send()); size
   // it to the messages a pipeline keeps in flight.
   size_t message_bytes = 0;
+  // How long its ops wait (and its Work::wait's default): a parameter
+  // server's worker waits on a bound that a peer's own timeout decides.
+  Duration timeout = Duration::zero();
 };
 
 // Reads ARTEL_RANK, ARTEL_WORLD_SIZE, ARTEL_JOB_ID (set by `artel launch`) into

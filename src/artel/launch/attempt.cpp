@@ -97,6 +97,11 @@ class Attempt {
   void on_failure(int rank) {
     read_available(rank);  // its last words before our message about it
     const int status = *workers_[rank].status();
+    if (std::find(config_.may_fail.begin(), config_.may_fail.end(), rank) != config_.may_fail.end()) {
+      say("artel launch: worker " + std::to_string(rank) + " " + describe_exit(status) + "; the job goes on without it (" +
+          config_.may_fail_reason + ")");
+      return;
+    }
     // The kernel's OOM kill leaves the worker no chance to say why; its cgroup knows.
     const bool oom = !cgroups_.empty() && cgroups_[rank].oom_killed();
     result_ = {AttemptResult::kWorkerFailed, rank, status, oom, 0};

@@ -40,6 +40,7 @@ void LaunchConfig::validate() const {
   ARTEL_CHECK(max_restarts >= 0, "--max-restarts must be >= 0, got ", max_restarts);
   ARTEL_CHECK(!threads || (*threads >= 1 && *threads <= 65536), "--threads must be in [1, 65536], got ",
               threads.value_or(0), " (hint: leave it out to split the cores evenly)");
+  for (int r : may_fail) ARTEL_CHECK(r >= 0 && r < nproc, "a rank that may fail (", r, ") is not in [0, ", nproc, ")");
   ARTEL_CHECK(grace_s > 0 && grace_s <= 3600, "--timeout-grace must be in (0, 3600] seconds, got ", grace_s);
   if (memory_per_worker && *memory_per_worker < (1 << 20))
     throw Error("--memory-per-worker must be at least 1 MiB, got " + format_memory_size(*memory_per_worker),

@@ -32,6 +32,11 @@ struct LaunchConfig {
   // Bytes each worker may use, >= 1 MiB: its own memory cgroup with this limit
   // (memory_cgroup.h) and ARTEL_MEMORY_LIMIT (core/memory_limit.h); unset: no limit.
   std::optional<int64_t> memory_per_worker;
+  // Ranks whose failure the job survives (a parameter server's workers under
+  // bounded or no staleness, which the servers drop): the launcher says so,
+  // with `may_fail_reason`, and lets the others go on.
+  std::vector<int> may_fail;
+  std::string may_fail_reason;
   int out_fd = STDOUT_FILENO;        // where the workers' prefixed stdout lines go
   int err_fd = STDERR_FILENO;        // their stderr lines, and the launcher's own messages
 
@@ -44,7 +49,7 @@ struct LaunchConfig {
 };
 
 // Runs the job to the end and returns the exit code for the launcher: 0 when
-// all workers exited 0; the failing worker's exit status, or 128 + signal when
+// all workers exited 0 (those of may_fail aside); the failing worker's exit status, or 128 + signal when
 // it was killed; 128 + signal when the launcher itself got SIGINT/SIGTERM.
 // Throws artel::Error for a bad config or a command that cannot be run.
 int launch(const LaunchConfig& config);

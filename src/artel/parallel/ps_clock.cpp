@@ -57,9 +57,10 @@ bool PsClock::dropped(int worker) const {
 
 int PsClock::live_workers() const { return static_cast<int>(std::count(dropped_.begin(), dropped_.end(), false)); }
 
-void StalenessHistogram::record(int64_t missing_clocks) {
+void StalenessHistogram::record(int64_t missing_clocks, int64_t times) {
   ARTEL_CHECK(missing_clocks >= 0, "a read cannot miss ", missing_clocks, " clocks");
-  ++counts_[missing_clocks];
+  ARTEL_CHECK(times >= 0, "a read cannot be recorded ", times, " times");
+  if (times > 0) counts_[missing_clocks] += times;
 }
 
 int64_t StalenessHistogram::reads() const {

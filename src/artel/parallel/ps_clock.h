@@ -55,7 +55,7 @@ class PsClock {
 // counts per value, for metrics.jsonl and the end-of-run summary.
 class StalenessHistogram {
  public:
-  void record(int64_t missing_clocks);  // >= 0
+  void record(int64_t missing_clocks, int64_t times = 1);  // >= 0, >= 0
   const std::map<int64_t, int64_t>& counts() const { return counts_; }
   int64_t reads() const;
   int64_t max() const;     // 0 when empty

@@ -42,6 +42,7 @@ nlohmann::ordered_json MetricsWriter::to_json(const StepMetrics& m) {
   j["step_ms"] = number(m.step_ms);
   if (m.t_comp_ms) j["t_comp_ms"] = number(*m.t_comp_ms);
   if (m.t_sync_ms) j["t_sync_ms"] = number(*m.t_sync_ms);
+  for (const auto& [key, value] : m.extra.items()) j[key] = value;
   return j;
 }
 
@@ -65,6 +66,11 @@ void MetricsWriter::memory(const std::vector<MemoryReport>& workers) {
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const MemoryReport& m : workers) all.push_back(m.to_json());
   write({{"memory", all}});
+  flush();
+}
+
+void MetricsWriter::record(const nlohmann::ordered_json& line) {
+  write(line);
   flush();
 }
 

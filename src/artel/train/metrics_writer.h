@@ -37,6 +37,7 @@ struct StepMetrics {
   double step_ms = 0;         // wall time of the whole step
   std::optional<double> t_comp_ms{};  // forward + backward + optimizer (data parallelism)
   std::optional<double> t_sync_ms{};  // exposed gradient synchronisation (data parallelism)
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // the strategy's own (Strategy::step_record)
 };
 
 struct EvalMetrics {
@@ -57,6 +58,8 @@ class MetricsWriter {
   void eval(const EvalMetrics& m);
   // {"memory": [worker 0's report, ...]} (bytes by kind, memory_report.h).
   void memory(const std::vector<MemoryReport>& workers);
+  // One line of the caller's (a run's summary, e.g. a parameter server's statistics).
+  void record(const nlohmann::ordered_json& line);
   // Writes out what is buffered; throws artel::Error when it cannot.
   void flush();
   const std::string& path() const { return path_; }

@@ -74,6 +74,8 @@ class Strategy {
   // The optimizer over build()'s parameters exists (a sharded step wraps it).
   virtual void attach(optim::Optimizer& optimizer) {}
 
+  // Step k (1-based) begins: before its forward.
+  virtual void begin_step(int64_t k) {}
   // One step's forward and backward over this worker's micro-batches, each
   // loss scaled by 1/K (Note [Micro-batches] in trainer.h); gradients
   // accumulate. Returns this worker's loss (0 where it computes none).
@@ -126,6 +128,12 @@ class Strategy {
   // synchronisation (with the flags that tune it).
   virtual std::string describe() const { return ""; }
   virtual std::string describe_sync() const { return ""; }
+  // Fields of the strategy's own for the step's line of metrics.jsonl
+  // (a parameter server's staleness and bytes moved); an object.
+  virtual nlohmann::ordered_json step_record() const { return nlohmann::ordered_json::object(); }
+  // At the end of the run, after the last step and evaluation, before the
+  // weights are written: lines for metrics.jsonl and for the terminal.
+  virtual void finish_run(std::vector<nlohmann::ordered_json>& records, std::vector<std::string>& lines) {}
   // Bytes of parameters this worker holds, at most so far (MemoryReport::parameters),
   // and of them the most held gathered beyond its own (MemoryReport::gathered).
   virtual int64_t parameter_bytes() const;

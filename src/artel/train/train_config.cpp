@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "artel/core/error.h"
+#include "artel/parallel/ps_protocol.h"
 
 namespace artel::train {
 
@@ -58,6 +59,8 @@ const std::vector<Field>& fields() {
       {"zero", &TrainConfig::zero, "data parallelism's ZeRO stage: 0 = every worker runs the whole step (PyTorch's DDP); 1 = each worker updates 1/N of the weights (optimizer state sharded); 2 = and keeps 1/N of the gradients; 3 = and of the weights, gathered unit by unit when used (FSDP); same weights"},
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
+      {"ps_servers", &TrainConfig::ps_servers, "parameter-server processes: with --nproc W, the job runs W workers and S servers that keep the parameters and their optimizer state (0 = none)"},
+      {"staleness", &TrainConfig::staleness, "parameter server: 0 = BSP (equals data parallelism), k = SSP (no worker more than k clocks ahead of the slowest), inf = ASP (no waiting)"},
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
@@ -204,6 +207,8 @@ void TrainConfig::validate() const {
   check_range("tp", tp >= 1 && tp <= 1024, "in [1, 1024]", static_cast<double>(tp));
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
+  check_range("ps_servers", ps_servers >= 0 && ps_servers <= 1024, "in [0, 1024]", static_cast<double>(ps_servers));
+  parallel::parse_staleness(staleness);
   if (!model_parallel()) return;
   if (zero == 3)
     throw Error("--zero 3 with --tp / --pp / --micro-batches: ZeRO stage 3 runs over data parallelism alone here",

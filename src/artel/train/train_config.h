@@ -90,6 +90,11 @@ struct TrainConfig {
   std::string stage_layers;         // "params" (or ""), "cost", or blocks per stage, e.g. "1,3"
   std::string trace;                // write a Chrome trace (and for pipelines an SVG) to this file; "" = none
 
+  // ---- parameter server (parameter_server.h): with ps_servers > 0 the job's
+  // last ps_servers ranks keep the parameters and the others train against them
+  int64_t ps_servers = 0;           // >= 0; 0 = no parameter server
+  std::string staleness = "0";      // 0 (BSP) | k > 0 (SSP: at most k clocks ahead of the slowest) | inf (ASP)
+
   // ---- memory
   std::string recompute = "none";   // none | selective | full (nn/model.h: what backward recomputes instead of keeping)
 

@@ -172,6 +172,7 @@ StepResult Trainer::step(int64_t k, const data::Batch& batch) { return step(k, s
 StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) {
   Clock::time_point t0 = Clock::now();
   trace::set_step(k);
+  strategy_->begin_step(k);
   StepResult r;
   r.lr = schedule_.at(k - 1);
   optimizer_->set_lr(r.lr);
@@ -373,6 +374,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
       StepMetrics m{.step = k, .loss = r.loss, .lr = decimal(r.lr), .items_per_s = items / (ms / 1e3),
                     .items_name = text() ? "tokens_per_s" : "samples_per_s", .step_ms = ms};
       if (strategy_->synchronises()) m.t_comp_ms = r.comp_ms, m.t_sync_ms = r.sync_ms;
+      m.extra = strategy_->step_record();
       metrics->step(m);
     }
     if (strategy_->synchronises()) progress.step(k, r.loss, items / (ms / 1e3), r.comp_ms, r.sync_ms);
@@ -420,6 +422,13 @@ RunSummary Trainer::run() {
   if (files) out() << "wrote " << cfg_.out << "/final.safetensors\n";
   const bool sampling = run_.sample && text() && cfg_.generate > 0;
   if (sampling && (report || strategy_->sharded())) summary.sample = sample(cfg_.generate);
+  std::vector<nlohmann::ordered_json> records;
+  std::vector<std::string> lines;
+  strategy_->finish_run(records, lines);
+  if (metrics)
+    for (const auto& r : records) metrics->record(r);
+  if (report)
+    for (const auto& l : lines) out() << l << "\n";
   memory_.peak_resident = peak_resident_bytes();
   const std::vector<MemoryReport> memory = strategy_->gather_memory(memory_);
   if (report) out() << memory_table(memory);

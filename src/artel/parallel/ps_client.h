@@ -1,0 +1,75 @@
+// PsClient: a worker's side of a parameter-server job (ps_protocol.h). It
+// pulls the model's values from every server — each its own elements, all
+// asked at once — and pushes the gradient back, each server its elements,
+// counting the bytes it moves. Which clocks a read must hold is
+// required_view() (Note [Consistency] in ps_server.h).
+//
+//   PsClient ps(*world, roles, /*staleness=*/3, patience);
+//   ps.start(params, values, /*introduce=*/rank == 0);
+//   for (c = 0; c < steps; ++c) {
+//     int64_t view = ps.pull(c, ps.required_view(c));   // values now hold it
+//     ...forward, backward...
+//     ps.push(c, lr, c - view, grads);
+//   }
+//   ps.done(steps);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "artel/comm/process_group.h"
+#include "artel/parallel/ps_protocol.h"
+
+namespace artel::parallel {
+
+class PsClient {
+ public:
+  // Collective over `world`: makes the pair groups. `patience`: how long a
+  // reply may take (ps_pair_groups).
+  PsClient(comm::ProcessGroup& world, const PsRoles& roles, std::optional<int64_t> staleness, comm::Duration patience);
+  ~PsClient();
+
+  // The model's parameters, whole, in the model's order: `values` alias
+  // them and pulls write into them. With `introduce` (worker 0, once), the
+  // servers get the table and their elements' starting values from them.
+  void start(const std::vector<PsParameter>& params, std::vector<Tensor> values, bool introduce);
+
+  // The clocks a read at `clock` must hold: every update of clocks below this.
+  int64_t required_view(int64_t clock) const;
+  // Reads every server's elements into the values once they hold every
+  // update of clocks below `required`; returns the view the read holds
+  // (the smallest of the servers').
+  int64_t pull(int64_t clock, int64_t required);
+  // The gradient of step `clock` (one tensor per parameter, whole; an
+  // undefined one counts as zeros) at learning rate `lr`; `staleness` is
+  // what this step's read missed (clock − view), for the statistics.
+  void push(int64_t clock, double lr, int64_t staleness, const std::vector<Tensor>& grads);
+  // Server 0's statistics of every worker (collected from their pushes).
+  std::vector<PsWorkerStats> stats();
+  // Tells every server this worker is finished (after its last push or read).
+  void done(int64_t clock);
+
+  const PsLayout& layout() const { return *layout_; }
+  const PsRoles& roles() const { return roles_; }
+  int64_t bytes_sent() const { return sent_; }
+  int64_t bytes_received() const { return received_; }
+
+ private:
+  // Runs `fn` for server s; an error names the server.
+  template <class Fn>
+  void with_server(int s, Fn&& fn);
+  void finish_pushes();
+
+  PsRoles roles_;
+  std::optional<int64_t> staleness_;
+  std::vector<std::shared_ptr<comm::ProcessGroup>> pairs_;  // per server
+  std::unique_ptr<PsLayout> layout_;
+  std::vector<Tensor> values_;
+  std::vector<Tensor> buffers_;         // per server: its elements, flat
+  std::vector<comm::WorkPtr> pushing_;  // per server: the push in flight
+  int64_t sent_ = 0, received_ = 0;
+};
+
+}  // namespace artel::parallel

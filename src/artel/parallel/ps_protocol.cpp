@@ -1,0 +1,162 @@
+#include "artel/parallel/ps_protocol.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "artel/core/error.h"
+
+namespace artel::parallel {
+
+PsRoles PsRoles::of(int world_size, int servers) {
+  ARTEL_CHECK(servers >= 1, "a parameter server job needs at least one server, got ", servers);
+  if (world_size <= servers)
+    throw Error("a parameter server job of " + std::to_string(world_size) + " ranks with " + std::to_string(servers) +
+                    " servers has no rank left to work",
+                "start more ranks than --ps-servers (artel train --nproc W --ps-servers S starts W + S)");
+  return {world_size - servers, servers};
+}
+
+std::string PsRoles::describe() const {
+  auto range = [](int first, int n) {
+    return n == 1 ? "rank " + std::to_string(first) : "ranks " + std::to_string(first) + "-" + std::to_string(first + n - 1);
+  };
+  return std::to_string(workers) + (workers == 1 ? " worker (" : " workers (") + range(0, workers) + "), " +
+         std::to_string(servers) + (servers == 1 ? " server (" : " servers (") + range(workers, servers) + ")";
+}
+
+std::vector<std::shared_ptr<comm::ProcessGroup>> ps_pair_groups(comm::ProcessGroup& world, const PsRoles& roles,
+                                                                 comm::Duration patience) {
+  // Worker w meets server s in group {w, W+s}. Workers go through servers in
+  // order and servers through workers in order, so no two ranks wait on each
+  // other in a cycle while the groups are made.
+  std::vector<std::shared_ptr<comm::ProcessGroup>> groups;
+  const int me = world.rank();
+  if (roles.is_server(me)) {
+    for (int w = 0; w < roles.workers; ++w) groups.push_back(world.new_group({w, me}));
+  } else {
+    for (int s = 0; s < roles.servers; ++s)
+      groups.push_back(world.new_group({me, roles.server_rank(s)}, {.timeout = patience}));
+  }
+  return groups;
+}
+
+std::string ps_table_text(const std::vector<PsParameter>& params) {
+  std::string text;
+  for (const PsParameter& p : params) {
+    ARTEL_CHECK(p.name.find_first_of("\t\n") == std::string::npos, "parameter name '", p.name,
+                "' holds a tab or a newline");
+    text += p.name;
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      text += d ? ',' : '\t';
+      text += std::to_string(p.shape[d]);
+    }
+    if (p.shape.empty()) text += '\t';
+    text += '\n';
+  }
+  return text;
+}
+
+std::vector<PsParameter> parse_ps_table(const std::string& text) {
+  std::vector<PsParameter> params;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t tab = line.find('\t');
+    ARTEL_CHECK(tab != std::string::npos && tab > 0, "parameter server: malformed table line '", line, "'");
+    PsParameter p{line.substr(0, tab), {}};
+    std::istringstream dims(line.substr(tab + 1));
+    for (std::string d; std::getline(dims, d, ',');) p.shape.push_back(std::stoll(d));
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
+PsLayout::PsLayout(std::vector<PsParameter> ps, int servers) : params(std::move(ps)) {
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  for (const PsParameter& p : params) sizes.emplace_back(p.name, shape_numel(p.shape));
+  plan = plan_ps_shards(sizes, servers);
+  segments.resize(static_cast<size_t>(servers));
+  elements.assign(static_cast<size_t>(servers), 0);
+  for (size_t i = 0; i < plan.size(); ++i)
+    for (const PsPart& part : plan[i].parts) {
+      auto s = static_cast<size_t>(part.server);
+      segments[s].push_back({i, part.begin, part.end, elements[s]});
+      elements[s] += part.end - part.begin;
+    }
+}
+
+void ps_send_header(comm::ProcessGroup& pair, int peer, PsMessage kind, int64_t a, int64_t b, int64_t c, int64_t d) {
+  Tensor h = Tensor::zeros({kHeaderWords}, DType::i64);
+  int64_t* w = h.data<int64_t>();
+  w[0] = static_cast<int64_t>(kind);
+  w[1] = a, w[2] = b, w[3] = c, w[4] = d;
+  pair.send(h, peer)->wait();
+}
+
+std::vector<int64_t> ps_recv_header(comm::ProcessGroup& pair, int peer) {
+  Tensor h = Tensor::zeros({kHeaderWords}, DType::i64);
+  pair.recv(h, peer)->wait();
+  const int64_t* w = h.data<int64_t>();
+  return {w, w + kHeaderWords};
+}
+
+int64_t ps_word_count(int64_t bytes) { return (bytes + 7) / 8; }
+
+Tensor ps_words(const std::string& text) {
+  Tensor t = Tensor::zeros({std::max<int64_t>(1, ps_word_count(static_cast<int64_t>(text.size())))}, DType::i64);
+  std::memcpy(t.data<int64_t>(), text.data(), text.size());
+  return t;
+}
+
+std::string ps_text(const Tensor& words, int64_t bytes) {
+  return std::string(reinterpret_cast<const char*>(words.data<int64_t>()), static_cast<size_t>(bytes));
+}
+
+std::vector<int64_t> encode_ps_stats(const std::vector<PsWorkerStats>& stats) {
+  std::vector<int64_t> w{static_cast<int64_t>(stats.size())};
+  for (const PsWorkerStats& s : stats) {
+    w.insert(w.end(), {s.pushes, s.dropped ? 1 : 0, s.dropped_at, static_cast<int64_t>(s.staleness.counts().size())});
+    for (const auto& [value, count] : s.staleness.counts()) w.insert(w.end(), {value, count});
+  }
+  return w;
+}
+
+std::vector<PsWorkerStats> decode_ps_stats(const std::vector<int64_t>& w) {
+  size_t at = 0;
+  auto next = [&] {
+    ARTEL_CHECK(at < w.size(), "parameter server: truncated statistics");
+    return w[at++];
+  };
+  std::vector<PsWorkerStats> stats(static_cast<size_t>(next()));
+  for (PsWorkerStats& s : stats) {
+    s.pushes = next();
+    s.dropped = next() != 0;
+    s.dropped_at = next();
+    for (int64_t bins = next(); bins > 0; --bins) {
+      const int64_t value = next(), count = next();
+      s.staleness.record(value, count);
+    }
+  }
+  return stats;
+}
+
+std::optional<int64_t> parse_staleness(const std::string& text) {
+  if (text == "inf") return std::nullopt;
+  size_t used = 0;
+  long long s = -1;
+  try {
+    s = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || s < 0)
+    throw Error("--staleness '" + text + "' is not a clock count", "use 0 (BSP), a positive count (SSP) or inf (ASP)");
+  return s;
+}
+
+std::string describe_staleness(std::optional<int64_t> staleness) {
+  if (!staleness) return "inf (ASP)";
+  return std::to_string(*staleness) + (*staleness == 0 ? " (BSP)" : " (SSP)");
+}
+
+}  // namespace artel::parallel

@@ -1,0 +1,200 @@
+#include "artel/parallel/ps_server.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <iostream>
+
+#include "artel/core/error.h"
+#include "artel/kernels/accumulate.h"
+#include "artel/kernels/elementwise.h"
+
+namespace artel::parallel {
+
+ParameterServer::ParameterServer(comm::ProcessGroup& world, const PsRoles& roles, PsServerOptions opts)
+    : roles_(roles),
+      index_(roles.server_index(world.rank())),
+      opts_(std::move(opts)),
+      clock_(roles.workers, opts_.staleness),
+      done_(static_cast<size_t>(roles.workers), false),
+      stats_(static_cast<size_t>(roles.workers)) {
+  ARTEL_CHECK(roles.is_server(world.rank()), "rank ", world.rank(), " is a worker, not a server (", roles.describe(), ")");
+  ARTEL_CHECK(opts_.make_optimizer != nullptr, "a parameter server needs an optimizer recipe");
+  pairs_ = ps_pair_groups(world, roles, world.options().timeout);
+  receive_table();
+}
+
+ParameterServer::~ParameterServer() {
+  for (std::thread& t : threads_) {
+    if (!t.joinable()) continue;
+    if (fatal_.empty()) t.join();
+    else t.detach();  // blocked on a worker the launcher is stopping; the process is about to exit
+  }
+}
+
+void ParameterServer::receive_table() {
+  comm::ProcessGroup& first = *pairs_[0];
+  std::vector<int64_t> h = ps_recv_header(first, 0);
+  ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kHello), "parameter server ", index_,
+              ": worker 0's first message is not its parameter table (message kind ", h[0], ")");
+  Tensor words = Tensor::zeros({std::max<int64_t>(1, ps_word_count(h[2]))}, DType::i64);
+  first.recv(words, 0)->wait();
+  layout_ = std::make_unique<PsLayout>(parse_ps_table(ps_text(words, h[2])), roles_.servers);
+  const int64_t n = layout_->elements[static_cast<size_t>(index_)];
+  values_ = Tensor::zeros({n});
+  grads_ = Tensor::zeros({n});
+  if (n > 0) first.recv(values_, 0)->wait();
+  for (int w = 0; w < roles_.workers; ++w) pending_.push_back(Tensor::zeros({n}));
+
+  // The optimizer sees each parameter this server holds part of under its
+  // whole shape (so the recipe groups it as the worker's does) and updates
+  // only this server's elements, kept here (Optimizer::shard).
+  std::map<std::string, optim::ElementRange> owned;
+  std::map<std::string, Tensor> values, grads;
+  for (const PsSegment& seg : layout_->segments[static_cast<size_t>(index_)]) {
+    const PsParameter& p = layout_->params[seg.param];
+    params_.emplace_back(p.name, autograd::Variable(Tensor::empty(p.shape), true));
+    owned[p.name] = {seg.begin, seg.end};
+    values[p.name] = values_.slice0(seg.offset, seg.offset + (seg.end - seg.begin));
+    grads[p.name] = grads_.slice0(seg.offset, seg.offset + (seg.end - seg.begin));
+  }
+  optimizer_ = opts_.make_optimizer(params_);
+  optimizer_->shard(owned, values, grads);
+}
+
+void ParameterServer::serve() {
+  for (int w = 0; w < roles_.workers; ++w) threads_.emplace_back([this, w] { serve_worker(w); });
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    if (!fatal_.empty()) return true;
+    for (int w = 0; w < roles_.workers; ++w)
+      if (!done_[static_cast<size_t>(w)] && !clock_.dropped(w)) return false;
+    return true;
+  });
+  if (!fatal_.empty()) throw Error(fatal_, "under --staleness 0 (BSP) every worker is needed, as in data parallelism; "
+                                           "--max-restarts restarts the job, SSP or ASP drops the worker and goes on");
+  lock.unlock();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ParameterServer::serve_worker(int w) {
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  try {
+    for (;;) {
+      std::vector<int64_t> header = ps_recv_header(pair, 0);
+      if (!handle(w, header)) return;
+    }
+  } catch (const std::exception& e) {
+    lose(w, e.what());
+  }
+}
+
+bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  switch (static_cast<PsMessage>(h[0])) {
+    case PsMessage::kPull:
+      answer_pull(w, h[2]);
+      return true;
+    case PsMessage::kPush: {
+      Tensor& in = pending_[static_cast<size_t>(w)];
+      if (in.numel() > 0) pair.recv(in, 0)->wait();
+      apply_push(w, h[1], std::bit_cast<double>(h[2]), h[3], in);
+      return true;
+    }
+    case PsMessage::kStats:
+      answer_stats(w);
+      return true;
+    case PsMessage::kDone: {
+      std::lock_guard lock(mu_);
+      done_[static_cast<size_t>(w)] = true;
+      cv_.notify_all();
+      return false;
+    }
+    default:
+      throw Error("parameter server " + std::to_string(index_) + ": unexpected message kind " + std::to_string(h[0]) +
+                  " from worker " + std::to_string(w));
+  }
+}
+
+void ParameterServer::apply_push(int w, int64_t clock, double lr, int64_t staleness, const Tensor& grads) {
+  std::lock_guard lock(mu_);
+  ARTEL_CHECK(clock == clock_.clock(w), "parameter server ", index_, ": worker ", w, " pushed clock ", clock,
+              " but is at clock ", clock_.clock(w));
+  PsWorkerStats& s = stats_[static_cast<size_t>(w)];
+  ++s.pushes;
+  s.staleness.record(staleness);
+  const int64_t n = values_.numel();
+  if (clock_.staleness() == 0) {  // BSP: one averaged step once every worker's push of this clock is in
+    const int64_t before = clock_.min_clock();
+    clock_.advance(w);
+    if (clock_.min_clock() > before && n > 0) {
+      float* g = grads_.data<float>();
+      std::fill(g, g + n, 0.0f);
+      for (size_t v = 0; v < pending_.size(); ++v)
+        if (!clock_.dropped(static_cast<int>(v))) kernels::add_into(g, pending_[v].data<float>(), n);
+      kernels::affine(n, g, 1.0f / static_cast<float>(clock_.live_workers()), 0.0f, g);
+      optimizer_->set_lr(static_cast<float>(lr));
+      optimizer_->step();
+    }
+  } else {  // SSP, ASP: each push is a step of its own
+    if (n > 0) {
+      std::memcpy(grads_.data<float>(), grads.data<float>(), static_cast<size_t>(n) * sizeof(float));
+      optimizer_->set_lr(static_cast<float>(lr / clock_.live_workers()));
+      optimizer_->step();
+    }
+    clock_.advance(w);
+  }
+  cv_.notify_all();
+}
+
+void ParameterServer::answer_pull(int w, int64_t required) {
+  Tensor& out = pending_[static_cast<size_t>(w)];  // free: this worker's push was applied before it pulls again
+  int64_t view = 0;
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return clock_.min_clock() >= required || !fatal_.empty(); });
+    if (!fatal_.empty()) throw Error("parameter server " + std::to_string(index_) + " is stopping: " + fatal_);
+    view = clock_.min_clock();
+    if (out.numel() > 0)
+      std::memcpy(out.data<float>(), values_.data<float>(), static_cast<size_t>(out.numel()) * sizeof(float));
+  }
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  ps_send_header(pair, 0, PsMessage::kValues, view);
+  if (out.numel() > 0) pair.send(out, 0)->wait();
+}
+
+void ParameterServer::answer_stats(int w) {
+  std::vector<int64_t> words;
+  {
+    std::lock_guard lock(mu_);
+    words = encode_ps_stats(stats_);
+  }
+  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
+  std::copy(words.begin(), words.end(), t.data<int64_t>());
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  ps_send_header(pair, 0, PsMessage::kStatsReply, static_cast<int64_t>(words.size()));
+  pair.send(t, 0)->wait();
+}
+
+void ParameterServer::lose(int w, const std::string& why) {
+  std::lock_guard lock(mu_);
+  if (done_[static_cast<size_t>(w)] || !fatal_.empty()) return;
+  const int64_t at = clock_.clock(w);
+  if (clock_.staleness() == 0) {
+    fatal_ = "parameter server " + std::to_string(index_) + ": lost worker " + std::to_string(w) + " at clock " +
+             std::to_string(at) + ": " + why;
+  } else {
+    clock_.drop(w);
+    stats_[static_cast<size_t>(w)].dropped = true;
+    stats_[static_cast<size_t>(w)].dropped_at = at;
+    if (index_ == 0) {
+      std::ostream& log = opts_.log ? *opts_.log : std::cerr;
+      log << "artel: parameter server: dropped worker " << w << " (rank " << w << ") at clock " << at << ": " << why
+          << "; " << clock_.live_workers() << " workers go on\n";
+      log.flush();
+    }
+  }
+  cv_.notify_all();
+}
+
+}  // namespace artel::parallel

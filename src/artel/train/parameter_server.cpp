@@ -1,0 +1,189 @@
+#include "artel/train/parameter_server.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/core/trace.h"
+#include "artel/parallel/ps_server.h"
+#include "artel/train/recipe.h"
+
+namespace artel::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1 << 20));
+  return buf;
+}
+
+// A worker waits on a bound that a server's --timeout decides (a silent
+// worker is dropped after it), so it waits longer than that for a reply.
+comm::Duration patience(const comm::ProcessGroup& world) { return 3 * world.options().timeout; }
+
+}  // namespace
+
+void check_parameter_server(const TrainConfig& cfg) {
+  if (cfg.ps_servers == 0) return;
+  if (cfg.model_parallel())
+    throw Error("--ps-servers with --tp / --pp / --micro-batches: a parameter server's workers each run the whole model",
+                "use --accum for micro-steps, or drop --ps-servers for a model-parallel mesh");
+  if (cfg.was_given("zero"))
+    throw Error("--zero with --ps-servers: the servers already hold the optimizer state, sharded over them",
+                "drop --zero");
+  if (cfg.checkpoint_every > 0)
+    throw Error("--checkpoint-every with --ps-servers: checkpoints of the servers' shards are not written yet",
+                "drop --checkpoint-every (or train with data parallelism, whose checkpoints resume exactly)");
+}
+
+ParameterServerStrategy::ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles,
+                                                 std::optional<int64_t> staleness)
+    : rank_(world.rank()), staleness_(staleness), client_(world, roles, staleness, patience(world)) {}
+
+nn::NamedParameters ParameterServerStrategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
+                                                   const std::string& init) {
+  nn::NamedParameters params = Strategy::build(model, data, seed, init);
+  std::vector<parallel::PsParameter> table;
+  std::vector<Tensor> values;
+  for (const auto& [name, p] : params) {
+    table.push_back({name, p.value().shape()});
+    values.push_back(p.value());
+  }
+  client_.start(table, values, /*introduce=*/rank_ == 0);
+  return params;
+}
+
+void ParameterServerStrategy::pull(int64_t required) {
+  trace::Scope span("pull", "sync", "comm");
+  const int64_t view = client_.pull(clock_, required);
+  last_staleness_ = std::max<int64_t>(0, clock_ - view);
+}
+
+double ParameterServerStrategy::forward_backward(std::span<const data::Batch> micro_batches) {
+  if (first_clock_ < 0) first_clock_ = clock_;
+  const Clock::time_point t0 = Clock::now();
+  pull(client_.required_view(clock_));
+  seen_.record(last_staleness_);
+  pull_s_ = seconds_since(t0);
+  return Strategy::forward_backward(micro_batches);
+}
+
+double ParameterServerStrategy::optimizer_step(optim::Optimizer& optimizer) {
+  const Clock::time_point t0 = Clock::now();
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params_) grads.push_back(p.grad());
+  {
+    trace::Scope span("push", "sync", "comm");
+    client_.push(clock_, optimizer.param_groups().at(0).lr, last_staleness_, grads);
+  }
+  ++clock_;
+  return seconds_since(t0);
+}
+
+EvalResult ParameterServerStrategy::evaluate(const data::Dataset& data, const EvalOptions& opts) {
+  pull(clock_);  // every worker's updates up to this worker's clock
+  return Strategy::evaluate(data, opts);
+}
+
+void ParameterServerStrategy::write_weights(const std::string& path,
+                                            const std::map<std::string, std::string>& metadata) {
+  pull(clock_);  // after the last step: every update of the run
+  Strategy::write_weights(path, metadata);
+}
+
+std::string ParameterServerStrategy::describe() const {
+  const parallel::PsRoles& roles = client_.roles();
+  std::string s = "parameter server: " + roles.describe() + ", staleness " + parallel::describe_staleness(staleness_);
+  const std::vector<int64_t>& elements = client_.layout().elements;
+  s += "; shards";
+  for (size_t i = 0; i < elements.size(); ++i)
+    s += (i ? ", " : " ") + mib(static_cast<double>(elements[i]) * 4.0);
+  return s;
+}
+
+std::string ParameterServerStrategy::describe_sync() const {
+  return staleness_ == 0 ? "every step: pull all parameters, push all gradients; the servers average a clock's pushes"
+                         : "every step: pull all parameters, push all gradients; the servers apply each push";
+}
+
+nlohmann::ordered_json ParameterServerStrategy::step_record() const {
+  return {{"staleness", last_staleness_}, {"ps_bytes", client_.bytes_sent() + client_.bytes_received()}};
+}
+
+void ParameterServerStrategy::finish_run(std::vector<nlohmann::ordered_json>& records,
+                                         std::vector<std::string>& lines) {
+  const int64_t steps = clock_ - std::max<int64_t>(first_clock_, 0);
+  const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
+  if (reporter()) {
+    std::vector<parallel::PsWorkerStats> stats = client_.stats();
+    nlohmann::ordered_json workers = nlohmann::ordered_json::array();
+    parallel::StalenessHistogram all;
+    lines.push_back("parameter server: staleness " + parallel::describe_staleness(staleness_) +
+                    "; clocks missing from each read (histogram):");
+    for (size_t w = 0; w < stats.size(); ++w) {
+      const parallel::PsWorkerStats& s = stats[w];
+      nlohmann::ordered_json hist = nlohmann::ordered_json::object();
+      std::ostringstream line;
+      line << "  worker " << w << ": " << s.pushes << " pushes, mean " << s.staleness.mean() << ", max "
+           << s.staleness.max() << " {";
+      bool first = true;
+      for (const auto& [value, count] : s.staleness.counts()) {
+        hist[std::to_string(value)] = count;
+        line << (first ? "" : ", ") << value << ": " << count;
+        first = false;
+      }
+      line << "}";
+      if (s.dropped) line << "; dropped at clock " << s.dropped_at;
+      lines.push_back(line.str());
+      all.merge(s.staleness);
+      nlohmann::ordered_json j = {{"worker", w}, {"pushes", s.pushes}, {"staleness_histogram", hist}};
+      if (s.dropped) j["dropped_at_clock"] = s.dropped_at;
+      workers.push_back(j);
+    }
+    const double sent = static_cast<double>(client_.bytes_sent()) * per_step;
+    const double received = static_cast<double>(client_.bytes_received()) * per_step;
+    lines.push_back("parameter server: worker 0 moved " + mib(sent) + " up and " + mib(received) +
+                    " down per step (model " + mib(static_cast<double>(model_->num_parameters()) * 4.0) + ")");
+    records.push_back({{"parameter_server",
+                        {{"staleness", staleness_ ? nlohmann::ordered_json(*staleness_) : nlohmann::ordered_json("inf")},
+                         {"workers", workers},
+                         {"staleness_mean", all.mean()},
+                         {"staleness_max", all.max()},
+                         {"bytes_sent_per_step", sent},
+                         {"bytes_received_per_step", received}}}});
+  }
+  client_.done(clock_);
+}
+
+ParameterServerJob::ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world)
+    : world_(std::move(world)) {
+  check_parameter_server(cfg);
+  const parallel::PsRoles roles = parallel::PsRoles::of(world_->size(), static_cast<int>(cfg.ps_servers));
+  const std::optional<int64_t> staleness = parallel::parse_staleness(cfg.staleness);
+  if (roles.is_server(world_->rank())) {
+    set_num_threads(1);  // a server's work is copies and an elementwise update
+    server_ = std::make_unique<parallel::ParameterServer>(
+        *world_, roles,
+        parallel::PsServerOptions{.staleness = staleness,
+                                  .make_optimizer = [cfg](const nn::NamedParameters& p) { return make_optimizer(cfg, p); },
+                                  .log = run.out});
+    return;
+  }
+  strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness);
+  trainer_ = std::make_unique<Trainer>(std::move(cfg), run, strategy_.get());
+}
+
+ParameterServerJob::~ParameterServerJob() = default;
+
+void ParameterServerJob::run() {
+  if (server_) server_->serve();
+  else trainer_->run();
+}
+
+}  // namespace artel::train

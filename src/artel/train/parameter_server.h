@@ -1,0 +1,100 @@
+// A parameter-server job in the training loop (`artel train --nproc W
+// --ps-servers S --staleness s`): W workers train, S servers keep the
+// parameters (parallel/ps_server.h). Roles come from the rank
+// (parallel/ps_protocol.h), so `mpirun -np W+S artel train --backend mpi
+// --ps-servers S` places them alike.
+//
+// A worker's step, through ParameterServerStrategy:
+//   pull (waits only as Note [Consistency] in ps_server.h requires) ->
+//   forward, backward on its own rows -> [clip its own gradient] -> push.
+// Its clock is the steps it has pushed. The reporter (worker 0) prints its
+// own loss (the workers are at different clocks, so there is no common
+// step to average over), evaluates on a read holding every worker's
+// updates up to its own clock, writes final.safetensors from a read holding
+// every update of the run, and at the end the staleness every worker saw
+// (a histogram per worker) and the bytes it moved, into metrics.jsonl and
+// onto the terminal. Each step's line carries the clocks its read missed
+// ("staleness") and the bytes this worker moved so far ("ps_bytes").
+//
+//   auto world = comm::init_process_group(...);
+//   ParameterServerJob job(cfg, run, world);   // a worker or a server, by rank
+//   job.run();
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "artel/comm/process_group.h"
+#include "artel/parallel/ps_client.h"
+#include "artel/parallel/ps_protocol.h"
+#include "artel/train/strategy.h"
+#include "artel/train/trainer.h"
+
+namespace artel::parallel {
+class ParameterServer;
+}  // namespace artel::parallel
+
+namespace artel::train {
+
+class ParameterServerStrategy : public Strategy {
+ public:
+  // Collective over `world` (the pair groups).
+  ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles, std::optional<int64_t> staleness);
+
+  int64_t replica() const override { return rank_; }
+  int64_t replicas() const override { return client_.roles().workers; }
+  bool reporter() const override { return rank_ == 0; }
+  bool synchronises() const override { return true; }
+  // The whole model, drawn from the seed (or --init) as every worker draws
+  // it; worker 0 hands the servers their parts of it.
+  nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
+                            const std::string& init) override;
+  void begin_step(int64_t k) override { clock_ = k - 1; }
+  double forward_backward(std::span<const data::Batch> micro_batches) override;  // pull first
+  double sync_gradients() override { return pull_s_; }
+  double optimizer_step(optim::Optimizer& optimizer) override;  // the push
+  EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override;
+  void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
+  std::string describe() const override;
+  std::string describe_sync() const override;
+  nlohmann::ordered_json step_record() const override;
+  void finish_run(std::vector<nlohmann::ordered_json>& records, std::vector<std::string>& lines) override;
+
+ private:
+  void pull(int64_t required);  // into the model; records the staleness of a step's read
+
+  int rank_;
+  std::optional<int64_t> staleness_;
+  parallel::PsClient client_;
+  int64_t clock_ = 0;          // steps pushed
+  int64_t first_clock_ = -1;   // of this run (a resumed one starts later)
+  double pull_s_ = 0;          // this step's wait for its read
+  int64_t last_staleness_ = 0;
+  parallel::StalenessHistogram seen_;
+};
+
+// One rank of a parameter-server job: a worker (a Trainer over
+// ParameterServerStrategy) or a server.
+class ParameterServerJob {
+ public:
+  // Collective over `world`. Throws for settings a parameter server cannot
+  // honour (checkpoints, tensor or pipeline parallelism, --zero).
+  ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world);
+  ~ParameterServerJob();
+  bool is_server() const { return server_ != nullptr; }
+  // A worker trains; a server serves until every worker is done or dropped
+  // (throws when one is lost under BSP).
+  void run();
+
+ private:
+  std::shared_ptr<comm::ProcessGroup> world_;
+  std::unique_ptr<parallel::ParameterServer> server_;
+  std::unique_ptr<ParameterServerStrategy> strategy_;
+  std::unique_ptr<Trainer> trainer_;
+};
+
+// Settings a parameter-server job refuses, with the reason (before any
+// process starts).
+void check_parameter_server(const TrainConfig& cfg);
+
+}  // namespace artel::train
