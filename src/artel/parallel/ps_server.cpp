@@ -84,8 +84,13 @@ void ParameterServer::serve_worker(int w) {
       std::vector<int64_t> header = ps_recv_header(pair, 0);
       if (!handle(w, header)) return;
     }
+  } catch (const TimeoutError&) {
+    lose(w, "it sent nothing for the group's timeout (--timeout)");
   } catch (const std::exception& e) {
-    lose(w, e.what());
+    const std::string what = e.what();
+    lose(w, what.find(" died") != std::string::npos ? "its process died"
+            : what.find("left the group") != std::string::npos ? "it left the job (see its own output)"
+                                                               : what);
   }
 }
 

@@ -49,6 +49,7 @@ nlohmann::ordered_json MetricsWriter::to_json(const StepMetrics& m) {
 nlohmann::ordered_json MetricsWriter::to_json(const EvalMetrics& m) {
   nlohmann::ordered_json j = {{"step", m.step}, {"val_loss", number(m.val_loss)}};
   if (m.val_accuracy) j["val_accuracy"] = number(*m.val_accuracy);
+  if (m.elapsed_s) j["elapsed_s"] = number(*m.elapsed_s);
   return j;
 }
 

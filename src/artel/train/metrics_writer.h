@@ -7,7 +7,7 @@
 //
 //   {"step":1,"loss":4.17,"lr":0.001,"tokens_per_s":11950.2,"step_ms":64.3}
 //   {"step":250,"val_loss":2.41}                       (gpt)
-//   {"step":62,"val_loss":0.21,"val_accuracy":0.94}    (mlp, cnn)
+//   {"step":62,"val_loss":0.21,"val_accuracy":0.94,"elapsed_s":1.9}    (mlp, cnn)
 //
 // Step lines may carry extra timings (t_comp_ms, t_sync_ms once data
 // parallelism splits a step into compute and exposed communication).
@@ -44,6 +44,7 @@ struct EvalMetrics {
   int64_t step = 0;                     // evaluated after this many steps
   double val_loss = 0;                  // mean cross-entropy over the validation rows used
   std::optional<double> val_accuracy{}; // classifiers
+  std::optional<double> elapsed_s{};    // wall time since the run's first step began (time-to-accuracy)
 };
 
 class MetricsWriter {

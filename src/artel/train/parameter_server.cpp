@@ -68,8 +68,11 @@ void ParameterServerStrategy::pull(int64_t required) {
 double ParameterServerStrategy::forward_backward(std::span<const data::Batch> micro_batches) {
   if (first_clock_ < 0) first_clock_ = clock_;
   const Clock::time_point t0 = Clock::now();
+  const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
+  step_bytes_ = 0;
   pull(client_.required_view(clock_));
   seen_.record(last_staleness_);
+  count_step_bytes(sent, received);
   pull_s_ = seconds_since(t0);
   return Strategy::forward_backward(micro_batches);
 }
@@ -80,10 +83,19 @@ double ParameterServerStrategy::optimizer_step(optim::Optimizer& optimizer) {
   for (const auto& [name, p] : params_) grads.push_back(p.grad());
   {
     trace::Scope span("push", "sync", "comm");
+    const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
     client_.push(clock_, optimizer.param_groups().at(0).lr, last_staleness_, grads);
+    count_step_bytes(sent, received);
   }
   ++clock_;
   return seconds_since(t0);
+}
+
+void ParameterServerStrategy::count_step_bytes(int64_t sent_before, int64_t received_before) {
+  const int64_t sent = client_.bytes_sent() - sent_before, received = client_.bytes_received() - received_before;
+  steps_sent_ += sent;
+  steps_received_ += received;
+  step_bytes_ += sent + received;
 }
 
 EvalResult ParameterServerStrategy::evaluate(const data::Dataset& data, const EvalOptions& opts) {
@@ -113,7 +125,7 @@ std::string ParameterServerStrategy::describe_sync() const {
 }
 
 nlohmann::ordered_json ParameterServerStrategy::step_record() const {
-  return {{"staleness", last_staleness_}, {"ps_bytes", client_.bytes_sent() + client_.bytes_received()}};
+  return {{"staleness", last_staleness_}, {"ps_bytes", step_bytes_}};
 }
 
 void ParameterServerStrategy::finish_run(std::vector<nlohmann::ordered_json>& records,
@@ -146,8 +158,8 @@ void ParameterServerStrategy::finish_run(std::vector<nlohmann::ordered_json>& re
       if (s.dropped) j["dropped_at_clock"] = s.dropped_at;
       workers.push_back(j);
     }
-    const double sent = static_cast<double>(client_.bytes_sent()) * per_step;
-    const double received = static_cast<double>(client_.bytes_received()) * per_step;
+    const double sent = static_cast<double>(steps_sent_) * per_step;
+    const double received = static_cast<double>(steps_received_) * per_step;
     lines.push_back("parameter server: worker 0 moved " + mib(sent) + " up and " + mib(received) +
                     " down per step (model " + mib(static_cast<double>(model_->num_parameters()) * 4.0) + ")");
     records.push_back({{"parameter_server",

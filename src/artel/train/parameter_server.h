@@ -14,7 +14,7 @@
 // every update of the run, and at the end the staleness every worker saw
 // (a histogram per worker) and the bytes it moved, into metrics.jsonl and
 // onto the terminal. Each step's line carries the clocks its read missed
-// ("staleness") and the bytes this worker moved so far ("ps_bytes").
+// ("staleness") and the bytes this worker moved in it, both ways ("ps_bytes").
 //
 //   auto world = comm::init_process_group(...);
 //   ParameterServerJob job(cfg, run, world);   // a worker or a server, by rank
@@ -62,6 +62,7 @@ class ParameterServerStrategy : public Strategy {
 
  private:
   void pull(int64_t required);  // into the model; records the staleness of a step's read
+  void count_step_bytes(int64_t sent_before, int64_t received_before);
 
   int rank_;
   std::optional<int64_t> staleness_;
@@ -70,6 +71,8 @@ class ParameterServerStrategy : public Strategy {
   int64_t first_clock_ = -1;   // of this run (a resumed one starts later)
   double pull_s_ = 0;          // this step's wait for its read
   int64_t last_staleness_ = 0;
+  int64_t step_bytes_ = 0;                  // this step's pull and push, both ways
+  int64_t steps_sent_ = 0, steps_received_ = 0;  // over the steps of this run (not the setup, evaluations, final read)
   parallel::StalenessHistogram seen_;
 };
 

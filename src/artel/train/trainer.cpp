@@ -359,6 +359,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   }
   const double items = static_cast<double>(items_per_step() * strategy_->replicas());
   std::vector<data::Batch> micro(loaders.size());
+  const Clock::time_point started = Clock::now();
   for (int64_t k = first_step; k <= total_steps_; ++k) {
     Clock::time_point t0 = Clock::now();
     {
@@ -385,7 +386,8 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     // unless the model is sharded: then all of them run it together.
     if (!run_.evaluate || !due_for_eval(k) || (!strategy_->reporter() && !strategy_->sharded())) continue;
     EvalResult e = evaluate();
-    if (metrics) metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy});
+    if (metrics)
+      metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy, .elapsed_s = ms_since(started) / 1e3});
     progress.eval(k, e.val_loss, e.val_accuracy);
     if (k == total_steps_) summary.final_eval = e;
   }

@@ -1,0 +1,101 @@
+// `artel train --ps-servers S` end to end: BSP computes what data
+// parallelism computes, under the launcher and under mpirun; under SSP a
+// killed worker is dropped and the others finish, under BSP it fails the
+// job; settings a parameter server cannot honour are refused in one line.
+#include "train_runs.h"
+
+namespace {
+
+using namespace artel_test;
+using TrainPs = TrainRuns;
+
+constexpr const char* kGpt =
+    "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 1 --generate 0 --threads 1 "
+    "--data-order sequential --seed 3";
+constexpr const char* kMlp = "--model mlp --eval-batches 1 --threads 1 --data-order sequential --seed 3 --lr 0.05";
+
+nlohmann::json ps_summary(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("parameter_server")) return j["parameter_server"];
+  }
+  return {};
+}
+
+TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
+  const std::string m = std::string(kMlp) + " --steps 4 --batch-size 8 --nproc 4";
+  ok(train(m + out("mlp_dp")));
+  Result ps = train(m + " --ps-servers 2 --staleness 0" + out("mlp_ps"));
+  ok(ps);
+  EXPECT_NE(ps.out.find("layout parameter server: 4 workers (ranks 0-3), 2 servers (ranks 4-5), staleness 0 (BSP)"),
+            std::string::npos) << ps.out;
+  EXPECT_NE(ps.out.find("worker 3: 4 pushes, mean 0, max 0 {0: 4}"), std::string::npos) << ps.out;
+  const std::string g = std::string(kGpt) + " --steps 4 --batch-size 2 --nproc 4";
+  ok(train(g + out("gpt_dp")));
+  ok(train(g + " --ps-servers 2" + out("gpt_ps")));
+  for (const char* model : {"mlp", "gpt"}) {
+    const double d = max_weight_diff(std::string(model) + "_dp", std::string(model) + "_ps");
+    std::cout << "[ equivalence ] " << model << " data parallelism vs BSP: max |weight difference| " << d << "\n";
+    EXPECT_LE(d, 1e-6) << model;
+  }
+  nlohmann::json s = ps_summary(dir_ / "mlp_ps" / "metrics.jsonl");
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["workers"].size(), 4u);
+  // Pull and push each move the whole model: 669,706 floats each way, plus headers.
+  EXPECT_NEAR(s["bytes_sent_per_step"].get<double>(), 669706.0 * 4, 200);
+  EXPECT_NEAR(s["bytes_received_per_step"].get<double>(), 669706.0 * 4, 200);
+}
+
+#ifdef ARTEL_MPIEXEC
+TEST_F(TrainPs, RolesComeFromTheRankUnderMpirun) {
+  const std::string m = std::string(kMlp) + " --steps 3 --batch-size 16";
+  ok(train(m + " --nproc 2" + out("dp")));
+  std::string mpirun = std::string(ARTEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 3 ";
+  Result ps = train(m + " --backend mpi --ps-servers 1" + out("ps"), "", mpirun);
+  ok(ps);
+  EXPECT_NE(ps.out.find("2 workers (ranks 0-1), 1 server (rank 2)"), std::string::npos) << ps.out;
+  EXPECT_LE(max_weight_diff("dp", "ps"), 1e-6);
+}
+#endif
+
+TEST_F(TrainPs, SspDropsAKilledWorkerAndTheOthersFinish) {
+  const std::string m = std::string(kMlp) + " --steps 12 --batch-size 8 --nproc 4 --ps-servers 2 --staleness 2";
+  Result r = train(m + out("run"), "ARTEL_TEST_FAULT=kill@2:4");
+  ok(r);
+  EXPECT_NE(r.err.find("worker 2 was killed by signal SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the job goes on without it"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dropped worker 2 (rank 2) at clock"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("; dropped at clock"), std::string::npos) << r.out;
+  nlohmann::json s = ps_summary(dir_ / "run" / "metrics.jsonl");
+  ASSERT_TRUE(s.is_object());
+  EXPECT_TRUE(s["workers"][2].contains("dropped_at_clock")) << s.dump();
+  EXPECT_EQ(s["workers"][0]["pushes"].get<int>(), 12);
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "final.safetensors"));
+}
+
+TEST_F(TrainPs, BspFailsTheJobWhenAWorkerDies) {
+  const std::string m = std::string(kMlp) + " --steps 12 --batch-size 8 --nproc 2 --ps-servers 1";
+  Result r = train(m + out("run"), "ARTEL_TEST_FAULT=kill@1:3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("worker 1 was killed by signal SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopping the other"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
+  const std::string m = std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 1";
+  auto refused = [&](const std::string& args, const std::string& env, const std::string& says) {
+    Result r = train(m + " " + args + out("bad"), env);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
+    if (env.empty()) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // before any worker starts
+  };
+  refused("--staleness soon", "", "--staleness 'soon' is not a clock count");
+  refused("--staleness -2", "", "--staleness '-2' is not a clock count");
+  refused("--zero 2", "", "--zero with --ps-servers");
+  refused("--checkpoint-every 1", "", "--checkpoint-every with --ps-servers");
+  refused("--micro-batches 2 --batch-size 4", "", "--ps-servers with --tp / --pp / --micro-batches");
+  refused("", "ARTEL_TEST_SLOW=fast", "ARTEL_TEST_SLOW='fast' is malformed");  // said by every worker
+}
+
+}  // namespace

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The parameter server's measured figures (issue 22), from `artel train` runs:
+
+  equal      BSP (--staleness 0, 4 workers, 2 servers) against data parallelism
+             (--nproc 4) on the same global batch: the largest weight difference,
+             W1 and W2;
+  table      convergence against staleness s in {0, 1, 2, 4, 8, inf}, 4 workers and
+             2 servers: W1 validation accuracy after 10 epochs, W2 validation loss
+             after 1000 steps, each run's staleness histogram and samples/s;
+  straggler  worker 3 slowed 2x (ARTEL_TEST_SLOW=3:2): wall time until W1 first
+             reaches 0.96 validation accuracy under BSP, SSP s=3 and ASP.
+
+Usage: python3 tools/ps_staleness.py [--artel build/artel] [--out runs/ps] [equal table straggler]
+Prints a table per part; every run's metrics.jsonl stays under --out.
+"""
+import argparse
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+
+STALENESS = ["0", "1", "2", "4", "8", "inf"]
+
+
+def run(artel, out, args, env=None):
+    cmd = [artel, "train", "--out", out, "--timeout", "120"] + args
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}")
+    return [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+
+
+def weights(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        raw = blob[8 + n + b:8 + n + e]
+        out[name] = struct.unpack(f"<{len(raw) // 4}f", raw)
+    return out
+
+
+def max_diff(a, b):
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    return max(max(abs(x - y) for x, y in zip(wa[k], wb[k])) for k in wa)
+
+
+def ps_summary(lines):
+    return next(l["parameter_server"] for l in lines if "parameter_server" in l)
+
+
+def rate(lines):
+    rates = [l.get("samples_per_s", l.get("tokens_per_s")) for l in lines if "loss" in l]
+    return statistics.median(rates[len(rates) // 4:])
+
+
+def histogram(ps):
+    total = {}
+    for w in ps["workers"]:
+        for k, v in w["staleness_histogram"].items():
+            total[int(k)] = total.get(int(k), 0) + v
+    return " ".join(f"{k}:{total[k]}" for k in sorted(total))
+
+
+W1 = ["--model", "mlp"]
+W2 = ["--model", "gpt", "--batch-size", "3", "--generate", "0"]
+PS = ["--nproc", "4", "--ps-servers", "2"]
+
+
+def equal(a, out):
+    print("BSP (4 workers, 2 servers) against data parallelism (4 workers), same global batch")
+    for name, model, steps in [("W1", W1, "100"), ("W2", W2, "200")]:
+        dp = os.path.join(out, f"equal-{name}-dp")
+        bsp = os.path.join(out, f"equal-{name}-bsp")
+        run(a, dp, model + ["--nproc", "4", "--steps", steps])
+        run(a, bsp, model + PS + ["--staleness", "0", "--steps", steps])
+        print(f"  {name}: {steps} steps, largest |weight difference| {max_diff(dp + '/final.safetensors', bsp + '/final.safetensors'):.3g}")
+
+
+def table(a, out):
+    print("staleness  W1 val_acc (10 epochs)  samples/s  histogram            | W2 val_loss (1000 steps)  tokens/s  histogram")
+    for s in STALENESS:
+        w1 = run(a, os.path.join(out, f"table-w1-s{s}"), W1 + PS + ["--staleness", s, "--epochs", "10"])
+        w2 = run(a, os.path.join(out, f"table-w2-s{s}"), W2 + PS + ["--staleness", s, "--steps", "1000",
+                                                                    "--eval-every", "0"])
+        e1 = [l for l in w1 if "val_accuracy" in l][-1]
+        e2 = [l for l in w2 if "val_loss" in l and "loss" not in l][-1]
+        print(f"{s:>9}  {e1['val_accuracy']:22.4f}  {rate(w1):9.0f}  {histogram(ps_summary(w1)):20} | "
+              f"{e2['val_loss']:24.4f}  {rate(w2):8.0f}  {histogram(ps_summary(w2))}")
+
+
+def straggler(a, out):
+    print("worker 3 slowed 2x: W1 (4 workers x 32, 2 servers), wall time to 0.96 validation accuracy")
+    times = {}
+    for s in ["0", "3", "inf"]:
+        lines = run(a, os.path.join(out, f"straggler-s{s}"),
+                    W1 + PS + ["--staleness", s, "--batch-size", "32", "--steps", "1500", "--eval-every", "25"],
+                    env={"ARTEL_TEST_SLOW": "3:2"})
+        hit = next((l for l in lines if l.get("val_accuracy", 0) >= 0.96), None)
+        times[s] = hit["elapsed_s"] if hit else None
+        where = f"{hit['elapsed_s']:.2f} s (step {hit['step']})" if hit else "never (1500 steps)"
+        print(f"  staleness {s:>3}: {where}; histogram {histogram(ps_summary(lines))}")
+    if times["0"] and times["3"]:
+        print(f"  SSP s=3 is {times['0'] / times['3']:.2f}x as fast as BSP")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--artel", default="build/artel")
+    p.add_argument("--out", default="runs/ps")
+    p.add_argument("parts", nargs="*", default=["equal", "table", "straggler"])
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for part in args.parts:
+        {"equal": equal, "table": table, "straggler": straggler}[part](os.path.abspath(args.artel), args.out)
+
+
+if __name__ == "__main__":
+    main()
