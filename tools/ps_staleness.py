@@ -69,7 +69,9 @@ def histogram(ps):
     for w in ps["workers"]:
         for k, v in w["staleness_histogram"].items():
             total[int(k)] = total.get(int(k), 0) + v
-    return " ".join(f"{k}:{total[k]}" for k in sorted(total))
+    shown = " ".join(f"{k}:{total[k]}" for k in sorted(total) if k <= 8)
+    beyond = sum(v for k, v in total.items() if k > 8)
+    return shown + (f" >8:{beyond} (max {max(total)})" if beyond else "")
 
 
 W1 = ["--model", "mlp"]

@@ -74,6 +74,20 @@ TEST_F(TrainPs, SspDropsAKilledWorkerAndTheOthersFinish) {
   EXPECT_TRUE(fs::exists(dir_ / "run" / "final.safetensors"));
 }
 
+// A worker that stops answering is dropped after --timeout; once the others
+// are done the launcher stops it rather than wait for it.
+TEST_F(TrainPs, SspDropsAStoppedWorkerAfterTheTimeout) {
+  const std::string m =
+      std::string(kMlp) + " --steps 10 --batch-size 8 --nproc 3 --ps-servers 1 --staleness 1 --timeout 2";
+  Result r = train(m + out("run"), "ARTEL_TEST_FAULT=stop@1:3");
+  ok(r);
+  // At clock 2 or 3: its step-3 push may still have been on its way when it stopped.
+  EXPECT_NE(r.err.find("dropped worker 1 (rank 1) at clock "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": it sent nothing for the group's timeout (--timeout); 2 workers go on"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("every other rank has finished; stopping worker(s) 1"), std::string::npos) << r.err;
+}
+
 TEST_F(TrainPs, BspFailsTheJobWhenAWorkerDies) {
   const std::string m = std::string(kMlp) + " --steps 12 --batch-size 8 --nproc 2 --ps-servers 1";
   Result r = train(m + out("run"), "ARTEL_TEST_FAULT=kill@1:3");
@@ -88,7 +102,9 @@ TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
     Result r = train(m + " " + args + out("bad"), env);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find(says), std::string::npos) << args << ": " << r.err;
-    if (env.empty()) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // before any worker starts
+    if (env.empty()) {  // refused before any worker starts
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
   };
   refused("--staleness soon", "", "--staleness 'soon' is not a clock count");
   refused("--staleness -2", "", "--staleness '-2' is not a clock count");

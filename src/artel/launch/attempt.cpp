@@ -26,6 +26,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long ranks that may fail get to finish once every other rank has (stop_leftovers).
+constexpr auto kLeftoverGrace = std::chrono::seconds(5);
+
 // After the last worker exits, how long to wait for its pipes to reach EOF (a
 // process it left behind may still hold them open).
 constexpr auto kDrainTimeout = std::chrono::milliseconds(500);
@@ -54,6 +57,7 @@ class Attempt {
       err_.emplace_back(prefix, config_.err_fd);
     }
     while (reap() < config_.nproc) {
+      stop_leftovers();
       if (kill_at_ && Clock::now() >= *kill_at_) {
         kill_at_.reset();
         for (auto& w : workers_) if (w.running()) w.signal_group(SIGKILL);
@@ -194,6 +198,26 @@ class Attempt {
     }
   }
 
+  // Ranks that may fail are not waited for forever: once every other rank
+  // has exited cleanly, those still running (a stopped worker the servers
+  // dropped) get kLeftoverGrace to finish, then are stopped.
+  void stop_leftovers() {
+    if (config_.may_fail.empty() || stopping_) return;
+    std::string left;
+    for (int rank = 0; rank < config_.nproc; ++rank) {
+      const bool may_fail = std::find(config_.may_fail.begin(), config_.may_fail.end(), rank) != config_.may_fail.end();
+      if (!may_fail && workers_[rank].running()) return;
+      if (!workers_[rank].running()) continue;
+      if (!left.empty()) left += ", ";
+      left += std::to_string(rank);
+    }
+    if (left.empty()) return;
+    if (!leftover_deadline_) leftover_deadline_ = Clock::now() + kLeftoverGrace;
+    if (Clock::now() < *leftover_deadline_) return;
+    say("artel launch: every other rank has finished; stopping worker(s) " + left + " (" + config_.may_fail_reason + ")");
+    stop(SIGTERM);
+  }
+
   int running_count() const {
     return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) { return w.running(); }));
   }
@@ -212,6 +236,7 @@ class Attempt {
   std::vector<WorkerProcess> workers_;
   std::vector<LinePrefixer> out_, err_;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> leftover_deadline_;  // stop_leftovers()
   bool stopping_ = false;
   AttemptResult result_;
 };
