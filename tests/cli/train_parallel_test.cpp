@@ -11,11 +11,6 @@ namespace {
 using namespace artel_test;
 using TrainParallel = TrainRuns;
 
-constexpr const char* kGpt =
-    "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 1 --generate 0 --threads 1 "
-    "--data-order sequential --seed 3";
-constexpr const char* kMlp = "--model mlp --eval-batches 1 --threads 1 --data-order sequential --seed 3 --lr 0.05";
-
 TEST_F(TrainParallel, GptWorkersAndAccumulationEqualOneWorkerOnTheGlobalBatch) {
   std::string g = std::string(kGpt) + " --steps 4";
   ok(train(g + " --batch-size 8" + out("one")));

@@ -9,11 +9,6 @@ namespace {
 using namespace artel_test;
 using TrainPs = TrainRuns;
 
-constexpr const char* kGpt =
-    "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 1 --generate 0 --threads 1 "
-    "--data-order sequential --seed 3";
-constexpr const char* kMlp = "--model mlp --eval-batches 1 --threads 1 --data-order sequential --seed 3 --lr 0.05";
-
 nlohmann::json ps_summary(const fs::path& metrics) {
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {

@@ -25,6 +25,12 @@ namespace artel_test {
 
 namespace fs = std::filesystem;
 
+// The tiny GPT and the MLP that the data-parallel and parameter-server runs train.
+constexpr const char* kGpt =
+    "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 1 --generate 0 --threads 1 "
+    "--data-order sequential --seed 3";
+constexpr const char* kMlp = "--model mlp --eval-batches 1 --threads 1 --data-order sequential --seed 3 --lr 0.05";
+
 struct Result {
   int code = -1;
   std::string out, err;

@@ -18,6 +18,7 @@
 #include "artel/data/dataset.h"
 #include "artel/nn/activations.h"
 #include "artel/nn/linear.h"
+#include "user_model.h"
 
 namespace artel::train {
 namespace {
@@ -127,37 +128,6 @@ TEST_F(TrainerTest, ModelMustFitTheData) {
 }
 
 // A model the library does not know: y = fc2(relu(fc1(x))), its plan two pieces.
-class TwoLayer : public nn::Model {
- public:
-  TwoLayer() {
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(4, 16));
-    relu_ = register_module("relu", std::make_shared<nn::ReLU>());
-    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
-    set_plan({.pieces = {nn::layer_piece("fc1", *fc1_), nn::layer_piece("relu", *relu_), nn::layer_piece("fc2", *fc2_)}});
-  }
-
- private:
-  std::shared_ptr<nn::Linear> fc1_, fc2_;
-  std::shared_ptr<nn::ReLU> relu_;
-};
-
-// Rows whose class is the index of their largest of the first three features.
-std::unique_ptr<data::Dataset> argmax_rows(int64_t n) {
-  Rng rng(3);
-  auto split = [&](int64_t rows) {
-    Tensor x = Tensor::empty({rows, 4}), y = Tensor::empty({rows}, DType::i64);
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int j = 0; j < 4; ++j) x.data<float>()[i * 4 + j] = rng.normal();
-      const float* r = x.data<float>() + i * 4;
-      y.data<int64_t>()[i] = std::max_element(r, r + 3) - r;
-    }
-    return std::pair{x, y};
-  };
-  auto [tx, ty] = split(n);
-  auto [vx, vy] = split(n / 4);
-  return std::make_unique<data::TensorDataset>(tx, ty, vx, vy, 3, "argmax rows");
-}
-
 TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   TrainConfig c = default_config("mlp");
   c.model = "two-layer", c.steps = 60, c.batch_size = 32, c.threads = 1, c.eval_batches = 0, c.lr = 0.1;

@@ -175,20 +175,33 @@ void ParameterServerStrategy::finish_run(std::vector<nlohmann::ordered_json>& re
 
 ParameterServerJob::ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world)
     : world_(std::move(world)) {
+  start(cfg, run);
+  if (strategy_) trainer_ = std::make_unique<Trainer>(std::move(cfg), run, strategy_.get());
+}
+
+ParameterServerJob::ParameterServerJob(TrainConfig cfg, std::unique_ptr<nn::Model> model,
+                                       std::unique_ptr<data::Dataset> data, RunOptions run,
+                                       std::shared_ptr<comm::ProcessGroup> world)
+    : world_(std::move(world)) {
+  start(cfg, run);
+  if (strategy_)
+    trainer_ = std::make_unique<Trainer>(std::move(cfg), std::move(model), std::move(data), run, strategy_.get());
+}
+
+void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
   check_parameter_server(cfg);
   const parallel::PsRoles roles = parallel::PsRoles::of(world_->size(), static_cast<int>(cfg.ps_servers));
   const std::optional<int64_t> staleness = parallel::parse_staleness(cfg.staleness);
-  if (roles.is_server(world_->rank())) {
-    set_num_threads(1);  // a server's work is copies and an elementwise update
-    server_ = std::make_unique<parallel::ParameterServer>(
-        *world_, roles,
-        parallel::PsServerOptions{.staleness = staleness,
-                                  .make_optimizer = [cfg](const nn::NamedParameters& p) { return make_optimizer(cfg, p); },
-                                  .log = run.out});
+  if (!roles.is_server(world_->rank())) {
+    strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness);
     return;
   }
-  strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness);
-  trainer_ = std::make_unique<Trainer>(std::move(cfg), run, strategy_.get());
+  if (run.set_threads) set_num_threads(1);  // a server's work is copies and an elementwise update
+  server_ = std::make_unique<parallel::ParameterServer>(
+      *world_, roles,
+      parallel::PsServerOptions{.staleness = staleness,
+                                .make_optimizer = [cfg](const nn::NamedParameters& p) { return make_optimizer(cfg, p); },
+                                .log = run.out});
 }
 
 ParameterServerJob::~ParameterServerJob() = default;

@@ -83,13 +83,22 @@ class ParameterServerJob {
   // Collective over `world`. Throws for settings a parameter server cannot
   // honour (checkpoints, tensor or pipeline parallelism, --zero).
   ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world);
+  // A model and dataset of the user's own (Trainer's second constructor):
+  // the workers train them; the servers take the parameter table from worker 0
+  // and never look at either.
+  ParameterServerJob(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_ptr<data::Dataset> data,
+                     RunOptions run, std::shared_ptr<comm::ProcessGroup> world);
   ~ParameterServerJob();
   bool is_server() const { return server_ != nullptr; }
+  Trainer* trainer() { return trainer_.get(); }  // null on a server
   // A worker trains; a server serves until every worker is done or dropped
   // (throws when one is lost under BSP).
   void run();
 
  private:
+  // Makes this rank's server, or its strategy (the caller then makes the trainer).
+  void start(const TrainConfig& cfg, const RunOptions& run);
+
   std::shared_ptr<comm::ProcessGroup> world_;
   std::unique_ptr<parallel::ParameterServer> server_;
   std::unique_ptr<ParameterServerStrategy> strategy_;
