@@ -8,9 +8,12 @@
              2 servers: W1 validation accuracy after 10 epochs, W2 validation loss
              after 1000 steps, each run's staleness histogram and samples/s;
   straggler  worker 3 slowed 2x (ARTEL_TEST_SLOW=3:2): wall time until W1 first
-             reaches 0.96 validation accuracy under BSP, SSP s=3 and ASP.
+             reaches 0.96 validation accuracy under BSP, SSP s=3 and ASP;
+  sparse     the word-level LM (a 14,565-row table): bytes per worker per step
+             with the table pulled and pushed by rows against whole, and the
+             weights of both against data parallelism.
 
-Usage: python3 tools/ps_staleness.py [--artel build/artel] [--out runs/ps] [equal table straggler]
+Usage: python3 tools/ps_staleness.py [--artel build/artel] [--out runs/ps] [equal table straggler sparse]
 Prints a table per part; every run's metrics.jsonl stays under --out.
 """
 import argparse
@@ -116,15 +119,29 @@ def straggler(a, out):
         print(f"  SSP s=3 is {times['0'] / times['3']:.2f}x as fast as BSP")
 
 
+def sparse(a, out):
+    print("wordlm (4 workers x 16 x 32 words, 2 servers, BSP, 20 steps): bytes per worker per step")
+    model = ["--model", "wordlm", "--steps", "20", "--eval-every", "0"]
+    dp = os.path.join(out, "sparse-dp")
+    run(a, dp, model + ["--nproc", "4"])
+    for rows in ["true", "false"]:
+        d = os.path.join(out, f"sparse-{rows}")
+        ps = ps_summary(run(a, d, model + PS + ["--ps-sparse", rows]))
+        mib = 1 << 20
+        print(f"  --ps-sparse {rows:5}: {ps['bytes_sent_per_step'] / mib:.2f} MiB up, "
+              f"{ps['bytes_received_per_step'] / mib:.2f} MiB down; largest |weight difference| against data "
+              f"parallelism {max_diff(dp + '/final.safetensors', d + '/final.safetensors'):.3g}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--artel", default="build/artel")
     p.add_argument("--out", default="runs/ps")
-    p.add_argument("parts", nargs="*", default=["equal", "table", "straggler"])
+    p.add_argument("parts", nargs="*", default=["equal", "table", "straggler", "sparse"])
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for part in args.parts:
-        {"equal": equal, "table": table, "straggler": straggler}[part](os.path.abspath(args.artel), args.out)
+        {"equal": equal, "table": table, "straggler": straggler, "sparse": sparse}[part](os.path.abspath(args.artel), args.out)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,29 @@ TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
   EXPECT_NEAR(s["bytes_received_per_step"].get<double>(), 669706.0 * 4, 200);
 }
 
+// The word-level LM's table moves by the rows a step reads: still the
+// weights data parallelism computes, for a fraction of the bytes.
+TEST_F(TrainPs, SparseTablesMoveByRowsAndStillEqualDataParallelism) {
+  const std::string m =
+      "--model wordlm --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 --steps 3 --eval-batches 1 --threads 1 "
+      "--data-order sequential --seed 3 --nproc 4";
+  ok(train(m + out("wordlm_dp")));
+  Result sparse = train(m + " --ps-servers 2" + out("wordlm_sparse"));
+  ok(sparse);
+  EXPECT_NE(sparse.out.find("the sparse tables' rows the step reads"), std::string::npos) << sparse.out;
+  ok(train(m + " --ps-servers 2 --ps-sparse false" + out("wordlm_dense")));
+  const double d = max_weight_diff("wordlm_dp", "wordlm_sparse");
+  std::cout << "[ equivalence ] wordlm data parallelism vs BSP with sparse rows: max |weight difference| " << d << "\n";
+  EXPECT_LE(d, 1e-6);
+  EXPECT_LE(max_weight_diff("wordlm_dp", "wordlm_dense"), 1e-6);
+  const double dense = ps_summary(dir_ / "wordlm_dense" / "metrics.jsonl")["bytes_received_per_step"].get<double>();
+  const double rows = ps_summary(dir_ / "wordlm_sparse" / "metrics.jsonl")["bytes_received_per_step"].get<double>();
+  std::cout << "[ bytes ] wordlm pulls per worker per step: dense " << dense << ", sparse " << rows << "\n";
+  // The table is 14,565 x 16 of the model's 14,565 x 49 + 3,856 floats; a step reads at most 16 of its rows.
+  EXPECT_NEAR(dense, (14565.0 * 49 + 3952) * 4, 400);
+  EXPECT_NEAR(rows, (14565.0 * 33 + 3952) * 4, 16 * 16 * 4 + 400);
+}
+
 #ifdef ARTEL_MPIEXEC
 TEST_F(TrainPs, RolesComeFromTheRankUnderMpirun) {
   const std::string m = std::string(kMlp) + " --steps 3 --batch-size 16";

@@ -95,7 +95,7 @@ TEST(CharTextDataset, TooShortTextIsAnError) {
 
 TEST(CharTextDataset, TinyShakespeare) {
   auto ds = open_dataset(std::string(ARTEL_SOURCE_DIR) + "/data/tinyshakespeare.txt", {.block_size = 64});
-  ASSERT_EQ(ds->kind(), DatasetKind::char_text);
+  ASSERT_EQ(ds->kind(), DatasetKind::text);
   EXPECT_EQ(ds->num_classes(), 65);
   EXPECT_EQ(ds->num_train_items(), (1003854 - 1) / 64);
   auto& text = static_cast<CharTextDataset&>(*ds);
@@ -149,7 +149,7 @@ TEST(OpenDataset, DecidesByPathAndExplainsFailures) {
   EXPECT_THAT(error_of([&] { open_dataset(dir.file("blob.bin"), {.block_size = 1}); }), HasSubstr("not a text file"));
   write_raw(dir.file("a.txt"), std::vector<uint8_t>(100, 'x'));
   EXPECT_THAT(error_of([&] { open_dataset(dir.file("a.txt")); }), HasSubstr("needs a block size"));
-  EXPECT_EQ(open_dataset(dir.file("a.txt"), {.block_size = 4})->kind(), DatasetKind::char_text);
+  EXPECT_EQ(open_dataset(dir.file("a.txt"), {.block_size = 4})->kind(), DatasetKind::text);
   write_gz(dir.file("t10k-images-idx3-ubyte.gz"), idx_images(10));
   auto ds = open_dataset(dir.str());
   EXPECT_EQ(ds->kind(), DatasetKind::mnist);

@@ -8,6 +8,8 @@
 #include "artel/models/cnn.h"
 #include "artel/models/gpt.h"
 #include "artel/models/mlp.h"
+#include "artel/models/word_lm.h"
+#include "artel/nn/embedding.h"
 #include "artel/nn/safetensors.h"
 #include "tiny_gpt.h"
 
@@ -74,6 +76,30 @@ TEST(Mlp, NamesCountAndForward) {
   EXPECT_EQ(m->forward(Tensor::zeros({3, 784})).shape(), (Shape{3, 10}));
   EXPECT_THROW(m->forward(Tensor::zeros({3, 785})), Error);
   EXPECT_THROW(m->forward(Tensor::zeros({3, 784}, DType::f64)), Error);
+}
+
+TEST(WordLm, ItsBulkIsASparseTableAndItsForwardGivesWordLogits) {
+  ModelConfig c;
+  c.kind = "wordlm";
+  c.vocab_size = 1000, c.n_layer = 1, c.n_head = 2, c.n_embd = 16, c.block_size = 8;
+  auto m = make_model(c);
+  std::vector<std::string> names;
+  for (auto& [n, p] : m->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names.front(), "embed.weight");
+  EXPECT_EQ(names.back(), "out.bias");
+  // table 1000·16, positions 8·16, one block 12·16² + 13·16, ln_f 32, proj 16·32, out 32·1000 + 1000
+  EXPECT_EQ(m->num_parameters(), 16000 + 128 + 3072 + 208 + 32 + 512 + 33000);
+  int sparse = 0;
+  for (auto& [path, module] : m->named_modules())
+    if (auto* e = dynamic_cast<nn::Embedding*>(module); e && e->sparse()) {
+      ++sparse;
+      EXPECT_EQ(path, "embed");
+    }
+  EXPECT_EQ(sparse, 1);
+  Tensor ids = Tensor::zeros({2, 5}, DType::i64);
+  EXPECT_EQ(m->forward(ids).shape(), (Shape{2, 5, 1000}));
+  EXPECT_THROW(m->forward(Tensor::zeros({2, 9}, DType::i64)), Error);  // longer than block_size
+  EXPECT_THROW(m->forward(Tensor::zeros({2, 5})), Error);              // floats, not ids
 }
 
 TEST(Cnn, NamesCountAndForward) {

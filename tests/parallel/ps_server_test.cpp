@@ -15,6 +15,7 @@
 #include "artel/comm/thread_group.h"
 #include "artel/optim/sgd.h"
 #include "artel/parallel/ps_client.h"
+#include "artel/parallel/ps_selection.h"
 
 namespace artel::parallel {
 namespace {
@@ -180,6 +181,85 @@ TEST(ParameterServer, SspDropsAWorkerThatLeavesAndTheOthersFinish) {
   EXPECT_EQ(stats[2].dropped_at, 2);
   EXPECT_EQ(stats[0].pushes, 10);
   EXPECT_NE(log.str().find("dropped worker 2 (rank 2) at clock 2"), std::string::npos) << log.str();
+}
+
+// A sparse table of 250,000 rows of 4 (split over both servers between rows)
+// and a dense parameter, under BSP with SGD at rate 1: each worker reads and
+// pushes only its own rows, so after the run a row holds the pushes of the
+// workers that touched it (each −W, averaged over W: +1 a step), an untouched
+// row nothing, and the dense parameter W a step. The bytes are those rows'.
+TEST(ParameterServer, SparseTablesMoveOnlyTheRowsAStepReads) {
+  constexpr int64_t kRows = 250'000, kDim = 4, kSteps = 3;
+  const std::vector<PsParameter> params = {{"table", {kRows, kDim}, true}, {"dense", {6}}};
+  comm::GroupOptions opts;
+  opts.timeout = std::chrono::seconds(120);
+  std::vector<std::string> failures(kWorkers);
+  std::vector<int64_t> sent(kWorkers);
+  comm::spawn_threads(kWorkers + kServers, [&](comm::ProcessGroup& world) {
+    const PsRoles roles = PsRoles::of(world.size(), kServers);
+    std::ostringstream log;
+    if (roles.is_server(world.rank())) {
+      ParameterServer server(world, roles, server_options(0, &log));
+      server.serve();
+      return;
+    }
+    const int w = world.rank();
+    auto& fail = failures[static_cast<size_t>(w)];
+    std::vector<Tensor> values = {Tensor::zeros({kRows, kDim}), Tensor::zeros({6})};
+    std::vector<Tensor> grads = {Tensor::full({kRows, kDim}, -static_cast<float>(kWorkers)),
+                                 Tensor::full({6}, -static_cast<float>(kWorkers))};
+    PsClient client(world, roles, 0, std::chrono::seconds(360));
+    client.start(params, values, w == 0);
+    // Worker w's rows: its own, one each side of the servers' cut, and row 7 (every worker's).
+    const std::vector<int64_t> rows = {7, 10 + w, kRows / 2 - 1 - w, kRows / 2 + w};
+    std::vector<int64_t> mine = rows;
+    std::sort(mine.begin(), mine.end());
+    for (int64_t c = 0; c < kSteps; ++c) {
+      client.pull(c, c, {.dense = true, .sparse = PsSparse::none});
+      if (values[1].data<float>()[0] != static_cast<float>(kWorkers * c)) fail += "dense read wrong; ";
+      const int64_t before = client.bytes_sent() + client.bytes_received();
+      client.pull_rows(c, c, 0, mine);
+      const int64_t moved = client.bytes_sent() + client.bytes_received() - before;
+      // Rows down (4 floats each) and their ids up, plus headers: nowhere near the table.
+      if (moved > 4 * (kDim * 4 + 8) + 2 * 2 * 48 + 64) fail += "a row read moved " + std::to_string(moved) + " bytes; ";
+      for (int64_t r : mine)
+        if (values[0].data<float>()[r * kDim] != static_cast<float>(r == 7 ? kWorkers * c : c))
+          fail += "row " + std::to_string(r) + " read " + std::to_string(values[0].data<float>()[r * kDim]) + "; ";
+      const int64_t sent_before = client.bytes_sent();
+      client.push(c, 1.0, 0, grads);
+      sent[static_cast<size_t>(w)] = client.bytes_sent() - sent_before;
+    }
+    client.pull(kSteps, kSteps);  // whole
+    const float* t = values[0].data<float>();
+    for (int64_t r : mine)
+      if (t[r * kDim + kDim - 1] != static_cast<float>(r == 7 ? kWorkers * kSteps : kSteps)) fail += "final row wrong; ";
+    if (t[12345 * kDim] != 0.0f || t[(kRows - 1) * kDim] != 0.0f) fail += "an untouched row moved; ";
+    if (values[1].data<float>()[5] != static_cast<float>(kWorkers * kSteps)) fail += "final dense wrong; ";
+    client.done(kSteps);
+  }, opts);
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_EQ(failures[static_cast<size_t>(w)], "") << "worker " << w;
+    // A push: the dense 6 floats, 4 rows of 4 floats and their ids and counts, headers.
+    EXPECT_LT(sent[static_cast<size_t>(w)], 6 * 4 + 4 * kDim * 4 + 8 * 8 + 2 * 48 + 64) << "worker " << w;
+  }
+}
+
+TEST(ParameterServer, RowListsAreCheckedAndTablesCutBetweenRows) {
+  PsLayout layout({{"t", {7, 3}, true}, {"d", {5}}}, 2);
+  // plan_ps_shards cuts only at 1e6 elements; a small table is whole on one server.
+  EXPECT_EQ(layout.plan[0].parts.size(), 1u);
+  auto cut = plan_ps_shards({{"t", 21}}, 2, /*split_threshold=*/1, /*units=*/{3});
+  EXPECT_EQ(cut[0].parts[0].end % 3, 0);
+  EXPECT_EQ(cut[0].parts[1].begin, cut[0].parts[0].end);
+  EXPECT_THROW(plan_ps_shards({{"t", 20}}, 2, 1, {3}), Error);
+  const int s = layout.plan[0].parts[0].server;
+  EXPECT_EQ(decode_ps_rows({2, 1, 5}, layout, s), (PsRowList{{1, 5}}));
+  EXPECT_THROW(decode_ps_rows({2, 5, 1}, layout, s), Error);  // not ascending
+  EXPECT_THROW(decode_ps_rows({1, 7}, layout, s), Error);     // past the last row
+  EXPECT_THROW(decode_ps_rows({3, 1}, layout, s), Error);     // truncated
+  EXPECT_EQ(PsSelection::decode(PsSelection{.dense = false, .sparse = PsSparse::rows}.encode()).sparse, PsSparse::rows);
+  EXPECT_TRUE(parse_ps_table(ps_table_text(layout.params))[0].sparse);
+  EXPECT_FALSE(parse_ps_table(ps_table_text(layout.params))[1].sparse);
 }
 
 TEST(ParameterServer, LayoutSplitsLargeTensorsAndPlacesSmallOnesWhole) {

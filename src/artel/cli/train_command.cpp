@@ -74,7 +74,7 @@ std::string flag_of(const std::string& key) {
 std::string defaults_of(const std::string& key) {
   if (key == "model" || key == "data") return "";
   std::vector<std::pair<std::string, std::string>> by_value;  // value -> models
-  for (const char* m : {"gpt", "mlp", "cnn"}) {
+  for (const char* m : {"gpt", "wordlm", "mlp", "cnn"}) {
     nlohmann::json v = train::default_config(m).to_json()[key];
     std::string text = v.is_string() ? (v.get<std::string>().empty() ? "none" : v.get<std::string>()) : v.dump();
     auto it = std::find_if(by_value.begin(), by_value.end(), [&](const auto& p) { return p.first == text; });

@@ -32,13 +32,13 @@ Batch gather_rows(const Tensor& x, const Tensor& y, const std::vector<int64_t>& 
 }
 
 // Rows of T+1 tokens of `tokens` from each start: x the first T, y the last T.
-Batch gather_text(const std::vector<uint8_t>& tokens, const std::vector<int64_t>& starts, int64_t T) {
+Batch gather_text(const std::vector<int32_t>& tokens, const std::vector<int64_t>& starts, int64_t T) {
   const int64_t b = static_cast<int64_t>(starts.size());
   Batch out{Tensor::empty({b, T}, DType::i64), Tensor::empty({b, T}, DType::i64)};
   int64_t* xo = out.x.data<int64_t>();
   int64_t* yo = out.y.data<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
-    const uint8_t* row = tokens.data() + starts[i];
+    const int32_t* row = tokens.data() + starts[i];
     for (int64_t t = 0; t < T; ++t) xo[i * T + t] = row[t], yo[i * T + t] = row[t + 1];
   }
   return out;
@@ -102,53 +102,68 @@ MnistDataset::MnistDataset(MnistData data, std::string source)
                     DatasetKind::mnist),
       data_(std::move(data)) {}
 
-CharTextDataset::CharTextDataset(CharText text, int64_t block_size) : text_(std::move(text)), block_(block_size) {
+TextDataset::TextDataset(std::string path, std::string unit, int64_t vocab_size, std::vector<int32_t> train,
+                         std::vector<int32_t> val, int64_t block_size)
+    : path_(std::move(path)), unit_(std::move(unit)), vocab_size_(vocab_size), train_(std::move(train)),
+      val_(std::move(val)), block_(block_size) {
   ARTEL_CHECK(block_ >= 1, "text block size must be >= 1, got ", block_);
-  auto check_split = [&](const std::vector<uint8_t>& split, const char* name) {
+  auto check_split = [&](const std::vector<int32_t>& split, const char* name) {
     if (static_cast<int64_t>(split.size()) < block_ + 1)
-      throw Error("text file " + text_.path + " is too short: its " + name + " split has " +
-                      std::to_string(split.size()) + " characters, one block needs " + std::to_string(block_ + 1),
+      throw Error("text file " + path_ + " is too short: its " + name + " split has " + std::to_string(split.size()) +
+                      " " + unit_ + ", one block needs " + std::to_string(block_ + 1),
                   "use a longer text (the " + std::string(name) + " split is " +
                       (std::string(name) == "train" ? "the first 90%" : "the last 10%") +
                       ") or a smaller block size");
   };
-  check_split(text_.train, "train");
-  check_split(text_.val, "validation");
+  check_split(train_, "train");
+  check_split(val_, "validation");
 }
 
-std::string CharTextDataset::describe() const {
-  return "char text " + text_.path + ": " + std::to_string(text_.train.size()) + " train / " +
-         std::to_string(text_.val.size()) + " validation characters, vocabulary " +
-         std::to_string(text_.vocab.size()) + ", block " + std::to_string(block_);
+std::string TextDataset::describe() const {
+  return (unit_ == "words" ? "word text " : "char text ") + path_ + ": " + std::to_string(train_.size()) +
+         " train / " + std::to_string(val_.size()) + " validation " + unit_ + ", vocabulary " +
+         std::to_string(vocab_size_) + ", block " + std::to_string(block_);
 }
 
-int64_t CharTextDataset::row_start(Order order, int64_t draw) const {
+namespace {
+std::vector<int32_t> widened(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+}  // namespace
+
+CharTextDataset::CharTextDataset(CharText text, int64_t block_size)
+    : TextDataset(text.path, "characters", text.vocab.size(), widened(text.train), widened(text.val), block_size),
+      text_(std::move(text)) {}
+
+WordTextDataset::WordTextDataset(WordText text, int64_t block_size)
+    : TextDataset(text.path, "words", text.vocab.size(), std::move(text.train), std::move(text.val), block_size),
+      vocab_(std::move(text.vocab)) {}
+
+int64_t TextDataset::row_start(Order order, int64_t draw) const {
   if (order == Order::shuffle) return draw * block_;
   // (j·T) mod (n_train − T) without overflow for any j, T.
-  const int64_t m = static_cast<int64_t>(text_.train.size()) - block_;
+  const int64_t m = static_cast<int64_t>(train_.size()) - block_;
   return static_cast<int64_t>(static_cast<__int128>(draw) * block_ % m);
 }
 
-Batch CharTextDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
+Batch TextDataset::train_batch(const DistributedSampler& sampler, int64_t k) const {
   ARTEL_CHECK(sampler.num_items() == num_train_items(), "sampler built over ", sampler.num_items(),
               " items, but the text train split has ", num_train_items(), " blocks of ", block_,
               " (hint: use make_sampler)");
   std::vector<int64_t> starts = sampler.draws(k);
   for (int64_t& s : starts) s = row_start(sampler.config().order, s);
-  return gather_text(text_.train, starts, block_);
+  return gather_text(train_, starts, block_);
 }
 
-int64_t CharTextDataset::num_val_batches(int64_t batch) const {
+int64_t TextDataset::num_val_batches(int64_t batch) const {
   ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
-  return ceil_div((static_cast<int64_t>(text_.val.size()) - 1) / block_, batch);
+  return ceil_div((static_cast<int64_t>(val_.size()) - 1) / block_, batch);
 }
 
-Batch CharTextDataset::val_batch(int64_t batch, int64_t i) const {
+Batch TextDataset::val_batch(int64_t batch, int64_t i) const {
   check_val_batch(batch, i, num_val_batches(batch));
-  const int64_t rows = (static_cast<int64_t>(text_.val.size()) - 1) / block_;
+  const int64_t rows = (static_cast<int64_t>(val_.size()) - 1) / block_;
   std::vector<int64_t> starts;
   for (int64_t r = i * batch; r < std::min((i + 1) * batch, rows); ++r) starts.push_back(r * block_);
-  return gather_text(text_.val, starts, block_);
+  return gather_text(val_, starts, block_);
 }
 
 std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts) {
@@ -171,6 +186,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOpti
   if (opts.block_size < 1)
     throw Error("--data " + path + " is text, which needs a block size (got " + std::to_string(opts.block_size) + ")",
                 "set the model's block size");
+  if (opts.words) return std::make_unique<WordTextDataset>(load_word_text(path), opts.block_size);
   return std::make_unique<CharTextDataset>(std::move(text), opts.block_size);
 }
 

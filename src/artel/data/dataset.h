@@ -5,9 +5,9 @@
 //   MNIST:      x (B, 784) f32, y (B) int64. A draw is a sample:
 //               sequential row j reads sample j mod n_train; shuffle reads the
 //               permuted sample (sampler.h, Note [Batch order]).
-//   Char text:  x (B, T) int64 inputs, y (B, T) int64 targets: a row is the T+1
-//               tokens of the train split from `start`; x the first T, y the
-//               last T. Items are the R = (n_train − 1)/T blocks starting at
+//   Text:       x (B, T) int64 inputs, y (B, T) int64 targets: a row is the T+1
+//               tokens (characters, or words: word_text.h) of the train split
+//               from `start`; x the first T, y the last T. Items are the R = (n_train − 1)/T blocks starting at
 //               i·T: shuffle reads start = perm_e[p]·T; sequential row j reads
 //               start = (j·T) mod (n_train − T).
 //
@@ -28,12 +28,13 @@
 #include "artel/data/char_text.h"
 #include "artel/data/mnist.h"
 #include "artel/data/sampler.h"
+#include "artel/data/word_text.h"
 
 namespace artel::data {
 
-// char_text: token blocks (a batch's items are tokens); the others are rows
-// with a class each (items are samples); `other` is a dataset of the user's own.
-enum class DatasetKind { mnist, char_text, other };
+// text: token blocks (a batch's items are tokens); the others are rows with a
+// class each (items are samples); `other` is a dataset of the user's own.
+enum class DatasetKind { mnist, text, other };
 
 struct Batch {
   Tensor x;  // inputs
@@ -93,34 +94,66 @@ class MnistDataset : public TensorDataset {
   MnistData data_;
 };
 
-class CharTextDataset : public Dataset {
+// Blocks of T+1 tokens of a text's splits (the header comment): characters
+// (CharTextDataset) or words (WordTextDataset).
+class TextDataset : public Dataset {
  public:
-  // Throws when either split is shorter than one block of T+1 tokens.
-  CharTextDataset(CharText text, int64_t block_size);
-  DatasetKind kind() const override { return DatasetKind::char_text; }
+  DatasetKind kind() const override { return DatasetKind::text; }
   std::string describe() const override;
-  int64_t num_classes() const override { return text_.vocab.size(); }
-  int64_t num_train_items() const override { return (static_cast<int64_t>(text_.train.size()) - 1) / block_; }
+  int64_t num_classes() const override { return vocab_size_; }
+  int64_t num_train_items() const override { return (static_cast<int64_t>(train_.size()) - 1) / block_; }
   Batch train_batch(const DistributedSampler& sampler, int64_t k) const override;
   int64_t num_val_batches(int64_t batch) const override;
   Batch val_batch(int64_t batch, int64_t i) const override;
   int64_t block_size() const { return block_; }
-  const CharVocab& vocab() const { return text_.vocab; }
-  const CharText& text() const { return text_; }
   // Start of the train row a draw reads (see the header comment).
   int64_t row_start(Order order, int64_t draw) const;
+  // Token ids as text, and the token a generated sample starts from.
+  virtual std::string decode(std::span<const int64_t> ids) const = 0;
+  virtual int64_t first_token() const = 0;
+
+ protected:
+  // Throws when either split is shorter than one block of T+1 tokens.
+  TextDataset(std::string path, std::string unit, int64_t vocab_size, std::vector<int32_t> train,
+              std::vector<int32_t> val, int64_t block_size);
+
+ private:
+  std::string path_, unit_;  // unit: "characters" | "words"
+  int64_t vocab_size_;
+  std::vector<int32_t> train_, val_;
+  int64_t block_;
+};
+
+class CharTextDataset : public TextDataset {
+ public:
+  CharTextDataset(CharText text, int64_t block_size);
+  const CharVocab& vocab() const { return text_.vocab; }
+  const CharText& text() const { return text_; }
+  std::string decode(std::span<const int64_t> ids) const override { return text_.vocab.decode(ids); }
+  int64_t first_token() const override { return text_.vocab.contains('\n') ? text_.vocab.id('\n') : 0; }
 
  private:
   CharText text_;
-  int64_t block_;
+};
+
+class WordTextDataset : public TextDataset {
+ public:
+  WordTextDataset(WordText text, int64_t block_size);
+  const WordVocab& vocab() const { return vocab_; }
+  std::string decode(std::span<const int64_t> ids) const override { return vocab_.decode(ids); }
+  int64_t first_token() const override { return 0; }
+
+ private:
+  WordVocab vocab_;
 };
 
 struct DatasetOptions {
   int64_t block_size = 0;  // T, required for text
+  bool words = false;      // a text file as words (WordTextDataset), not characters
 };
 
 // `path` a directory with the MNIST IDX files -> MnistDataset; a text file ->
-// CharTextDataset. Anything else throws an artel::Error saying why.
+// CharTextDataset (WordTextDataset with opts.words). Anything else throws an artel::Error saying why.
 std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts = {});
 
 }  // namespace artel::data

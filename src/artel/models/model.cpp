@@ -3,13 +3,14 @@
 #include "artel/models/cnn.h"
 #include "artel/models/gpt.h"
 #include "artel/models/mlp.h"
+#include "artel/models/word_lm.h"
 
 namespace artel::models {
 
 void ModelConfig::validate() const {
-  ARTEL_CHECK(kind == "gpt" || kind == "mlp" || kind == "cnn", "unknown model '", kind,
-              "' (hint: choose gpt, mlp or cnn)");
-  if (kind != "gpt") return;
+  ARTEL_CHECK(kind == "gpt" || kind == "wordlm" || kind == "mlp" || kind == "cnn", "unknown model '", kind,
+              "' (hint: choose gpt, wordlm, mlp or cnn)");
+  if (!trains_on_text(kind)) return;
   auto positive = [](int64_t v, const char* name) {
     ARTEL_CHECK(v > 0, "model: ", name, " must be positive, got ", v);
   };
@@ -23,6 +24,8 @@ void ModelConfig::validate() const {
   ARTEL_CHECK(dropout >= 0.0f && dropout < 1.0f, "model: dropout must be in [0, 1), got ", dropout);
 }
 
+bool trains_on_text(const std::string& kind) { return kind == "gpt" || kind == "wordlm"; }
+
 Model::Model(const ModelConfig& config)
     : config_(config), dropout_rng_(std::make_shared<Rng>(config.seed, kDropoutStream)) {
   config_.validate();
@@ -32,6 +35,7 @@ std::unique_ptr<Model> declare_model(const ModelConfig& config) {
   config.validate();
   if (config.kind == "mlp") return std::make_unique<Mlp>(config);
   if (config.kind == "cnn") return std::make_unique<Cnn>(config);
+  if (config.kind == "wordlm") return std::make_unique<WordLm>(config);
   return std::make_unique<Gpt>(config);
 }
 

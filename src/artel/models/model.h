@@ -1,4 +1,4 @@
-// The bundled models (GPT, MLP, CNN): nn::Models with a config, each
+// The bundled models (GPT, word-level LM, MLP, CNN): nn::Models with a config, each
 // declaring its plan next to it, and make_model, which builds one from a
 // validated config. The seed fixes every weight on every rank (each
 // parameter drawn from its own stream, Note [Declared parameters] in
@@ -24,8 +24,8 @@ namespace artel::models {
 using autograd::Variable;
 
 struct ModelConfig {
-  std::string kind = "gpt";  // "gpt" | "mlp" | "cnn"
-  // GPT sizes (ignored by mlp and cnn); defaults are W2's baby GPT.
+  std::string kind = "gpt";  // "gpt" | "wordlm" | "mlp" | "cnn"
+  // GPT and word-LM sizes (ignored by mlp and cnn); defaults are W2's baby GPT.
   int64_t vocab_size = 65;   // > 0
   int64_t n_layer = 4;       // > 0
   int64_t n_head = 4;        // > 0, divides n_embd
@@ -53,6 +53,9 @@ class Model : public nn::Model {
   ModelConfig config_;
   std::shared_ptr<Rng> dropout_rng_;
 };
+
+// gpt and wordlm train on text; mlp and cnn on MNIST.
+bool trains_on_text(const std::string& kind);
 
 // The stream of the dropout generator (parameters draw from streams of their names).
 constexpr uint64_t kDropoutStream = 1;

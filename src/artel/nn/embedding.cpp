@@ -12,6 +12,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Init init) : rows_(num
 Variable Embedding::forward(const Tensor& ids) {
   ARTEL_CHECK(weight_.value().defined(), "Embedding(", rows_, " x ", dim_,
               "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
+  if (before_lookup_) before_lookup_(ids);
   Variable y = autograd::embedding(weight_, ids, {.first_row = parallel_.first_row, .vocab = rows_});
   return parallel_.reduce ? parallel_.reduce(y) : y;
 }

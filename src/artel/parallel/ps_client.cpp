@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <iterator>
 
 #include "artel/core/error.h"
 
@@ -48,6 +49,7 @@ void PsClient::start(const std::vector<PsParameter>& params, std::vector<Tensor>
               " values");
   layout_ = std::make_unique<PsLayout>(params, roles_.servers);
   values_ = std::move(values);
+  touched_.assign(values_.size(), {});
   for (int s = 0; s < roles_.servers; ++s) buffers_.push_back(Tensor::zeros({layout_->elements[static_cast<size_t>(s)]}));
   if (!introduce) return;
   const std::string table = ps_table_text(params);
@@ -77,26 +79,78 @@ void PsClient::finish_pushes() {
   }
 }
 
-int64_t PsClient::pull(int64_t clock, int64_t required) {
+void PsClient::send_rows(comm::ProcessGroup& pair, const std::vector<int64_t>& words) {
+  if (words.empty()) return;
+  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
+  std::copy(words.begin(), words.end(), t.data<int64_t>());
+  pair.send(t, 1)->wait();
+  sent_ += static_cast<int64_t>(words.size()) * 8;
+}
+
+int64_t PsClient::read(int s, PsSelection sel, const PsRowList& rows) {
+  Tensor& buf = buffers_[static_cast<size_t>(s)];
+  int64_t view = 0;
+  with_server(s, [&](comm::ProcessGroup& pair) {
+    std::vector<int64_t> h = ps_recv_header(pair, 1);
+    ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kValues), "expected values, got message kind ", h[0]);
+    ARTEL_CHECK(h[2] >= 0 && h[2] <= buf.numel(), "a reply of ", h[2], " elements to a read of at most ", buf.numel());
+    view = h[1];
+    if (h[2] > 0) pair.recv(buf.slice0(0, h[2]), 1)->wait();
+    received_ += kHeaderBytes + h[2] * 4;
+  });
+  const float* src = buf.data<float>();
+  ps_walk(*layout_, s, sel, rows, [&](const PsSegment& seg, int64_t at, int64_t count, int64_t pos) {
+    std::memcpy(values_[seg.param].data<float>() + seg.begin + at, src + pos, static_cast<size_t>(count) * sizeof(float));
+  });
+  return view;
+}
+
+int64_t PsClient::pull(int64_t clock, int64_t required, PsSelection sel) {
   ARTEL_CHECK(layout_ != nullptr, "parameter server: pull before start()");
+  ARTEL_CHECK(sel.sparse != PsSparse::rows, "parameter server: rows are pulled with pull_rows");
   finish_pushes();  // the buffers are free again
-  for (int s = 0; s < roles_.servers; ++s)  // ask every server first: they answer at once
-    with_server(s, [&](comm::ProcessGroup& pair) { ps_send_header(pair, 1, PsMessage::kPull, clock, required); });
+  for (int s = 0; s < roles_.servers; ++s) {  // ask every server first: they answer at once
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      ps_send_header(pair, 1, PsMessage::kPull, clock, required, sel.encode());
+    });
+    sent_ += kHeaderBytes;
+  }
   int64_t view = -1;
   for (int s = 0; s < roles_.servers; ++s) {
-    Tensor& buf = buffers_[static_cast<size_t>(s)];
-    with_server(s, [&](comm::ProcessGroup& pair) {
-      std::vector<int64_t> h = ps_recv_header(pair, 1);
-      ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kValues), "expected values, got message kind ", h[0]);
-      view = view < 0 ? h[1] : std::min(view, h[1]);
-      if (buf.numel() > 0) pair.recv(buf, 1)->wait();
-    });
-    for (const PsSegment& seg : layout_->segments[static_cast<size_t>(s)])
-      std::memcpy(values_[seg.param].data<float>() + seg.begin, buf.data<float>() + seg.offset,
-                  static_cast<size_t>(seg.end - seg.begin) * sizeof(float));
-    sent_ += kHeaderBytes;
-    received_ += kHeaderBytes + buf.numel() * 4;
+    const int64_t v = read(s, sel, {});
+    view = view < 0 ? v : std::min(view, v);
   }
+  return view;
+}
+
+int64_t PsClient::pull_rows(int64_t clock, int64_t required, size_t param, const std::vector<int64_t>& rows) {
+  ARTEL_CHECK(layout_ != nullptr && param < values_.size() && layout_->params[param].sparse,
+              "parameter server: rows pulled of a parameter that is no sparse table");
+  finish_pushes();
+  const PsSelection sel{.dense = false, .sparse = PsSparse::rows};
+  std::vector<PsRowList> lists(static_cast<size_t>(roles_.servers));
+  for (int s = 0; s < roles_.servers; ++s) {
+    PsRowList& list = lists[static_cast<size_t>(s)];
+    list = ps_rows_for(*layout_, s, param, rows);
+    if (std::all_of(list.begin(), list.end(), [](const auto& r) { return r.empty(); })) continue;
+    const std::vector<int64_t> words = encode_ps_rows(list);
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      ps_send_header(pair, 1, PsMessage::kPull, clock, required, sel.encode(), static_cast<int64_t>(words.size()));
+      send_rows(pair, words);
+    });
+    sent_ += kHeaderBytes;
+  }
+  int64_t view = -1;
+  for (int s = 0; s < roles_.servers; ++s) {
+    const PsRowList& list = lists[static_cast<size_t>(s)];
+    if (std::all_of(list.begin(), list.end(), [](const auto& r) { return r.empty(); })) continue;
+    const int64_t v = read(s, sel, list);
+    view = view < 0 ? v : std::min(view, v);
+  }
+  std::vector<int64_t>& kept = touched_[param];
+  std::vector<int64_t> merged;
+  std::set_union(kept.begin(), kept.end(), rows.begin(), rows.end(), std::back_inserter(merged));
+  kept = std::move(merged);
   return view;
 }
 
@@ -104,20 +158,36 @@ void PsClient::push(int64_t clock, double lr, int64_t staleness, const std::vect
   ARTEL_CHECK(layout_ != nullptr && grads.size() == values_.size(), "parameter server: push of ", grads.size(),
               " gradients for ", values_.size(), " parameters");
   finish_pushes();
+  const bool sparse = layout_->has_sparse();
+  const PsSelection sel{.dense = true, .sparse = sparse ? PsSparse::rows : PsSparse::whole};
   for (int s = 0; s < roles_.servers; ++s) {
-    Tensor& buf = buffers_[static_cast<size_t>(s)];
-    for (const PsSegment& seg : layout_->segments[static_cast<size_t>(s)]) {
-      float* dst = buf.data<float>() + seg.offset;
-      const auto n = static_cast<size_t>(seg.end - seg.begin);
-      if (grads[seg.param].defined()) std::memcpy(dst, grads[seg.param].data<float>() + seg.begin, n * sizeof(float));
-      else std::fill(dst, dst + n, 0.0f);
+    PsRowList rows;
+    if (sparse) {  // each sparse segment's rows come from its own table's touched rows
+      rows.resize(ps_sparse_segments(*layout_, s).size());
+      for (size_t p = 0; p < values_.size(); ++p) {
+        if (!layout_->params[p].sparse) continue;
+        PsRowList mine = ps_rows_for(*layout_, s, p, touched_[p]);
+        for (size_t k = 0; k < mine.size(); ++k)
+          if (!mine[k].empty()) rows[k] = std::move(mine[k]);
+      }
     }
-    with_server(s, [&](comm::ProcessGroup& pair) {
-      ps_send_header(pair, 1, PsMessage::kPush, clock, std::bit_cast<int64_t>(lr), staleness);
-      if (buf.numel() > 0) pushing_[static_cast<size_t>(s)] = pair.send(buf, 1);  // waited for at the next pull
+    Tensor& buf = buffers_[static_cast<size_t>(s)];
+    float* dst = buf.data<float>();
+    const int64_t n = ps_walk(*layout_, s, sel, rows, [&](const PsSegment& seg, int64_t at, int64_t count, int64_t pos) {
+      const Tensor& g = grads[seg.param];
+      if (g.defined()) std::memcpy(dst + pos, g.data<float>() + seg.begin + at, static_cast<size_t>(count) * sizeof(float));
+      else std::fill(dst + pos, dst + pos + count, 0.0f);
     });
-    sent_ += kHeaderBytes + buf.numel() * 4;
+    const std::vector<int64_t> words = sparse ? encode_ps_rows(rows) : std::vector<int64_t>{};
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      ps_send_header(pair, 1, PsMessage::kPush, clock, std::bit_cast<int64_t>(lr), staleness, sel.encode(),
+                     static_cast<int64_t>(words.size()));
+      send_rows(pair, words);
+      if (n > 0) pushing_[static_cast<size_t>(s)] = pair.send(buf.slice0(0, n), 1);  // waited for at the next pull
+    });
+    sent_ += kHeaderBytes + n * 4;
   }
+  for (std::vector<int64_t>& t : touched_) t.clear();
 }
 
 std::vector<PsWorkerStats> PsClient::stats() {

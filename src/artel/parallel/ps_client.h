@@ -2,7 +2,9 @@
 // pulls the model's values from every server — each its own elements, all
 // asked at once — and pushes the gradient back, each server its elements,
 // counting the bytes it moves. Which clocks a read must hold is
-// required_view() (Note [Consistency] in ps_server.h).
+// required_view() (Note [Consistency] in ps_server.h). A sparse table
+// (PsParameter::sparse) is read by the rows a step looks up (pull_rows) and
+// pushed by the same rows: every other row's gradient is zero.
 //
 //   PsClient ps(*world, roles, /*staleness=*/3, patience);
 //   ps.start(params, values, /*introduce=*/rank == 0);
@@ -21,6 +23,7 @@
 
 #include "artel/comm/process_group.h"
 #include "artel/parallel/ps_protocol.h"
+#include "artel/parallel/ps_selection.h"
 
 namespace artel::parallel {
 
@@ -38,13 +41,17 @@ class PsClient {
 
   // The clocks a read at `clock` must hold: every update of clocks below this.
   int64_t required_view(int64_t clock) const;
-  // Reads every server's elements into the values once they hold every
-  // update of clocks below `required`; returns the view the read holds
-  // (the smallest of the servers').
-  int64_t pull(int64_t clock, int64_t required);
+  // Reads every server's elements (or those `sel` names) into the values
+  // once they hold every update of clocks below `required`; returns the
+  // view the read holds (the smallest of the servers').
+  int64_t pull(int64_t clock, int64_t required, PsSelection sel = {});
+  // Reads rows `rows` (ascending, distinct) of sparse table `param` alike,
+  // and keeps them for the next push.
+  int64_t pull_rows(int64_t clock, int64_t required, size_t param, const std::vector<int64_t>& rows);
   // The gradient of step `clock` (one tensor per parameter, whole; an
   // undefined one counts as zeros) at learning rate `lr`; `staleness` is
-  // what this step's read missed (clock − view), for the statistics.
+  // what this step's read missed (clock − view), for the statistics. Of a
+  // sparse table, only the rows pulled since the last push go.
   void push(int64_t clock, double lr, int64_t staleness, const std::vector<Tensor>& grads);
   // Server 0's statistics of every worker (collected from their pushes).
   std::vector<PsWorkerStats> stats();
@@ -61,6 +68,9 @@ class PsClient {
   template <class Fn>
   void with_server(int s, Fn&& fn);
   void finish_pushes();
+  // One server's read of `sel` (and `rows`) into the values; its view.
+  int64_t read(int s, PsSelection sel, const PsRowList& rows);
+  void send_rows(comm::ProcessGroup& pair, const std::vector<int64_t>& words);
 
   PsRoles roles_;
   std::optional<int64_t> staleness_;
@@ -69,6 +79,7 @@ class PsClient {
   std::vector<Tensor> values_;
   std::vector<Tensor> buffers_;         // per server: its elements, flat
   std::vector<comm::WorkPtr> pushing_;  // per server: the push in flight
+  std::vector<std::vector<int64_t>> touched_;  // per parameter: sparse rows pulled since the last push
   int64_t sent_ = 0, received_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "artel/parallel/ps_protocol.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -51,6 +52,7 @@ std::string ps_table_text(const std::vector<PsParameter>& params) {
       text += std::to_string(p.shape[d]);
     }
     if (p.shape.empty()) text += '\t';
+    if (p.sparse) text += "\tsparse";
     text += '\n';
   }
   return text;
@@ -64,7 +66,13 @@ std::vector<PsParameter> parse_ps_table(const std::string& text) {
     const size_t tab = line.find('\t');
     ARTEL_CHECK(tab != std::string::npos && tab > 0, "parameter server: malformed table line '", line, "'");
     PsParameter p{line.substr(0, tab), {}};
-    std::istringstream dims(line.substr(tab + 1));
+    std::string rest = line.substr(tab + 1);
+    if (const size_t flag = rest.find('\t'); flag != std::string::npos) {
+      ARTEL_CHECK(rest.substr(flag + 1) == "sparse", "parameter server: malformed table line '", line, "'");
+      p.sparse = true;
+      rest.resize(flag);
+    }
+    std::istringstream dims(rest);
     for (std::string d; std::getline(dims, d, ',');) p.shape.push_back(std::stoll(d));
     params.push_back(std::move(p));
   }
@@ -73,8 +81,14 @@ std::vector<PsParameter> parse_ps_table(const std::string& text) {
 
 PsLayout::PsLayout(std::vector<PsParameter> ps, int servers) : params(std::move(ps)) {
   std::vector<std::pair<std::string, int64_t>> sizes;
-  for (const PsParameter& p : params) sizes.emplace_back(p.name, shape_numel(p.shape));
-  plan = plan_ps_shards(sizes, servers);
+  std::vector<int64_t> units;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const PsParameter& p = params[i];
+    ARTEL_CHECK(!p.sparse || !p.shape.empty(), "parameter server: sparse table ", p.name, " has no rows");
+    sizes.emplace_back(p.name, shape_numel(p.shape));
+    units.push_back(row_elements(i));
+  }
+  plan = plan_ps_shards(sizes, servers, 1'000'000, units);
   segments.resize(static_cast<size_t>(servers));
   elements.assign(static_cast<size_t>(servers), 0);
   for (size_t i = 0; i < plan.size(); ++i)
@@ -85,11 +99,24 @@ PsLayout::PsLayout(std::vector<PsParameter> ps, int servers) : params(std::move(
     }
 }
 
-void ps_send_header(comm::ProcessGroup& pair, int peer, PsMessage kind, int64_t a, int64_t b, int64_t c, int64_t d) {
+int64_t PsLayout::row_elements(size_t param) const {
+  const PsParameter& p = params.at(param);
+  if (!p.sparse || p.shape.empty() || p.shape[0] == 0) return 1;
+  return std::max<int64_t>(1, shape_numel(p.shape) / p.shape[0]);
+}
+
+bool PsLayout::has_sparse() const {
+  for (const PsParameter& p : params)
+    if (p.sparse) return true;
+  return false;
+}
+
+void ps_send_header(comm::ProcessGroup& pair, int peer, PsMessage kind, int64_t a, int64_t b, int64_t c, int64_t d,
+                    int64_t e) {
   Tensor h = Tensor::zeros({kHeaderWords}, DType::i64);
   int64_t* w = h.data<int64_t>();
   w[0] = static_cast<int64_t>(kind);
-  w[1] = a, w[2] = b, w[3] = c, w[4] = d;
+  w[1] = a, w[2] = b, w[3] = c, w[4] = d, w[5] = e;
   pair.send(h, peer)->wait();
 }
 

@@ -13,14 +13,16 @@
 //     kHello  [kind, 0, table words]   worker 0 only, first: the parameter
 //                                      table (ps_table_text), then the
 //                                      server's elements' initial values
-//     kPull   [kind, clock, required view]        -> kValues
-//     kPush   [kind, clock, lr (f64 bits), staleness seen]  then the
-//                                      gradient of the server's elements
+//     kPull   [kind, clock, required view, selection, row words]  then the
+//                                      row list, if any (ps_selection.h) -> kValues
+//     kPush   [kind, clock, lr (f64 bits), staleness seen, selection, row words]
+//                                      then the row list, if any, and the
+//                                      gradient of the elements selected
 //     kStats  [kind]                   -> kStatsReply (server 0 keeps them)
 //     kDone   [kind, clock]            the worker is finished
 //   server -> worker
-//     kValues [kind, view] then the server's elements: every update of
-//                          clocks below `view` from every live worker is in them
+//     kValues [kind, view, elements] then the elements selected: every
+//                          update of clocks below `view` from every live worker is in them
 //     kStatsReply [kind, words] then `words` int64s (PsWorkerStats, encoded)
 //
 // A server's elements are its parts of every parameter (ps_shard_plan.h),
@@ -69,8 +71,9 @@ std::vector<std::shared_ptr<comm::ProcessGroup>> ps_pair_groups(comm::ProcessGro
 struct PsParameter {
   std::string name;
   Shape shape;
+  bool sparse = false;  // a table read by rows (ps_selection.h); at least 1-D
 };
-// "name<TAB>d0,d1,...\n" per parameter: the table worker 0 sends.
+// "name<TAB>d0,d1,...[<TAB>sparse]\n" per parameter: the table worker 0 sends.
 std::string ps_table_text(const std::vector<PsParameter>& params);
 std::vector<PsParameter> parse_ps_table(const std::string& text);  // throws on a malformed table
 
@@ -88,12 +91,16 @@ struct PsLayout {
   std::vector<PsPlacement> plan;
   std::vector<std::vector<PsSegment>> segments;  // per server
   std::vector<int64_t> elements;                 // per server
+  // A sparse table is cut between rows only (ps_shard_plan.h's units).
   PsLayout(std::vector<PsParameter> params, int servers);
+  // Elements per row of a sparse table (1 for a dense parameter).
+  int64_t row_elements(size_t param) const;
+  bool has_sparse() const;
 };
 
 // Headers and payloads over a pair's group (blocking; errors as the group throws them).
 void ps_send_header(comm::ProcessGroup& pair, int peer, PsMessage kind, int64_t a = 0, int64_t b = 0, int64_t c = 0,
-                    int64_t d = 0);
+                    int64_t d = 0, int64_t e = 0);
 std::vector<int64_t> ps_recv_header(comm::ProcessGroup& pair, int peer);
 // int64 words <-> the bytes of a text (the table) or of stats.
 Tensor ps_words(const std::string& text);

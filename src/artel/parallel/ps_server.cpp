@@ -45,6 +45,7 @@ void ParameterServer::receive_table() {
   grads_ = Tensor::zeros({n});
   if (n > 0) first.recv(values_, 0)->wait();
   for (int w = 0; w < roles_.workers; ++w) pending_.push_back(Tensor::zeros({n}));
+  messages_.resize(static_cast<size_t>(roles_.workers));
 
   // The optimizer sees each parameter this server holds part of under its
   // whole shape (so the recipe groups it as the worker's does) and updates
@@ -95,17 +96,14 @@ void ParameterServer::serve_worker(int w) {
 }
 
 bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
-  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
   switch (static_cast<PsMessage>(h[0])) {
     case PsMessage::kPull:
-      answer_pull(w, h[2]);
+      answer_pull(w, h[2], PsSelection::decode(h[3]), h[4]);
       return true;
-    case PsMessage::kPush: {
-      Tensor& in = pending_[static_cast<size_t>(w)];
-      if (in.numel() > 0) pair.recv(in, 0)->wait();
-      apply_push(w, h[1], std::bit_cast<double>(h[2]), h[3], in);
+    case PsMessage::kPush:
+      receive_push(w, PsSelection::decode(h[4]), h[5]);
+      apply_push(w, h[1], std::bit_cast<double>(h[2]), h[3], pending_[static_cast<size_t>(w)]);
       return true;
-    }
     case PsMessage::kStats:
       answer_stats(w);
       return true;
@@ -119,6 +117,41 @@ bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
       throw Error("parameter server " + std::to_string(index_) + ": unexpected message kind " + std::to_string(h[0]) +
                   " from worker " + std::to_string(w));
   }
+}
+
+namespace {
+// The first n elements of a per-worker buffer, grown as needed.
+Tensor packed(std::vector<Tensor>& buffers, int w, int64_t n) {
+  Tensor& t = buffers[static_cast<size_t>(w)];
+  if (!t.defined() || t.numel() < n) t = Tensor::zeros({std::max<int64_t>(n, 1)});
+  return t.slice0(0, n);
+}
+}  // namespace
+
+PsRowList ParameterServer::receive_rows(int w, int64_t words) {
+  if (words == 0) return {};
+  Tensor t = Tensor::zeros({words}, DType::i64);
+  pairs_[static_cast<size_t>(w)]->recv(t, 0)->wait();
+  return decode_ps_rows({t.data<int64_t>(), t.data<int64_t>() + words}, *layout_, index_);
+}
+
+void ParameterServer::receive_push(int w, PsSelection sel, int64_t row_words) {
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  Tensor& into = pending_[static_cast<size_t>(w)];
+  const PsRowList rows = receive_rows(w, row_words);
+  if (sel.dense && sel.sparse == PsSparse::whole) {  // everything: straight in
+    if (into.numel() > 0) pair.recv(into, 0)->wait();
+    return;
+  }
+  const auto no_op = [](const PsSegment&, int64_t, int64_t, int64_t) {};
+  Tensor message = packed(messages_, w, ps_walk(*layout_, index_, sel, rows, no_op));
+  if (message.numel() > 0) pair.recv(message, 0)->wait();
+  float* dst = into.data<float>();
+  const float* src = message.data<float>();
+  std::fill(dst, dst + into.numel(), 0.0f);
+  ps_walk(*layout_, index_, sel, rows, [&](const PsSegment& seg, int64_t at, int64_t count, int64_t pos) {
+    std::memcpy(dst + seg.offset + at, src + pos, static_cast<size_t>(count) * sizeof(float));
+  });
 }
 
 void ParameterServer::apply_push(int w, int64_t clock, double lr, int64_t staleness, const Tensor& grads) {
@@ -152,19 +185,24 @@ void ParameterServer::apply_push(int w, int64_t clock, double lr, int64_t stalen
   cv_.notify_all();
 }
 
-void ParameterServer::answer_pull(int w, int64_t required) {
-  Tensor& out = pending_[static_cast<size_t>(w)];  // free: this worker's push was applied before it pulls again
+void ParameterServer::answer_pull(int w, int64_t required, PsSelection sel, int64_t row_words) {
+  const PsRowList rows = receive_rows(w, row_words);
+  const auto no_op = [](const PsSegment&, int64_t, int64_t, int64_t) {};
+  Tensor out = packed(messages_, w, ps_walk(*layout_, index_, sel, rows, no_op));
   int64_t view = 0;
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return clock_.min_clock() >= required || !fatal_.empty(); });
     if (!fatal_.empty()) throw Error("parameter server " + std::to_string(index_) + " is stopping: " + fatal_);
     view = clock_.min_clock();
-    if (out.numel() > 0)
-      std::memcpy(out.data<float>(), values_.data<float>(), static_cast<size_t>(out.numel()) * sizeof(float));
+    const float* src = values_.data<float>();
+    float* dst = out.data<float>();
+    ps_walk(*layout_, index_, sel, rows, [&](const PsSegment& seg, int64_t at, int64_t count, int64_t pos) {
+      std::memcpy(dst + pos, src + seg.offset + at, static_cast<size_t>(count) * sizeof(float));
+    });
   }
   comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
-  ps_send_header(pair, 0, PsMessage::kValues, view);
+  ps_send_header(pair, 0, PsMessage::kValues, view, out.numel());
   if (out.numel() > 0) pair.send(out, 0)->wait();
 }
 

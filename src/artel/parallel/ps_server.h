@@ -19,6 +19,12 @@
 //     as one optimizer step at the pusher's learning rate / live workers, so
 //     that the W pushes of a clock move plain SGD as far as one BSP step does.
 //     (AdamW normalises its update, so each push is then a step of lr/W.)
+// A pull or push may carry only some of the elements (ps_selection.h): a
+// sparse table's rows a batch reads. The server still steps the whole shard
+// — a row no worker touched has a zero gradient, which AdamW's moments and
+// weight decay see as dense training does — so a sparse table changes the
+// bytes on the wire, never the result.
+//
 // Under SSP and ASP a worker that dies or says nothing for the group's
 // timeout is dropped: it no longer holds the others back, and server 0 says
 // so in one line. Under BSP its loss is the job's: serve() throws.
@@ -43,6 +49,7 @@
 #include "artel/optim/optimizer.h"
 #include "artel/parallel/ps_clock.h"
 #include "artel/parallel/ps_protocol.h"
+#include "artel/parallel/ps_selection.h"
 
 namespace artel::parallel {
 
@@ -74,8 +81,11 @@ class ParameterServer {
   void receive_table();
   void serve_worker(int w);  // one worker's thread
   bool handle(int w, const std::vector<int64_t>& header);  // false once the worker is done
+  // A push's gradient of the elements selected, into pending_[w] (zeros elsewhere).
+  void receive_push(int w, PsSelection sel, int64_t row_words);
   void apply_push(int w, int64_t clock, double lr, int64_t staleness, const Tensor& grads);
-  void answer_pull(int w, int64_t required);
+  void answer_pull(int w, int64_t required, PsSelection sel, int64_t row_words);
+  PsRowList receive_rows(int w, int64_t words);
   void answer_stats(int w);
   void lose(int w, const std::string& why);  // a worker's group failed before it was done
   // Waits for `work` while watching stop_; false when stopping first.
@@ -91,6 +101,7 @@ class ParameterServer {
   Tensor values_;                // this server's elements
   Tensor grads_;                 // the gradient the optimizer reads, over the same elements
   std::vector<Tensor> pending_;  // BSP: each worker's push of the current clock
+  std::vector<Tensor> messages_; // per worker: a selective pull's or push's elements, packed
 
   std::mutex mu_;  // guards everything below and the tensors above
   std::condition_variable cv_;

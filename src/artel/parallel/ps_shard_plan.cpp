@@ -9,12 +9,18 @@
 namespace artel::parallel {
 
 std::vector<PsPlacement> plan_ps_shards(const std::vector<std::pair<std::string, int64_t>>& params, int servers,
-                                        int64_t split_threshold) {
+                                        int64_t split_threshold, const std::vector<int64_t>& units) {
   ARTEL_CHECK(servers >= 1, "a parameter server needs at least one server, got ", servers);
   ARTEL_CHECK(split_threshold >= 1, "the split threshold must be >= 1 element, got ", split_threshold);
+  ARTEL_CHECK(units.empty() || units.size() == params.size(), units.size(), " units for ", params.size(),
+              " parameters");
+  auto unit_of = [&](size_t i) { return units.empty() ? int64_t{1} : units[i]; };
   std::set<std::string> names;
-  for (const auto& [name, numel] : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, numel] = params[i];
     ARTEL_CHECK(numel >= 0, "parameter '", name, "' has a negative size ", numel);
+    ARTEL_CHECK(unit_of(i) >= 1 && numel % unit_of(i) == 0, "parameter '", name, "' of ", numel,
+                " elements cannot be cut in units of ", unit_of(i));
     ARTEL_CHECK(names.insert(name).second, "parameter '", name, "' appears twice");
   }
   std::vector<PsPlacement> plan(params.size());
@@ -27,8 +33,9 @@ std::vector<PsPlacement> plan_ps_shards(const std::vector<std::pair<std::string,
       small.push_back(i);
       continue;
     }
-    for (int s = 0; s < servers; ++s) {  // near-equal contiguous parts, the first ones one larger
-      const int64_t begin = n * s / servers, end = n * (s + 1) / servers;
+    const int64_t unit = unit_of(i), units_n = n / unit;
+    for (int s = 0; s < servers; ++s) {  // near-equal contiguous parts of whole units
+      const int64_t begin = units_n * s / servers * unit, end = units_n * (s + 1) / servers * unit;
       plan[i].parts.push_back({s, begin, end});
       load[static_cast<size_t>(s)] += end - begin;
     }

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "artel/core/error.h"
+#include "artel/models/model.h"
 
 namespace artel::train {
 
@@ -57,7 +58,7 @@ std::string project_root(const std::vector<std::string>& roots) {
 std::string project_root() { return project_root(default_roots()); }
 
 std::string default_data_for(const std::string& model) {
-  return find_bundled_data(model == "gpt" ? "tinyshakespeare.txt" : "mnist-t10k");
+  return find_bundled_data(models::trains_on_text(model) ? "tinyshakespeare.txt" : "mnist-t10k");
 }
 
 }  // namespace artel::train

@@ -9,6 +9,7 @@
 #include "artel/core/memory_stats.h"
 #include "artel/core/trace.h"
 #include "artel/kernels/gemm.h"
+#include "artel/models/model.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/train/trace_export.h"
 #include "artel/train/train_bench.h"  // median_after_warmup
@@ -41,7 +42,7 @@ std::string svg_path(const std::string& trace) {
 size_t link_message_bytes(const TrainConfig& cfg) {
   constexpr size_t kHeaders = 2 * 64 + 1024, kCap = 64ull << 20;
   const size_t rows = static_cast<size_t>(cfg.batch_size / cfg.micro_batches);
-  const size_t row = cfg.model == "gpt" ? static_cast<size_t>(cfg.block_size * cfg.n_embd) : 1024;
+  const size_t row = models::trains_on_text(cfg.model) ? static_cast<size_t>(cfg.block_size * cfg.n_embd) : 1024;
   return std::min(kCap, (rows * row * sizeof(float) + kHeaders) * static_cast<size_t>(cfg.micro_batches));
 }
 

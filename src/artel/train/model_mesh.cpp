@@ -30,7 +30,7 @@ void check_mesh(const TrainConfig& cfg, int world) {
   parallel::Topology::for_world(world, static_cast<int>(cfg.pp), static_cast<int>(cfg.tp));
   if (cfg.tp == 1 && cfg.pp == 1) return;
   // The plan against the layout, on the declared model (nothing allocated).
-  const int64_t classes = cfg.data.empty() ? 0 : data::open_dataset(cfg.data, {.block_size = cfg.block_size})->num_classes();
+  const int64_t classes = cfg.data.empty() ? 0 : data::open_dataset(cfg.data, dataset_options(cfg))->num_classes();
   std::unique_ptr<models::Model> model = models::declare_model(make_model_config(cfg, classes));
   if (cfg.tp > 1 && model->plan().tensor_parallel.empty())
     throw Error("--tp " + std::to_string(cfg.tp) + ": model " + cfg.model + " declares no tensor-parallel split",

@@ -1,11 +1,14 @@
 #include "artel/train/parameter_server.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
+#include "artel/nn/embedding.h"
 #include "artel/parallel/ps_server.h"
 #include "artel/train/recipe.h"
 
@@ -43,8 +46,11 @@ void check_parameter_server(const TrainConfig& cfg) {
 }
 
 ParameterServerStrategy::ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles,
-                                                 std::optional<int64_t> staleness)
-    : rank_(world.rank()), staleness_(staleness), client_(world, roles, staleness, patience(world)) {}
+                                                 std::optional<int64_t> staleness, bool sparse_tables)
+    : rank_(world.rank()),
+      staleness_(staleness),
+      sparse_tables_(sparse_tables),
+      client_(world, roles, staleness, patience(world)) {}
 
 nn::NamedParameters ParameterServerStrategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                                    const std::string& init) {
@@ -55,13 +61,24 @@ nn::NamedParameters ParameterServerStrategy::build(nn::Model& model, const data:
     table.push_back({name, p.value().shape()});
     values.push_back(p.value());
   }
+  fetched_.assign(params.size(), {});
+  for (auto& [path, module] : model.named_modules()) {
+    auto* e = dynamic_cast<nn::Embedding*>(module);
+    if (!sparse_tables_ || !e || !e->sparse()) continue;
+    const std::string name = path.empty() ? "weight" : path + ".weight";
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].first != name) continue;
+      table[i].sparse = true;
+      e->before_lookup([this, i](const Tensor& ids) { fetch_rows(i, ids); });
+    }
+  }
   client_.start(table, values, /*introduce=*/rank_ == 0);
   return params;
 }
 
-void ParameterServerStrategy::pull(int64_t required) {
+void ParameterServerStrategy::pull(int64_t required, parallel::PsSelection sel) {
   trace::Scope span("pull", "sync", "comm");
-  const int64_t view = client_.pull(clock_, required);
+  const int64_t view = client_.pull(clock_, required, sel);
   last_staleness_ = std::max<int64_t>(0, clock_ - view);
 }
 
@@ -70,11 +87,42 @@ double ParameterServerStrategy::forward_backward(std::span<const data::Batch> mi
   const Clock::time_point t0 = Clock::now();
   const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
   step_bytes_ = 0;
-  pull(client_.required_view(clock_));
+  required_ = client_.required_view(clock_);
+  pull(required_, parallel::PsSelection{.dense = true, .sparse = parallel::PsSparse::none});
   seen_.record(last_staleness_);
   count_step_bytes(sent, received);
   pull_s_ = seconds_since(t0);
-  return Strategy::forward_backward(micro_batches);
+  for (std::vector<int64_t>& f : fetched_) f.clear();
+  in_step_ = true;
+  const double loss = Strategy::forward_backward(micro_batches);
+  in_step_ = false;
+  return loss;
+}
+
+void ParameterServerStrategy::fetch_rows(size_t param, const Tensor& ids) {
+  if (!in_step_) return;  // evaluation and sampling read a whole pull
+  const int64_t rows = params_[param].second.value().size(0);
+  std::vector<int64_t> want;
+  want.reserve(static_cast<size_t>(ids.numel()));
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    const int64_t id = ids.dtype() == DType::i32 ? ids.data<int32_t>()[i] : ids.data<int64_t>()[i];
+    if (id >= 0 && id < rows) want.push_back(id);  // the lookup itself reports a bad id
+  }
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  std::vector<int64_t> fresh;
+  std::set_difference(want.begin(), want.end(), fetched_[param].begin(), fetched_[param].end(),
+                      std::back_inserter(fresh));
+  if (fresh.empty()) return;
+  trace::Scope span("pull rows", "sync", "comm");
+  const Clock::time_point t0 = Clock::now();
+  const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
+  client_.pull_rows(clock_, required_, param, fresh);
+  count_step_bytes(sent, received);
+  pull_s_ += seconds_since(t0);
+  std::vector<int64_t> merged;
+  std::set_union(fetched_[param].begin(), fetched_[param].end(), fresh.begin(), fresh.end(), std::back_inserter(merged));
+  fetched_[param] = std::move(merged);
 }
 
 double ParameterServerStrategy::optimizer_step(optim::Optimizer& optimizer) {
@@ -120,8 +168,10 @@ std::string ParameterServerStrategy::describe() const {
 }
 
 std::string ParameterServerStrategy::describe_sync() const {
-  return staleness_ == 0 ? "every step: pull all parameters, push all gradients; the servers average a clock's pushes"
-                         : "every step: pull all parameters, push all gradients; the servers apply each push";
+  const std::string moved = client_.layout().has_sparse()
+                                ? "every step: pull and push the dense parameters whole and the sparse tables' rows the step reads"
+                                : "every step: pull all parameters, push all gradients";
+  return moved + (staleness_ == 0 ? "; the servers average a clock's pushes" : "; the servers apply each push");
 }
 
 nlohmann::ordered_json ParameterServerStrategy::step_record() const {
@@ -193,7 +243,7 @@ void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
   const parallel::PsRoles roles = parallel::PsRoles::of(world_->size(), static_cast<int>(cfg.ps_servers));
   const std::optional<int64_t> staleness = parallel::parse_staleness(cfg.staleness);
   if (!roles.is_server(world_->rank())) {
-    strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness);
+    strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness, cfg.ps_sparse);
     return;
   }
   if (run.set_threads) set_num_threads(1);  // a server's work is copies and an elementwise update

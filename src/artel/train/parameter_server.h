@@ -39,14 +39,18 @@ namespace artel::train {
 class ParameterServerStrategy : public Strategy {
  public:
   // Collective over `world` (the pair groups).
-  ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles, std::optional<int64_t> staleness);
+  // With `sparse_tables`, the model's sparse embeddings (nn::Embedding::sparse)
+  // move by the rows a step looks up.
+  ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles, std::optional<int64_t> staleness,
+                          bool sparse_tables = true);
 
   int64_t replica() const override { return rank_; }
   int64_t replicas() const override { return client_.roles().workers; }
   bool reporter() const override { return rank_ == 0; }
   bool synchronises() const override { return true; }
   // The whole model, drawn from the seed (or --init) as every worker draws
-  // it; worker 0 hands the servers their parts of it.
+  // it; worker 0 hands the servers their parts of it. Each sparse embedding
+  // gets a hook that pulls the rows it is about to read during a step.
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
   void begin_step(int64_t k) override { clock_ = k - 1; }
@@ -61,12 +65,19 @@ class ParameterServerStrategy : public Strategy {
   void finish_run(std::vector<nlohmann::ordered_json>& records, std::vector<std::string>& lines) override;
 
  private:
-  void pull(int64_t required);  // into the model; records the staleness of a step's read
+  // Into the model (everything, by default); records the staleness of a step's read.
+  void pull(int64_t required, parallel::PsSelection sel = {});
   void count_step_bytes(int64_t sent_before, int64_t received_before);
+  void fetch_rows(size_t param, const Tensor& ids);  // a sparse table's lookup during a step
+
 
   int rank_;
   std::optional<int64_t> staleness_;
+  bool sparse_tables_;
   parallel::PsClient client_;
+  bool in_step_ = false;                       // between a step's pull and its backward
+  int64_t required_ = 0;                       // the view this step's reads must hold
+  std::vector<std::vector<int64_t>> fetched_;  // per parameter: rows of a sparse table read this step
   int64_t clock_ = 0;          // steps pushed
   int64_t first_clock_ = -1;   // of this run (a resumed one starts later)
   double pull_s_ = 0;          // this step's wait for its read

@@ -5,6 +5,10 @@
 
 namespace artel::train {
 
+data::DatasetOptions dataset_options(const TrainConfig& cfg) {
+  return {.block_size = cfg.block_size, .words = cfg.model == "wordlm"};
+}
+
 models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size) {
   models::ModelConfig m;
   m.kind = cfg.model;

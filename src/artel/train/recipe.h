@@ -1,4 +1,4 @@
-// From a TrainConfig to the objects a run trains with: the model's config,
+// From a TrainConfig to the objects a run trains with: how its data is read, the model's config,
 // the optimizer (AdamW with decay on >= 2-D parameters only, or SGD) and the
 // learning-rate schedule. Kept apart from the loop so a data-parallel or
 // sharded trainer builds exactly the same recipe.
@@ -10,12 +10,16 @@
 
 #include <memory>
 
+#include "artel/data/dataset.h"
 #include "artel/models/model.h"
 #include "artel/optim/lr_schedule.h"
 #include "artel/optim/optimizer.h"
 #include "artel/train/train_config.h"
 
 namespace artel::train {
+
+// How the model of `cfg` reads its --data (words for wordlm, else characters).
+data::DatasetOptions dataset_options(const TrainConfig& cfg);
 
 // `vocab_size` comes from the data (ignored by mlp, cnn).
 models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size);

@@ -3,13 +3,14 @@
 #include <string>
 
 #include "artel/core/error.h"
+#include "artel/models/model.h"
 
 namespace artel::train {
 
 Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size) {
   Compatibility c;
   c.model_kind = cfg.model;
-  if (cfg.model == "gpt")
+  if (models::trains_on_text(cfg.model))
     c.model_config = {{"vocab_size", vocab_size}, {"n_layer", cfg.n_layer},   {"n_head", cfg.n_head},
                       {"n_embd", cfg.n_embd},     {"block_size", cfg.block_size}};
   else

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "artel/core/error.h"
+#include "artel/models/model.h"
 #include "artel/parallel/ps_protocol.h"
 
 namespace artel::train {
@@ -24,8 +25,8 @@ struct Field {
 // The one list of settable fields: flags, JSON keys and to_json() all read it.
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
-      {"model", &TrainConfig::model, "gpt | mlp | cnn"},
-      {"data", &TrainConfig::data, "text file (gpt) or MNIST directory (mlp, cnn); default: the bundled one"},
+      {"model", &TrainConfig::model, "gpt | wordlm | mlp | cnn"},
+      {"data", &TrainConfig::data, "text file (gpt, wordlm) or MNIST directory (mlp, cnn); default: the bundled one"},
       {"init", &TrainConfig::init, "start from the weights in this safetensors file"},
       {"out", &TrainConfig::out, "output directory (metrics.jsonl, init/final.safetensors)"},
       {"steps", &TrainConfig::steps, "optimizer steps"},
@@ -60,6 +61,7 @@ const std::vector<Field>& fields() {
       {"checkpoint_every", &TrainConfig::checkpoint_every, "checkpoint every N steps and after the last (0 = none)"},
       {"keep_checkpoints", &TrainConfig::keep_checkpoints, "keep the newest K checkpoints (0 = all)"},
       {"ps_servers", &TrainConfig::ps_servers, "parameter-server processes: with --nproc W, the job runs W workers and S servers that keep the parameters and their optimizer state (0 = none)"},
+      {"ps_sparse", &TrainConfig::ps_sparse, "parameter server: pull and push a sparse embedding table (wordlm's) by the rows a step looks up, not whole (true | false)"},
       {"staleness", &TrainConfig::staleness, "parameter server: 0 = BSP (equals data parallelism), k = SSP (no worker more than k clocks ahead of the slowest), inf = ASP (no waiting)"},
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
@@ -224,7 +226,7 @@ void TrainConfig::validate() const {
   if (batch_size % micro_batches != 0)
     throw Error(detail::concat("--micro-batches ", micro_batches, " does not divide --batch-size ", batch_size),
                 "choose a batch size that is a multiple of the micro-batch count");
-  if (model != "gpt") return;  // the model's plan is checked against the layout by check_mesh
+  if (!models::trains_on_text(model)) return;  // the model's plan is checked against the layout by check_mesh
   if (pp > n_layer)
     throw Error(detail::concat("--pp ", pp, " stages for a model of ", n_layer, " blocks"),
                 "every stage needs at least one block: use --pp <= --n-layer");
@@ -277,7 +279,18 @@ TrainConfig default_config(const std::string& model) {
   c.model = model;
   c.out = "runs/" + model;
   if (model == "gpt") return c;
-  check_one_of("model", model, {"gpt", "mlp", "cnn"});
+  check_one_of("model", model, {"gpt", "wordlm", "mlp", "cnn"});
+  if (model == "wordlm") {
+    // One block over 32 words, 128 wide: the bulk is the 14,565-word table.
+    c.n_layer = 1;
+    c.block_size = 32;
+    c.batch_size = 16;
+    c.steps = 1000;
+    c.eval_every = 250;
+    c.eval_batches = 20;
+    c.generate = 0;
+    return c;
+  }
   // W1: batch 128, SGD lr 0.05 momentum 0.9, no weight decay, 10 epochs of 62 steps.
   c.steps = 620;
   c.batch_size = 128;

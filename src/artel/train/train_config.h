@@ -94,6 +94,7 @@ struct TrainConfig {
   // last ps_servers ranks keep the parameters and the others train against them
   int64_t ps_servers = 0;           // >= 0; 0 = no parameter server
   std::string staleness = "0";      // 0 (BSP) | k > 0 (SSP: at most k clocks ahead of the slowest) | inf (ASP)
+  bool ps_sparse = true;            // a model's sparse tables (nn::Embedding::sparse) move by the rows a step reads
 
   // ---- memory
   std::string recompute = "none";   // none | selective | full (nn/model.h: what backward recomputes instead of keeping)

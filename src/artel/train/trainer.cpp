@@ -61,7 +61,7 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, Strategy* strategy)
       strategy_(strategy ? strategy : alone_.get()) {
   cfg_.validate();
   if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
-  data_ = data::open_dataset(cfg_.data, {.block_size = cfg_.block_size});
+  data_ = data::open_dataset(cfg_.data, dataset_options(cfg_));
   check_model_fits_data();
   // Declared: a worker holding a shard materialises only that (Note [Model-parallel seams]).
   model_ = models::declare_model(make_model_config(cfg_, data_->num_classes()));
@@ -107,18 +107,18 @@ void Trainer::plan_data() {
 Trainer::~Trainer() = default;
 
 void Trainer::check_model_fits_data() const {
-  bool text = data_->kind() == data::DatasetKind::char_text;
-  if (cfg_.model == "gpt" && !text)
-    throw Error("model gpt trains on a text file, but --data " + cfg_.data + " is MNIST",
+  const bool text = data_->kind() == data::DatasetKind::text;
+  if (models::trains_on_text(cfg_.model) && !text)
+    throw Error("model " + cfg_.model + " trains on a text file, but --data " + cfg_.data + " is MNIST",
                 "pass a text file, or --model mlp / cnn");
-  if (cfg_.model != "gpt" && text)
+  if (!models::trains_on_text(cfg_.model) && text)
     throw Error("model " + cfg_.model + " trains on MNIST, but --data " + cfg_.data + " is a text file",
-                "pass the MNIST directory, or --model gpt");
+                "pass the MNIST directory, or --model gpt / wordlm");
 }
 
 std::ostream& Trainer::out() const { return run_.out ? *run_.out : std::cout; }
 
-bool Trainer::text() const { return data_->kind() == data::DatasetKind::char_text; }
+bool Trainer::text() const { return data_->kind() == data::DatasetKind::text; }
 
 int64_t Trainer::items_per_step() const {
   return cfg_.accum * (text() ? cfg_.batch_size * cfg_.block_size : cfg_.batch_size);
@@ -232,10 +232,9 @@ nlohmann::json Trainer::layout_record() {
 // Each token's logits come from the strategy: the whole model's forward, or
 // one through the shards (every worker of a mesh runs this).
 std::string Trainer::sample(int64_t chars) {
-  auto* corpus = dynamic_cast<const data::CharTextDataset*>(data_.get());
+  auto* corpus = dynamic_cast<const data::TextDataset*>(data_.get());
   ARTEL_CHECK(corpus, "only a model trained on text can generate text, this is ", cfg_.model);
-  const data::CharVocab& vocab = corpus->vocab();
-  std::vector<int64_t> prompt = {vocab.contains('\n') ? vocab.id('\n') : 0};
+  std::vector<int64_t> prompt = {corpus->first_token()};
   Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
   autograd::NoGradGuard no_grad;
   nn::EvalMode eval_mode(*model_);
@@ -244,7 +243,7 @@ std::string Trainer::sample(int64_t chars) {
                                      .vocab = data_->num_classes()};
   std::vector<int64_t> ids = models::generate(prompt, chars, opts, rng,
                                               [&](const Tensor& in) { return strategy_->next_token_logits(in); });
-  return vocab.decode(std::span<const int64_t>(ids).subspan(prompt.size()));
+  return corpus->decode(std::span<const int64_t>(ids).subspan(prompt.size()));
 }
 
 std::unique_ptr<MetricsWriter> Trainer::start_files(int64_t first_step) const {
@@ -436,7 +435,7 @@ RunSummary Trainer::run() {
   if (report) out() << memory_table(memory);
   if (metrics) metrics->memory(memory);
   if (report && sampling) {
-    out() << "--- " << cfg_.generate << " characters sampled at temperature " << cfg_.temperature << " ---\n"
+    out() << "--- " << cfg_.generate << (cfg_.model == "wordlm" ? " words" : " characters") << " sampled at temperature " << cfg_.temperature << " ---\n"
           << summary.sample << "\n---\n";
   }
   out() << std::flush;
