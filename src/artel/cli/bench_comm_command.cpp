@@ -56,20 +56,22 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n) {
   if (a.json) {
     for (const auto& r : rows)
       std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
-                  "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld,\"registered\":%s}\n",
+                  "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld,\"registered\":%s,"
+                  "\"sent_bytes\":%.0f}\n",
                   a.bench.op.c_str(), a.backend.c_str(), n, a.bench.algorithm.c_str(), r.bytes, r.count, r.type.c_str(),
-                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false");
+                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false", r.sent);
     std::fflush(stdout);
     return;
   }
   std::printf("# artel bench comm: %s, backend %s, %d ranks, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(), n,
               a.bench.algorithm.c_str());
-  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
-              "#wrong", "reg");
-  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "size", "count", "type", "redop", "root", "time", "algbw",
+              "busbw", "#wrong", "reg", "sent/rank");
+  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+              "", "(B)");
   for (const auto& r : rows)
-    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s\n", r.bytes, r.count, r.type.c_str(), r.redop.c_str(), r.root,
-                r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no");
+    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s %12.0f\n", r.bytes, r.count, r.type.c_str(), r.redop.c_str(),
+                r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no", r.sent);
   std::fflush(stdout);
 }
 

@@ -143,14 +143,17 @@ std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) 
     c.in.zero();
     for (int i = 0; i < warmup; ++i) c.run()->wait();
     pg.barrier()->wait();
+    const int64_t sent0 = pg.bytes_sent();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) c.run()->wait();
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    const double sent = static_cast<double>(pg.bytes_sent() - sent0) / iters;
     c.fill();
     pg.barrier()->wait();
     c.run()->wait();
-    Tensor stats = Tensor::zeros({2}, DType::f64);  // slowest time, wrong elements over ranks
+    Tensor stats = Tensor::zeros({2}, DType::f64);  // the slowest time, the most bytes sent
     stats.data<double>()[0] = us;
+    stats.data<double>()[1] = sent;
     pg.all_reduce(stats, {ReduceOp::max})->wait();
     Tensor wrong = Tensor::zeros({1}, DType::i64);
     wrong.data<int64_t>()[0] = c.count_wrong();
@@ -166,6 +169,7 @@ std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) 
     row.busbw = row.algbw * bus_factor(o.op, n);
     row.wrong = wrong.data<int64_t>()[0];
     row.registered = c.registered;
+    row.sent = stats.data<double>()[1];
     rows.push_back(row);
   }
   return rows;

@@ -7,7 +7,9 @@
 // all_to_all (n-1)/n; broadcast, reduce and sendrecv 1), GB = 1e9 B. `size` is
 // the bytes of the whole buffer (the gathered output for all_gather, the input
 // for reduce_scatter). #wrong counts elements of a final checked run that differ
-// from the expected result on any rank.
+// from the expected result on any rank. sent is measured: the most bytes any
+// rank's point-to-point messages carried per timed op (ProcessGroup::bytes_sent;
+// 0 for direct-read shared-memory algorithms, which send no messages).
 //
 //   auto rows = comm::bench_collective(*pg, {.op = "all_reduce", .max_bytes = 1 << 20});
 //   for (auto& r : rows) printf("%zu %.1f\n", r.bytes, r.busbw);
@@ -39,6 +41,7 @@ struct BenchRow {
   double time_us = 0, algbw = 0, busbw = 0;  // GB/s
   int64_t wrong = 0;
   bool registered = false;
+  double sent = 0;                // bytes per op, the busiest rank's
 };
 
 // Collective over the group: every rank calls it with the same options.

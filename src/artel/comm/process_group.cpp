@@ -7,6 +7,7 @@
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/backends.h"
+#include "artel/comm/counted_transport.h"
 #include "artel/comm/progress.h"
 #include "artel/comm/signature.h"
 
@@ -32,7 +33,7 @@ ReduceOp parse_reduce_op(const std::string& name) {
 struct ProcessGroup::Impl {
   GroupOptions opts;
   std::string name;
-  std::shared_ptr<Transport> transport;
+  std::shared_ptr<CountedTransport> transport;
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;                      // collectives issued
   std::shared_ptr<std::atomic<int64_t>> held = std::make_shared<std::atomic<int64_t>>(0);  // alloc()'s live bytes
@@ -206,6 +207,8 @@ Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
 }
 
 int64_t ProcessGroup::allocated_bytes() const { return *impl_->held; }
+int64_t ProcessGroup::bytes_sent() const { return impl_->transport->bytes_sent(); }
+int64_t ProcessGroup::bytes_received() const { return impl_->transport->bytes_received(); }
 
 namespace {
 
@@ -213,7 +216,7 @@ std::shared_ptr<ProcessGroup> make_group(const GroupOptions& opts, std::string n
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->opts = opts;
   impl->name = std::move(name);
-  impl->transport = std::move(t);
+  impl->transport = std::make_shared<CountedTransport>(std::move(t));
   impl->progress = std::make_shared<Progress>(impl->transport, impl->name, opts.timeout);
   impl->progress->start();
   return std::make_shared<ProcessGroup>(std::move(impl));

@@ -191,6 +191,11 @@ class ProcessGroup {
   // Bytes of alloc()'s tensors still alive on this group (communication
   // buffers of a memory report).
   int64_t allocated_bytes() const;
+  // Bytes this rank's point-to-point messages have carried on this group so
+  // far, of collectives' steps and send/recv alike (counted_transport.h:
+  // direct-read shared-memory algorithms move data without messages).
+  int64_t bytes_sent() const;
+  int64_t bytes_received() const;
 
  private:
   std::unique_ptr<Impl> impl_;
