@@ -114,6 +114,32 @@ TEST_F(TrainPs, BspFailsTheJobWhenAWorkerDies) {
   EXPECT_NE(r.err.find("stopping the other"), std::string::npos) << r.err;
 }
 
+// The servers write their shards and optimizer state into the run's
+// checkpoints; a job restarted after a worker or a server died resumes from
+// them to the weights of a run that never stopped, bit for bit (BSP).
+TEST_F(TrainPs, BspResumesExactlyFromTheServersCheckpoints) {
+  const std::string m =
+      std::string(kMlp) + " --optimizer adamw --lr 0.001 --steps 6 --batch-size 8 --nproc 4 --ps-servers 2 --checkpoint-every 3";
+  ok(train(m + out("whole")));
+  EXPECT_TRUE(fs::exists(dir_ / "whole" / "checkpoints" / "ckpt-00000003" / "manifest.json"));
+  Result worker = train(m + " --max-restarts 1" + out("worker"), "ARTEL_TEST_FAULT=kill@1:4");
+  ok(worker);
+  EXPECT_NE(worker.out.find("resuming from"), std::string::npos) << worker.out;
+  Result server = train(m + " --max-restarts 1" + out("server"), "ARTEL_TEST_FAULT=kill@5:4");
+  ok(server);
+  EXPECT_NE(server.err.find("parameter server 1 (rank 5) was killed"), std::string::npos) << server.err;
+  for (const char* run : {"worker", "server"}) {
+    const double d = max_weight_diff("whole", run);
+    std::cout << "[ resume ] BSP, " << run << " killed after step 4, resumed from step 3: max |weight difference| " << d
+              << "\n";
+    EXPECT_EQ(d, 0.0) << run;
+  }
+  // Without restarts a dead server ends the job, naming it.
+  Result dead = train(m + out("dead"), "ARTEL_TEST_FAULT=kill@4:2");
+  EXPECT_NE(dead.code, 0);
+  EXPECT_NE(dead.err.find("parameter server 0 (rank 4)"), std::string::npos) << dead.err;
+}
+
 TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
   const std::string m = std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 1";
   auto refused = [&](const std::string& args, const std::string& env, const std::string& says) {
@@ -127,7 +153,6 @@ TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
   refused("--staleness soon", "", "--staleness 'soon' is not a clock count");
   refused("--staleness -2", "", "--staleness '-2' is not a clock count");
   refused("--zero 2", "", "--zero with --ps-servers");
-  refused("--checkpoint-every 1", "", "--checkpoint-every with --ps-servers");
   refused("--micro-batches 2 --batch-size 4", "", "--ps-servers with --tp / --pp / --micro-batches");
   refused("", "ARTEL_TEST_SLOW=fast", "ARTEL_TEST_SLOW='fast' is malformed");  // said by every worker
 }

@@ -64,6 +64,7 @@ void run_job(std::optional<int64_t> staleness, int64_t steps, int stalled, int64
       grads.push_back(Tensor::full(p.shape, -static_cast<float>(kWorkers)));
     }
     client.start(kParams, values, w == 0);
+    if (w == 0) client.start_clock(0);
     for (int64_t c = 0; c < steps; ++c) {
       if (w == stalled && c == stall_at) {
         std::unique_lock lock(shared.mu);
@@ -166,6 +167,7 @@ TEST(ParameterServer, SspDropsAWorkerThatLeavesAndTheOthersFinish) {
     std::vector<Tensor> values = {Tensor::zeros({5})}, grads = {Tensor::full({5}, -3.0f)};
     PsClient client(world, roles, 1, std::chrono::seconds(360));
     client.start({{"x", {5}}}, values, world.rank() == 0);
+    if (world.rank() == 0) client.start_clock(0);
     const int64_t steps = world.rank() == 2 ? 2 : 10;  // worker 2 leaves without a word after 2 steps
     for (int64_t c = 0; c < steps; ++c) {
       const int64_t view = client.pull(c, client.required_view(c));
@@ -210,6 +212,7 @@ TEST(ParameterServer, SparseTablesMoveOnlyTheRowsAStepReads) {
                                  Tensor::full({6}, -static_cast<float>(kWorkers))};
     PsClient client(world, roles, 0, std::chrono::seconds(360));
     client.start(params, values, w == 0);
+    if (w == 0) client.start_clock(0);
     // Worker w's rows: its own, one each side of the servers' cut, and row 7 (every worker's).
     const std::vector<int64_t> rows = {7, 10 + w, kRows / 2 - 1 - w, kRows / 2 + w};
     std::vector<int64_t> mine = rows;

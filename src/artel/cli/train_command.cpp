@@ -20,8 +20,9 @@
 //
 // Note [Fault injection]: ARTEL_TEST_FAULT=kill@R:K (or stop@R:K) makes rank R
 // raise SIGKILL (SIGSTOP) on itself right after step K (and its checkpoint),
-// on the first attempt only (ARTEL_RESTART_COUNT = 0). It exists for the
-// restart and timeout tests; a malformed value is an error.
+// on the first attempt only (ARTEL_RESTART_COUNT = 0); a parameter server's
+// rank, once every live worker has pushed step K. It exists for the restart
+// and timeout tests; a malformed value is an error.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -144,6 +145,8 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   lc.memory_per_worker = memory_per_worker(job);
   if (cfg.ps_servers > 0) {  // the servers are the last ranks (parallel/ps_protocol.h)
     lc.nproc = job.nproc + static_cast<int>(cfg.ps_servers);
+    for (int s = 0; s < cfg.ps_servers; ++s)
+      lc.rank_names[job.nproc + s] = "parameter server " + std::to_string(s) + " (rank " + std::to_string(job.nproc + s) + ")";
     if (parallel::parse_staleness(cfg.staleness) != 0) {
       for (int w = 0; w < job.nproc; ++w) lc.may_fail.push_back(w);
       lc.may_fail_reason = "the parameter servers drop a worker under --staleness " + cfg.staleness;

@@ -102,7 +102,7 @@ class Attempt {
     read_available(rank);  // its last words before our message about it
     const int status = *workers_[rank].status();
     if (std::find(config_.may_fail.begin(), config_.may_fail.end(), rank) != config_.may_fail.end()) {
-      say("artel launch: worker " + std::to_string(rank) + " " + describe_exit(status) + "; the job goes on without it (" +
+      say("artel launch: " + config_.name_of(rank) + " " + describe_exit(status) + "; the job goes on without it (" +
           config_.may_fail_reason + ")");
       return;
     }
@@ -110,7 +110,7 @@ class Attempt {
     const bool oom = !cgroups_.empty() && cgroups_[rank].oom_killed();
     result_ = {AttemptResult::kWorkerFailed, rank, status, oom, 0};
     int others = running_count();
-    std::string line = "artel launch: worker " + std::to_string(rank) + " " +
+    std::string line = "artel launch: " + config_.name_of(rank) + " " +
                        (oom ? describe_out_of_memory(status, *config_.memory_per_worker) : describe_exit(status));
     if (others > 0) line += "; stopping the other " + std::to_string(others) + plural(others, " worker", " workers");
     if (oom) line += std::string(" (hint: ") + kOutOfMemoryHint + ")";

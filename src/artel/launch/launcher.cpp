@@ -25,7 +25,7 @@ void say(const LaunchConfig& config, std::string line) {
 }
 
 std::string failure_text(const LaunchConfig& config, const AttemptResult& r) {
-  return "worker " + std::to_string(r.rank) + " " +
+  return config.name_of(r.rank) + " " +
          (r.out_of_memory ? describe_out_of_memory(r.wait_status, config.memory_per_worker.value_or(0))
                           : describe_exit(r.wait_status));
 }
@@ -45,6 +45,11 @@ void LaunchConfig::validate() const {
   if (memory_per_worker && *memory_per_worker < (1 << 20))
     throw Error("--memory-per-worker must be at least 1 MiB, got " + format_memory_size(*memory_per_worker),
                 "a worker needs tens of MiB just to start; try 1G");
+}
+
+std::string LaunchConfig::name_of(int rank) const {
+  auto it = rank_names.find(rank);
+  return it != rank_names.end() ? it->second : "worker " + std::to_string(rank);
 }
 
 int LaunchConfig::threads_per_worker() const {

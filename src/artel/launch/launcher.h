@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ struct LaunchConfig {
   // with `may_fail_reason`, and lets the others go on.
   std::vector<int> may_fail;
   std::string may_fail_reason;
+  // What the launcher's messages call a rank that is not a plain worker
+  // (rank 4 -> "parameter server 0 (rank 4)"); the others are "worker R".
+  std::map<int, std::string> rank_names;
+  std::string name_of(int rank) const;
   int out_fd = STDOUT_FILENO;        // where the workers' prefixed stdout lines go
   int err_fd = STDERR_FILENO;        // their stderr lines, and the launcher's own messages
 

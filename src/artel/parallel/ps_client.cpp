@@ -190,6 +190,36 @@ void PsClient::push(int64_t clock, double lr, int64_t staleness, const std::vect
   for (std::vector<int64_t>& t : touched_) t.clear();
 }
 
+void PsClient::start_clock(int64_t clock) {
+  for (int s = 0; s < roles_.servers; ++s)
+    with_server(s, [&](comm::ProcessGroup& pair) { ps_send_header(pair, 1, PsMessage::kStart, clock); });
+}
+
+void PsClient::ask_every_server(PsMessage kind, int64_t step, const std::string& dir) {
+  finish_pushes();
+  for (int s = 0; s < roles_.servers; ++s)  // all at once: they write in parallel
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      ps_send_header(pair, 1, kind, step, static_cast<int64_t>(dir.size()));
+      ps_send_text(pair, 1, dir);
+    });
+  for (int s = 0; s < roles_.servers; ++s) {
+    std::string problem;
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      std::vector<int64_t> h = ps_recv_header(pair, 1);
+      ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kOutcome), "expected an outcome, got message kind ", h[0]);
+      problem = ps_recv_text(pair, 1, h[2]);
+      if (h[1] == 0 && problem.empty()) problem = "it failed without saying why";
+    });
+    if (!problem.empty())
+      throw Error("parameter server " + std::to_string(s) + " (rank " + std::to_string(roles_.server_rank(s)) + ") " +
+                  (kind == PsMessage::kCheckpoint ? "could not write" : "could not read") + " its shard of step " +
+                  std::to_string(step) + ": " + problem);
+  }
+}
+
+void PsClient::checkpoint(int64_t step, const std::string& dir) { ask_every_server(PsMessage::kCheckpoint, step, dir); }
+void PsClient::restore(int64_t step, const std::string& dir) { ask_every_server(PsMessage::kRestore, step, dir); }
+
 std::vector<PsWorkerStats> PsClient::stats() {
   finish_pushes();
   std::vector<int64_t> words;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "artel/comm/process_group.h"
@@ -53,6 +54,16 @@ class PsClient {
   // what this step's read missed (clock − view), for the statistics. Of a
   // sparse table, only the rows pulled since the last push go.
   void push(int64_t clock, double lr, int64_t staleness, const std::vector<Tensor>& grads);
+  // Worker 0, before its first step: every worker's clock starts at `clock`
+  // (0, or a resumed run's step); the servers answer no read before.
+  void start_clock(int64_t clock);
+  // Worker 0: every server writes its shard of the checkpoint of `step`
+  // under `dir` once every live worker has pushed that step / reads its
+  // shard back from checkpoint directory `dir`. Throws naming a server that
+  // could not, with its reason.
+  void checkpoint(int64_t step, const std::string& dir);
+  void restore(int64_t step, const std::string& dir);
+
   // Server 0's statistics of every worker (collected from their pushes).
   std::vector<PsWorkerStats> stats();
   // Tells every server this worker is finished (after its last push or read).
@@ -71,6 +82,7 @@ class PsClient {
   // One server's read of `sel` (and `rows`) into the values; its view.
   int64_t read(int s, PsSelection sel, const PsRowList& rows);
   void send_rows(comm::ProcessGroup& pair, const std::vector<int64_t>& words);
+  void ask_every_server(PsMessage kind, int64_t step, const std::string& dir);  // and wait for their outcomes
 
   PsRoles roles_;
   std::optional<int64_t> staleness_;

@@ -39,6 +39,11 @@ int64_t PsClock::required_view(int worker) const {
   return std::max<int64_t>(0, clocks_[static_cast<size_t>(worker)] - *staleness_);
 }
 
+void PsClock::start_at(int64_t clock) {
+  ARTEL_CHECK(clock >= 0, "a clock starts at 0 or later, got ", clock);
+  std::fill(clocks_.begin(), clocks_.end(), clock);
+}
+
 void PsClock::advance(int worker) {
   check(worker);
   ARTEL_CHECK(!dropped_[static_cast<size_t>(worker)], "worker ", worker, " was dropped and cannot push any more");

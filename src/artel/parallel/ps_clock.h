@@ -39,6 +39,7 @@ class PsClock {
   // worker's read: c - s; 0 (nothing required) under ASP or early on.
   int64_t required_view(int worker) const;
   void advance(int worker);  // the worker pushed its step: clock + 1
+  void start_at(int64_t clock);  // every worker's clock, before any push (a resumed run's first)
   void drop(int worker);     // no longer waited for; its clock stays as it was
   bool dropped(int worker) const;
   int live_workers() const;

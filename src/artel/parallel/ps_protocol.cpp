@@ -129,6 +129,18 @@ std::vector<int64_t> ps_recv_header(comm::ProcessGroup& pair, int peer) {
 
 int64_t ps_word_count(int64_t bytes) { return (bytes + 7) / 8; }
 
+void ps_send_text(comm::ProcessGroup& pair, int peer, const std::string& text) {
+  if (!text.empty()) pair.send(ps_words(text), peer)->wait();
+}
+
+std::string ps_recv_text(comm::ProcessGroup& pair, int peer, int64_t bytes) {
+  ARTEL_CHECK(bytes >= 0 && bytes < (1 << 20), "parameter server: a text of ", bytes, " bytes");
+  if (bytes == 0) return "";
+  Tensor words = Tensor::zeros({ps_word_count(bytes)}, DType::i64);
+  pair.recv(words, peer)->wait();
+  return ps_text(words, bytes);
+}
+
 Tensor ps_words(const std::string& text) {
   Tensor t = Tensor::zeros({std::max<int64_t>(1, ps_word_count(static_cast<int64_t>(text.size())))}, DType::i64);
   std::memcpy(t.data<int64_t>(), text.data(), text.size());

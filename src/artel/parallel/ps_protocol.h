@@ -20,10 +20,21 @@
 //                                      gradient of the elements selected
 //     kStats  [kind]                   -> kStatsReply (server 0 keeps them)
 //     kDone   [kind, clock]            the worker is finished
+//     kStart  [kind, clock]            worker 0, before its first step: every
+//                                      worker's clock starts here (a resumed
+//                                      run's step); no pull is answered before
+//     kCheckpoint [kind, step, path bytes] then the path   worker 0: write
+//                                      this server's shard of the checkpoint
+//                                      of `step` once every live worker has
+//                                      pushed it -> kOutcome
+//     kRestore [kind, step, path bytes] then the path   worker 0: read this
+//                                      server's elements and optimizer state
+//                                      back from that checkpoint -> kOutcome
 //   server -> worker
 //     kValues [kind, view, elements] then the elements selected: every
 //                          update of clocks below `view` from every live worker is in them
 //     kStatsReply [kind, words] then `words` int64s (PsWorkerStats, encoded)
+//     kOutcome [kind, ok, text bytes] then the text: what went wrong, if anything
 //
 // A server's elements are its parts of every parameter (ps_shard_plan.h),
 // flat, in the plan's parameter order: PsLayout says where each part sits.
@@ -43,7 +54,9 @@
 
 namespace artel::parallel {
 
-enum class PsMessage : int64_t { kHello = 1, kPull, kValues, kPush, kStats, kStatsReply, kDone };
+enum class PsMessage : int64_t {
+  kHello = 1, kPull, kValues, kPush, kStats, kStatsReply, kDone, kStart, kCheckpoint, kRestore, kOutcome
+};
 inline constexpr int64_t kHeaderWords = 6;
 
 // Who is who in the world of a parameter-server job.
@@ -102,6 +115,9 @@ struct PsLayout {
 void ps_send_header(comm::ProcessGroup& pair, int peer, PsMessage kind, int64_t a = 0, int64_t b = 0, int64_t c = 0,
                     int64_t d = 0, int64_t e = 0);
 std::vector<int64_t> ps_recv_header(comm::ProcessGroup& pair, int peer);
+// A text (a path, an error) after a header that gives its length.
+void ps_send_text(comm::ProcessGroup& pair, int peer, const std::string& text);
+std::string ps_recv_text(comm::ProcessGroup& pair, int peer, int64_t bytes);
 // int64 words <-> the bytes of a text (the table) or of stats.
 Tensor ps_words(const std::string& text);
 std::string ps_text(const Tensor& words, int64_t bytes);

@@ -107,6 +107,18 @@ bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
     case PsMessage::kStats:
       answer_stats(w);
       return true;
+    case PsMessage::kStart: {
+      std::lock_guard lock(mu_);
+      clock_.start_at(h[1]);
+      started_ = true;
+      cv_.notify_all();
+      return true;
+    }
+    case PsMessage::kCheckpoint:
+    case PsMessage::kRestore:
+      checkpoint(w, static_cast<PsMessage>(h[0]) == PsMessage::kCheckpoint, h[1],
+                 ps_recv_text(*pairs_[static_cast<size_t>(w)], 0, h[2]));
+      return true;
     case PsMessage::kDone: {
       std::lock_guard lock(mu_);
       done_[static_cast<size_t>(w)] = true;
@@ -158,6 +170,7 @@ void ParameterServer::apply_push(int w, int64_t clock, double lr, int64_t stalen
   std::lock_guard lock(mu_);
   ARTEL_CHECK(clock == clock_.clock(w), "parameter server ", index_, ": worker ", w, " pushed clock ", clock,
               " but is at clock ", clock_.clock(w));
+  const int64_t slowest = clock_.min_clock();
   PsWorkerStats& s = stats_[static_cast<size_t>(w)];
   ++s.pushes;
   s.staleness.record(staleness);
@@ -182,6 +195,7 @@ void ParameterServer::apply_push(int w, int64_t clock, double lr, int64_t stalen
     }
     clock_.advance(w);
   }
+  if (opts_.after_clock && clock_.min_clock() > slowest) opts_.after_clock(clock_.min_clock());
   cv_.notify_all();
 }
 
@@ -192,7 +206,7 @@ void ParameterServer::answer_pull(int w, int64_t required, PsSelection sel, int6
   int64_t view = 0;
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return clock_.min_clock() >= required || !fatal_.empty(); });
+    cv_.wait(lock, [&] { return (started_ && clock_.min_clock() >= required) || !fatal_.empty(); });
     if (!fatal_.empty()) throw Error("parameter server " + std::to_string(index_) + " is stopping: " + fatal_);
     view = clock_.min_clock();
     const float* src = values_.data<float>();
@@ -204,6 +218,30 @@ void ParameterServer::answer_pull(int w, int64_t required, PsSelection sel, int6
   comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
   ps_send_header(pair, 0, PsMessage::kValues, view, out.numel());
   if (out.numel() > 0) pair.send(out, 0)->wait();
+}
+
+void ParameterServer::checkpoint(int w, bool save, int64_t step, const std::string& dir) {
+  std::string problem;
+  {
+    std::unique_lock lock(mu_);  // no push lands while the shard is written or read
+    if (save) cv_.wait(lock, [&] { return clock_.min_clock() >= step || !fatal_.empty(); });
+    const PsShard shard{*layout_, index_, values_, *optimizer_};
+    try {
+      if (!fatal_.empty()) throw Error(fatal_);
+      if (save) {
+        if (!opts_.save) throw Error("this parameter server writes no checkpoints");
+        opts_.save(shard, step, dir);
+      } else {
+        if (!opts_.restore) throw Error("this parameter server reads no checkpoints");
+        opts_.restore(shard, dir);
+      }
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  ps_send_header(pair, 0, PsMessage::kOutcome, problem.empty() ? 1 : 0, static_cast<int64_t>(problem.size()));
+  ps_send_text(pair, 0, problem);
 }
 
 void ParameterServer::answer_stats(int w) {

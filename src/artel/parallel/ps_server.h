@@ -53,12 +53,31 @@
 
 namespace artel::parallel {
 
+// What a server's checkpoint hooks see: its part of every parameter (the
+// layout's segments of this server, at their offsets in `values`) and the
+// optimizer that owns those elements.
+struct PsShard {
+  const PsLayout& layout;
+  int server;
+  Tensor values;
+  optim::Optimizer& optimizer;
+};
+
 struct PsServerOptions {
   std::optional<int64_t> staleness = 0;  // Note [Consistency]; nullopt: ASP
   // The optimizer over parameters of the whole model's shapes (the same
   // recipe as a worker's); the server shards it to its own elements.
   std::function<std::unique_ptr<optim::Optimizer>(const nn::NamedParameters&)> make_optimizer;
   std::ostream* log = nullptr;  // drop lines (server 0); null: std::cerr
+  // Write this server's shard of the checkpoint of `step` under `dir` (the
+  // run's checkpoint folder) / read it back from checkpoint directory `dir`.
+  // Called with every push held off; they throw artel::Error on failure.
+  // Null: checkpoints are refused.
+  std::function<void(const PsShard&, int64_t step, const std::string& dir)> save;
+  std::function<void(const PsShard&, const std::string& dir)> restore;
+  // Called with the slowest live worker's clock each time it advances (a
+  // test's fault injection: "after step K" on a server). Null: nothing.
+  std::function<void(int64_t)> after_clock;
 };
 
 class ParameterServer {
@@ -87,6 +106,8 @@ class ParameterServer {
   void answer_pull(int w, int64_t required, PsSelection sel, int64_t row_words);
   PsRowList receive_rows(int w, int64_t words);
   void answer_stats(int w);
+  // kCheckpoint, kRestore: run the hook, answer kOutcome.
+  void checkpoint(int w, bool save, int64_t step, const std::string& dir);
   void lose(int w, const std::string& why);  // a worker's group failed before it was done
   // Waits for `work` while watching stop_; false when stopping first.
   bool await(const comm::WorkPtr& work);
@@ -109,6 +130,7 @@ class ParameterServer {
   std::vector<bool> done_;
   std::vector<PsWorkerStats> stats_;
   std::string fatal_;
+  bool started_ = false;  // worker 0's kStart came: pulls may be answered
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

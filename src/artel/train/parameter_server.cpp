@@ -10,6 +10,7 @@
 #include "artel/core/trace.h"
 #include "artel/nn/embedding.h"
 #include "artel/parallel/ps_server.h"
+#include "artel/train/ps_server_checkpoint.h"
 #include "artel/train/recipe.h"
 
 namespace artel::train {
@@ -40,9 +41,6 @@ void check_parameter_server(const TrainConfig& cfg) {
   if (cfg.was_given("zero"))
     throw Error("--zero with --ps-servers: the servers already hold the optimizer state, sharded over them",
                 "drop --zero");
-  if (cfg.checkpoint_every > 0)
-    throw Error("--checkpoint-every with --ps-servers: checkpoints of the servers' shards are not written yet",
-                "drop --checkpoint-every (or train with data parallelism, whose checkpoints resume exactly)");
 }
 
 ParameterServerStrategy::ParameterServerStrategy(comm::ProcessGroup& world, parallel::PsRoles roles,
@@ -76,7 +74,34 @@ nn::NamedParameters ParameterServerStrategy::build(nn::Model& model, const data:
   return params;
 }
 
+void ParameterServerStrategy::start_servers() {
+  if (started_) return;
+  started_ = true;
+  if (rank_ == 0) client_.start_clock(clock_);
+}
+
+void ParameterServerStrategy::begin_step(int64_t k) {
+  clock_ = k - 1;
+  start_servers();  // the first step: k - 1 is 0, or the step a resumed run restored
+}
+
+nlohmann::json ParameterServerStrategy::layout() {
+  const parallel::PsRoles& roles = client_.roles();
+  return {{"world", roles.workers}, {"dp", roles.workers}, {"pp", 1}, {"tp", 1}, {"ps_servers", roles.servers}};
+}
+
+void ParameterServerStrategy::write_other_shards(int64_t step, const std::string& store_dir) {
+  if (rank_ == 0) client_.checkpoint(step, store_dir);
+}
+
+void ParameterServerStrategy::read_other_shards(int64_t step, const std::string& dir) {
+  if (rank_ != 0) return;
+  client_.restore(step, dir);
+  clock_ = step;
+}
+
 void ParameterServerStrategy::pull(int64_t required, parallel::PsSelection sel) {
+  start_servers();
   trace::Scope span("pull", "sync", "comm");
   const int64_t view = client_.pull(clock_, required, sel);
   last_staleness_ = std::max<int64_t>(0, clock_ - view);
@@ -251,7 +276,10 @@ void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
       *world_, roles,
       parallel::PsServerOptions{.staleness = staleness,
                                 .make_optimizer = [cfg](const nn::NamedParameters& p) { return make_optimizer(cfg, p); },
-                                .log = run.out});
+                                .log = run.out,
+                                .save = save_ps_shard(cfg.keep_checkpoints),
+                                .restore = restore_ps_shard(),
+                                .after_clock = run.after_step});
 }
 
 ParameterServerJob::~ParameterServerJob() = default;

@@ -53,7 +53,18 @@ class ParameterServerStrategy : public Strategy {
   // gets a hook that pulls the rows it is about to read during a step.
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
-  void begin_step(int64_t k) override { clock_ = k - 1; }
+  void begin_step(int64_t k) override;
+  // Checkpoints: the servers hold the model and its optimizer state, so
+  // they write and read the shards (ps_server_checkpoint.h); worker 0 asks
+  // them and writes only its dropout generator.
+  std::vector<HeldPart> held_parts(optim::Optimizer&) override { return {}; }
+  std::vector<HeldPart> wanted_parts(optim::Optimizer&) override { return {}; }
+  // {"world": workers, "dp": workers, "pp": 1, "tp": 1, "ps_servers": S}
+  nlohmann::json layout() override;
+  int shard() override { return rank_ == 0 ? 0 : -1; }
+  int shards() override { return 1 + client_.roles().servers; }
+  void write_other_shards(int64_t step, const std::string& store_dir) override;
+  void read_other_shards(int64_t step, const std::string& dir) override;
   double forward_backward(std::span<const data::Batch> micro_batches) override;  // pull first
   double sync_gradients() override { return pull_s_; }
   double optimizer_step(optim::Optimizer& optimizer) override;  // the push
@@ -68,6 +79,7 @@ class ParameterServerStrategy : public Strategy {
   // Into the model (everything, by default); records the staleness of a step's read.
   void pull(int64_t required, parallel::PsSelection sel = {});
   void count_step_bytes(int64_t sent_before, int64_t received_before);
+  void start_servers();  // worker 0, once: every worker's clock starts at clock_
   void fetch_rows(size_t param, const Tensor& ids);  // a sparse table's lookup during a step
 
 
@@ -75,6 +87,7 @@ class ParameterServerStrategy : public Strategy {
   std::optional<int64_t> staleness_;
   bool sparse_tables_;
   parallel::PsClient client_;
+  bool started_ = false;                       // the servers were told where the clocks start
   bool in_step_ = false;                       // between a step's pull and its backward
   int64_t required_ = 0;                       // the view this step's reads must hold
   std::vector<std::vector<int64_t>> fetched_;  // per parameter: rows of a sparse table read this step
@@ -92,7 +105,7 @@ class ParameterServerStrategy : public Strategy {
 class ParameterServerJob {
  public:
   // Collective over `world`. Throws for settings a parameter server cannot
-  // honour (checkpoints, tensor or pipeline parallelism, --zero).
+  // honour (tensor or pipeline parallelism, --zero).
   ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world);
   // A model and dataset of the user's own (Trainer's second constructor):
   // the workers train them; the servers take the parameter table from worker 0

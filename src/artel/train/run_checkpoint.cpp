@@ -20,14 +20,14 @@ Compatibility run_compatibility(const TrainConfig& cfg, int64_t vocab_size) {
 
 void save_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Model& model,
                          const CheckpointStore& store, const RunPosition& pos) {
-  comm::ProcessGroup* world = strategy.world_group();
-  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
   if (strategy.reporter()) store.begin(pos.step);
   strategy.barrier();  // no worker writes its shard while a manifest of an earlier attempt could name it
   std::optional<StageDropout> dropout;
   if (strategy.writes_dropout())  // a model without dropout: a placeholder state
     dropout = StageDropout{strategy.stage(), model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};
-  store.write_shard(pos.step, rank, strategy.held_parts(optimizer), dropout);
+  if (const int shard = strategy.shard(); shard >= 0)
+    store.write_shard(pos.step, shard, strategy.held_parts(optimizer), dropout);
+  strategy.write_other_shards(pos.step, store.dir());
   strategy.barrier();  // every shard is durable
   if (!strategy.reporter()) return;
   Manifest m;
@@ -36,7 +36,7 @@ void save_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Mo
   m.global_batch = pos.global_batch;
   m.model = pos.model;
   m.layout = pos.layout;
-  store.commit(std::move(m), size);
+  store.commit(std::move(m), strategy.shards());
 }
 
 RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Model& model,
@@ -47,6 +47,7 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     std::vector<bool> found;
     for (HeldPart& p : wanted) found.push_back(ck.read(p));
     load_optimizer_parts(wanted, found, optimizer, ck.dir());
+    strategy.read_other_shards(ck.manifest().step, ck.dir());
     const std::vector<RngState>& dropout = ck.manifest().dropout;
     out.dropout_restored = static_cast<int>(dropout.size()) == strategy.stages();
     if (out.dropout_restored && model.dropout_rng())

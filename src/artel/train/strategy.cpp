@@ -55,6 +55,16 @@ EvalResult Strategy::evaluate(const data::Dataset& data, const EvalOptions& opts
   return train::evaluate(*model_, data, opts);
 }
 
+int Strategy::shard() {
+  comm::ProcessGroup* world = world_group();
+  return world ? world->rank() : 0;
+}
+
+int Strategy::shards() {
+  comm::ProcessGroup* world = world_group();
+  return world ? world->size() : 1;
+}
+
 bool Strategy::all_agree(bool mine) {
   comm::ProcessGroup* world = world_group();
   if (!world) return mine;

@@ -109,6 +109,15 @@ class Strategy {
   virtual std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) {
     return parts_to_read(holdings(optimizer), optimizer);
   }
+  // This worker's shard of a checkpoint (-1: it writes none) and how many
+  // shards a checkpoint has: by default one per worker of world_group().
+  virtual int shard();
+  virtual int shards();
+  // Shards other processes write at this worker's request (a parameter
+  // server's), under the run's checkpoint folder `store_dir`, after this
+  // worker's own; and read back from checkpoint directory `dir`.
+  virtual void write_other_shards(int64_t /*step*/, const std::string& /*store_dir*/) {}
+  virtual void read_other_shards(int64_t /*step*/, const std::string& /*dir*/) {}
   // This worker's pipeline stage, of how many; and whether it is the one
   // worker of its stage that writes the stage's dropout generator.
   virtual int stage() const { return 0; }
