@@ -155,6 +155,7 @@ TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
   refused("--zero 2", "", "--zero with --ps-servers");
   refused("--micro-batches 2 --batch-size 4", "", "--ps-servers with --tp / --pp / --micro-batches");
   refused("", "ARTEL_TEST_SLOW=fast", "ARTEL_TEST_SLOW='fast' is malformed");  // said by every worker
+  refused("", "ARTEL_TEST_SLOW=turns:0.5", "ARTEL_TEST_SLOW='turns:0.5' is malformed");
 }
 
 }  // namespace

@@ -192,33 +192,40 @@ int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOpt
 // Note [Test slowdown]: ARTEL_TEST_SLOW=RANK:FACTOR makes rank RANK a
 // straggler: after each step it sleeps (FACTOR − 1) times the CPU time the
 // step took, so its steps take FACTOR times as long and the cores it leaves
-// go to the others, as a slower machine's would. For repeatable straggler
-// experiments (parameter-server consistency); a malformed value is an error.
-std::function<void(int64_t)> slowdown(int rank) {
+// go to the others, as a slower machine's would. ARTEL_TEST_SLOW=turns:FACTOR
+// makes the straggler a transient one that moves: step k is slowed on worker
+// (k − 1) mod W only (W: the workers), as when background work visits one
+// machine at a time. For repeatable straggler experiments (parameter-server
+// consistency); a malformed value is an error.
+std::function<void(int64_t)> slowdown(int rank, int workers) {
   std::optional<std::string> spec = launch::process_env("ARTEL_TEST_SLOW");
   if (!spec) return {};
   int slow_rank = -1;
   double factor = 0;
   char tail = 0;
-  if (std::sscanf(spec->c_str(), "%d:%lf%c", &slow_rank, &factor, &tail) != 2 || slow_rank < 0 || !(factor >= 1) ||
-      factor > 100)
-    throw Error("ARTEL_TEST_SLOW='" + *spec + "' is malformed", "use RANK:FACTOR with FACTOR in [1, 100], e.g. 3:2");
-  if (slow_rank != rank) return {};
+  const bool turns = spec->rfind("turns:", 0) == 0;
+  const int fields = turns ? std::sscanf(spec->c_str() + 6, "%lf%c", &factor, &tail) + 1
+                           : std::sscanf(spec->c_str(), "%d:%lf%c", &slow_rank, &factor, &tail);
+  if (fields != 2 || (!turns && slow_rank < 0) || !(factor >= 1) || factor > 100)
+    throw Error("ARTEL_TEST_SLOW='" + *spec + "' is malformed",
+                "use RANK:FACTOR or turns:FACTOR with FACTOR in [1, 100], e.g. 3:2");
+  if (turns ? rank >= workers : slow_rank != rank) return {};
   auto cpu_seconds = [] {
     timespec ts{};
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
   };
-  return [factor, cpu_seconds, last = cpu_seconds()](int64_t) mutable {
+  return [factor, cpu_seconds, turns, rank, workers, last = cpu_seconds()](int64_t k) mutable {
     const double used = cpu_seconds() - last;
-    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * used));
+    if (!turns || (k - 1) % workers == rank)
+      std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * used));
     last = cpu_seconds();
   };
 }
 
 // Both test hooks after step k, the slowdown first.
-std::function<void(int64_t)> after_step_hooks(int rank, int restarts) {
-  std::function<void(int64_t)> fault = fault_injection(rank, restarts), slow = slowdown(rank);
+std::function<void(int64_t)> after_step_hooks(int rank, int workers, int restarts) {
+  std::function<void(int64_t)> fault = fault_injection(rank, restarts), slow = slowdown(rank, workers);
   if (!fault || !slow) return fault ? fault : slow;
   return [fault, slow](int64_t k) {
     slow(k);
@@ -248,7 +255,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     }
     run.resume = run.resume || restarts > 0;
     pg = comm::init_process_group(g);
-    run.after_step = after_step_hooks(pg->rank(), restarts);
+    run.after_step = after_step_hooks(pg->rank(), pg->size() - static_cast<int>(cfg.ps_servers), restarts);
     parallel::DdpOptions ddp;
     ddp.buckets = cfg.bucket_options();
     if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
