@@ -179,6 +179,36 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
                         "trains on a text file");
 }
 
+// uint16 token files (nanoGPT's layout for train, llm.c's for validation)
+// train the GPT over their vocabulary; damaged ones stop the run in one line.
+TEST_F(TrainCommand, TokenFilesTrainAndDamagedOnesAreRefused) {
+  auto write_ids = [&](const std::string& name, int n, bool header, int32_t magic = 20240520) {
+    std::ofstream f(dir_ / name, std::ios::binary);
+    if (header) {
+      std::vector<int32_t> h(256, 0);
+      h[0] = magic, h[1] = 1, h[2] = n;
+      f.write(reinterpret_cast<const char*>(h.data()), 1024);
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint16_t id = static_cast<uint16_t>(i * 7 % 300);
+      f.write(reinterpret_cast<const char*>(&id), 2);
+    }
+  };
+  write_ids("train.bin", 4000, false);
+  write_ids("val.bin", 600, true);
+  const std::string data = " --data " + (dir_ / "train.bin").string() + " --val-data " + (dir_ / "val.bin").string();
+  Result r = train(tiny_gpt("run") + data + " --vocab-size 300 --steps 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("token file " + (dir_ / "train.bin").string() + " (nanoGPT) + "), std::string::npos) << r.out;
+  auto final = artel::nn::read_safetensors((dir_ / "run" / "final.safetensors").string());
+  EXPECT_EQ(final.tensors.at("transformer.wte.weight").shape(), (artel::Shape{300, 16}));
+  const std::string out = " --out " + (dir_ / "bad").string();
+  expect_one_line_error(tiny_gpt("bad") + data + " --vocab-size 200", "outside the vocabulary of 200");
+  write_ids("magic.bin", 600, true, 7);
+  expect_one_line_error(tiny_gpt("bad") + " --data " + (dir_ / "magic.bin").string(), "instead of 20240520");
+  expect_one_line_error(tiny_gpt("bad") + " --vocab-size 300", "go with token files");
+}
+
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {
   std::string out = " --out " + (dir_ / "bad").string();
   std::ofstream(dir_ / "corrupt.safetensors") << "this is not a safetensors file at all";

@@ -145,8 +145,8 @@ TEST(OpenDataset, DecidesByPathAndExplainsFailures) {
   write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_labels(10));
   EXPECT_THAT(error_of([&] { open_dataset(dir.file("t10k-labels-idx1-ubyte.gz")); }), HasSubstr("one MNIST IDX file"));
   EXPECT_THAT(error_of([&] { open_dataset(dir.str()); }), HasSubstr("lacks its images file"));
-  write_raw(dir.file("blob.bin"), {1, 0, 2, 3});
-  EXPECT_THAT(error_of([&] { open_dataset(dir.file("blob.bin"), {.block_size = 1}); }), HasSubstr("not a text file"));
+  write_raw(dir.file("blob.dat"), {1, 0, 2, 3});
+  EXPECT_THAT(error_of([&] { open_dataset(dir.file("blob.dat"), {.block_size = 1}); }), HasSubstr("not a text file"));
   write_raw(dir.file("a.txt"), std::vector<uint8_t>(100, 'x'));
   EXPECT_THAT(error_of([&] { open_dataset(dir.file("a.txt")); }), HasSubstr("needs a block size"));
   EXPECT_EQ(open_dataset(dir.file("a.txt"), {.block_size = 4})->kind(), DatasetKind::text);

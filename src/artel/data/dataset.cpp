@@ -32,14 +32,13 @@ Batch gather_rows(const Tensor& x, const Tensor& y, const std::vector<int64_t>& 
 }
 
 // Rows of T+1 tokens of `tokens` from each start: x the first T, y the last T.
-Batch gather_text(const std::vector<int32_t>& tokens, const std::vector<int64_t>& starts, int64_t T) {
+Batch gather_text(const TokenSplit& tokens, const std::vector<int64_t>& starts, int64_t T) {
   const int64_t b = static_cast<int64_t>(starts.size());
   Batch out{Tensor::empty({b, T}, DType::i64), Tensor::empty({b, T}, DType::i64)};
   int64_t* xo = out.x.data<int64_t>();
   int64_t* yo = out.y.data<int64_t>();
   for (int64_t i = 0; i < b; ++i) {
-    const int32_t* row = tokens.data() + starts[i];
-    for (int64_t t = 0; t < T; ++t) xo[i * T + t] = row[t], yo[i * T + t] = row[t + 1];
+    for (int64_t t = 0; t < T; ++t) xo[i * T + t] = tokens[starts[i] + t], yo[i * T + t] = tokens[starts[i] + t + 1];
   }
   return out;
 }
@@ -102,13 +101,13 @@ MnistDataset::MnistDataset(MnistData data, std::string source)
                     DatasetKind::mnist),
       data_(std::move(data)) {}
 
-TextDataset::TextDataset(std::string path, std::string unit, int64_t vocab_size, std::vector<int32_t> train,
-                         std::vector<int32_t> val, int64_t block_size)
+TextDataset::TextDataset(std::string path, std::string unit, int64_t vocab_size, TokenSplit train, TokenSplit val,
+                         int64_t block_size)
     : path_(std::move(path)), unit_(std::move(unit)), vocab_size_(vocab_size), train_(std::move(train)),
       val_(std::move(val)), block_(block_size) {
   ARTEL_CHECK(block_ >= 1, "text block size must be >= 1, got ", block_);
-  auto check_split = [&](const std::vector<int32_t>& split, const char* name) {
-    if (static_cast<int64_t>(split.size()) < block_ + 1)
+  auto check_split = [&](const TokenSplit& split, const char* name) {
+    if (split.size() < block_ + 1)
       throw Error("text file " + path_ + " is too short: its " + name + " split has " + std::to_string(split.size()) +
                       " " + unit_ + ", one block needs " + std::to_string(block_ + 1),
                   "use a longer text (the " + std::string(name) + " split is " +
@@ -120,13 +119,14 @@ TextDataset::TextDataset(std::string path, std::string unit, int64_t vocab_size,
 }
 
 std::string TextDataset::describe() const {
-  return (unit_ == "words" ? "word text " : "char text ") + path_ + ": " + std::to_string(train_.size()) +
+  const char* what = unit_ == "words" ? "word text " : unit_ == "tokens" ? "token file " : "char text ";
+  return what + path_ + ": " + std::to_string(train_.size()) +
          " train / " + std::to_string(val_.size()) + " validation " + unit_ + ", vocabulary " +
          std::to_string(vocab_size_) + ", block " + std::to_string(block_);
 }
 
 namespace {
-std::vector<int32_t> widened(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+TokenSplit widened(const std::vector<uint8_t>& bytes) { return TokenSplit(std::vector<int32_t>(bytes.begin(), bytes.end())); }
 }  // namespace
 
 CharTextDataset::CharTextDataset(CharText text, int64_t block_size)
@@ -134,13 +134,14 @@ CharTextDataset::CharTextDataset(CharText text, int64_t block_size)
       text_(std::move(text)) {}
 
 WordTextDataset::WordTextDataset(WordText text, int64_t block_size)
-    : TextDataset(text.path, "words", text.vocab.size(), std::move(text.train), std::move(text.val), block_size),
+    : TextDataset(text.path, "words", text.vocab.size(), TokenSplit(std::move(text.train)), TokenSplit(std::move(text.val)),
+                  block_size),
       vocab_(std::move(text.vocab)) {}
 
 int64_t TextDataset::row_start(Order order, int64_t draw) const {
   if (order == Order::shuffle) return draw * block_;
   // (j·T) mod (n_train − T) without overflow for any j, T.
-  const int64_t m = static_cast<int64_t>(train_.size()) - block_;
+  const int64_t m = train_.size() - block_;
   return static_cast<int64_t>(static_cast<__int128>(draw) * block_ % m);
 }
 
@@ -155,20 +156,42 @@ Batch TextDataset::train_batch(const DistributedSampler& sampler, int64_t k) con
 
 int64_t TextDataset::num_val_batches(int64_t batch) const {
   ARTEL_CHECK(batch >= 1, "validation batch size must be >= 1, got ", batch);
-  return ceil_div((static_cast<int64_t>(val_.size()) - 1) / block_, batch);
+  return ceil_div((val_.size() - 1) / block_, batch);
 }
 
 Batch TextDataset::val_batch(int64_t batch, int64_t i) const {
   check_val_batch(batch, i, num_val_batches(batch));
-  const int64_t rows = (static_cast<int64_t>(val_.size()) - 1) / block_;
+  const int64_t rows = (val_.size() - 1) / block_;
   std::vector<int64_t> starts;
   for (int64_t r = i * batch; r < std::min((i + 1) * batch, rows); ++r) starts.push_back(r * block_);
   return gather_text(val_, starts, block_);
 }
 
+namespace {
+TokenSplit train_part(const TokenFile& f, bool whole) {
+  return whole ? f.tokens : f.tokens.slice(0, f.tokens.size() / 10 * 9 + f.tokens.size() % 10 * 9 / 10);
+}
+}  // namespace
+
+TokenFileDataset::TokenFileDataset(TokenFile train, std::optional<TokenFile> val, int64_t vocab_size,
+                                   int64_t block_size)
+    : TextDataset(train.path + " (" + train.layout + ")" + (val ? " + " + val->path : ", last 10% validating"),
+                  "tokens", vocab_size, train_part(train, val.has_value()),
+                  val ? val->tokens : train.tokens.slice(train_part(train, false).size(), train.tokens.size()),
+                  block_size) {}
+
+std::string TokenFileDataset::decode(std::span<const int64_t> ids) const {
+  std::string out;
+  for (int64_t id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
+  return out;
+}
+
 std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("--data " + path + " does not exist", "check the path");
+  if (fs::path(path).extension() != ".bin" && (!opts.val_path.empty() || opts.vocab_size > 0))
+    throw Error("--val-data and --vocab-size go with token files (*.bin), and --data " + path + " is not one",
+                "drop them: a text file or MNIST brings its own split and classes");
   if (fs::is_directory(path, ec)) {
     if (!looks_like_mnist_dir(path))
       throw Error("--data " + path + " is a directory without MNIST files (*images-idx3-ubyte[.gz], " +
@@ -177,6 +200,17 @@ std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOpti
     return std::make_unique<MnistDataset>(load_mnist(path), path);
   }
   std::string name = fs::path(path).filename().string();
+  if (fs::path(path).extension() == ".bin") {
+    if (opts.block_size < 1)
+      throw Error("--data " + path + " holds tokens, which need a block size (got " + std::to_string(opts.block_size) +
+                      ")",
+                  "set the model's block size");
+    const int64_t vocab = opts.vocab_size > 0 ? opts.vocab_size : 50257;
+    std::optional<TokenFile> val;
+    if (!opts.val_path.empty()) val = open_token_file(opts.val_path, vocab);
+    return std::make_unique<TokenFileDataset>(open_token_file(path, vocab), std::move(val), vocab, opts.block_size);
+  }
+
   if (name.find("-idx") != std::string::npos && name.find("-ubyte") != std::string::npos)
     throw Error("--data " + path + " is one MNIST IDX file", "pass the directory that holds both IDX files");
   CharText text = load_char_text(path);

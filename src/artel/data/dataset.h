@@ -22,12 +22,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "artel/core/tensor.h"
 #include "artel/data/char_text.h"
 #include "artel/data/mnist.h"
 #include "artel/data/sampler.h"
+#include "artel/data/token_file.h"
+#include "artel/data/token_split.h"
 #include "artel/data/word_text.h"
 
 namespace artel::data {
@@ -101,11 +105,12 @@ class TextDataset : public Dataset {
   DatasetKind kind() const override { return DatasetKind::text; }
   std::string describe() const override;
   int64_t num_classes() const override { return vocab_size_; }
-  int64_t num_train_items() const override { return (static_cast<int64_t>(train_.size()) - 1) / block_; }
+  int64_t num_train_items() const override { return (train_.size() - 1) / block_; }
   Batch train_batch(const DistributedSampler& sampler, int64_t k) const override;
   int64_t num_val_batches(int64_t batch) const override;
   Batch val_batch(int64_t batch, int64_t i) const override;
   int64_t block_size() const { return block_; }
+  const std::string& unit() const { return unit_; }  // "characters" | "words" | "tokens"
   // Start of the train row a draw reads (see the header comment).
   int64_t row_start(Order order, int64_t draw) const;
   // Token ids as text, and the token a generated sample starts from.
@@ -114,13 +119,13 @@ class TextDataset : public Dataset {
 
  protected:
   // Throws when either split is shorter than one block of T+1 tokens.
-  TextDataset(std::string path, std::string unit, int64_t vocab_size, std::vector<int32_t> train,
-              std::vector<int32_t> val, int64_t block_size);
+  TextDataset(std::string path, std::string unit, int64_t vocab_size, TokenSplit train, TokenSplit val,
+              int64_t block_size);
 
  private:
   std::string path_, unit_;  // unit: "characters" | "words"
   int64_t vocab_size_;
-  std::vector<int32_t> train_, val_;
+  TokenSplit train_, val_;
   int64_t block_;
 };
 
@@ -147,13 +152,28 @@ class WordTextDataset : public TextDataset {
   WordVocab vocab_;
 };
 
+// Token files (token_file.h): `train` trains, `val` validates; without one,
+// the last 10% of train's tokens (from int(0.9·n)) validate, as for text.
+// Ids print as numbers (decode); a sample starts from GPT-2's <|endoftext|>
+// (50256) when the vocabulary has it.
+class TokenFileDataset : public TextDataset {
+ public:
+  TokenFileDataset(TokenFile train, std::optional<TokenFile> val, int64_t vocab_size, int64_t block_size);
+  std::string decode(std::span<const int64_t> ids) const override;
+  int64_t first_token() const override { return num_classes() > 50256 ? 50256 : 0; }
+};
+
 struct DatasetOptions {
   int64_t block_size = 0;  // T, required for text
   bool words = false;      // a text file as words (WordTextDataset), not characters
+  // Token files (*.bin) only: the validation file ("" = the last 10% of
+  // --data) and the vocabulary the ids must fall in (0 = GPT-2's 50,257).
+  std::string val_path;
+  int64_t vocab_size = 0;
 };
 
-// `path` a directory with the MNIST IDX files -> MnistDataset; a text file ->
-// CharTextDataset (WordTextDataset with opts.words). Anything else throws an artel::Error saying why.
+// `path` a directory with the MNIST IDX files -> MnistDataset; a *.bin file ->
+// TokenFileDataset; a text file -> CharTextDataset (WordTextDataset with opts.words). Anything else throws an artel::Error saying why.
 std::unique_ptr<Dataset> open_dataset(const std::string& path, const DatasetOptions& opts = {});
 
 }  // namespace artel::data

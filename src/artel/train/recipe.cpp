@@ -6,7 +6,8 @@
 namespace artel::train {
 
 data::DatasetOptions dataset_options(const TrainConfig& cfg) {
-  return {.block_size = cfg.block_size, .words = cfg.model == "wordlm"};
+  return {.block_size = cfg.block_size, .words = cfg.model == "wordlm", .val_path = cfg.val_data,
+          .vocab_size = cfg.vocab_size};
 }
 
 models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size) {

@@ -26,7 +26,9 @@ struct Field {
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
       {"model", &TrainConfig::model, "gpt | wordlm | mlp | cnn"},
-      {"data", &TrainConfig::data, "text file (gpt, wordlm) or MNIST directory (mlp, cnn); default: the bundled one"},
+      {"data", &TrainConfig::data, "text file or uint16 token file *.bin (gpt, wordlm), or MNIST directory (mlp, cnn); default: the bundled one"},
+      {"val_data", &TrainConfig::val_data, "token files: the validation file (nanoGPT's val.bin); default: the last 10% of --data"},
+      {"vocab_size", &TrainConfig::vocab_size, "token files: the tokenizer's vocabulary, which every id must fall in (0 = GPT-2's 50257)"},
       {"init", &TrainConfig::init, "start from the weights in this safetensors file"},
       {"out", &TrainConfig::out, "output directory (metrics.jsonl, init/final.safetensors)"},
       {"steps", &TrainConfig::steps, "optimizer steps"},
@@ -198,6 +200,7 @@ void TrainConfig::validate() const {
   check_range("eval_batches", eval_batches >= 0, ">= 0", static_cast<double>(eval_batches));
   check_range("log_every", log_every >= 0, ">= 0", static_cast<double>(log_every));
   check_range("generate", generate >= 0, ">= 0", static_cast<double>(generate));
+  check_range("vocab_size", vocab_size >= 0 && vocab_size <= 65536, "in [0, 65536] (uint16 ids)", static_cast<double>(vocab_size));
   check_range("temperature", temperature > 0, "> 0", temperature);
   check_range("n_layer", n_layer >= 1, ">= 1", static_cast<double>(n_layer));
   check_range("n_head", n_head >= 1, ">= 1", static_cast<double>(n_head));

@@ -28,6 +28,8 @@ struct TrainConfig {
   // ---- what to train
   std::string model = "gpt";        // gpt | mlp | cnn, or the name of a user's model (Trainer's second constructor)
   std::string data;                 // text file (gpt) or MNIST directory (mlp, cnn); "" = the bundled one
+  std::string val_data;             // token files: the validation file; "" = the last 10% of `data`
+  int64_t vocab_size = 0;           // token files: ids must be below it; 0 = GPT-2's 50,257
   std::string init;                 // safetensors file to start from; "" = fresh init from `seed`
   std::string out = "runs/gpt";     // directory for metrics.jsonl, init/final.safetensors
 

@@ -435,7 +435,8 @@ RunSummary Trainer::run() {
   if (report) out() << memory_table(memory);
   if (metrics) metrics->memory(memory);
   if (report && sampling) {
-    out() << "--- " << cfg_.generate << (cfg_.model == "wordlm" ? " words" : " characters") << " sampled at temperature " << cfg_.temperature << " ---\n"
+    const auto* corpus = dynamic_cast<const data::TextDataset*>(data_.get());
+    out() << "--- " << cfg_.generate << " " << (corpus ? corpus->unit() : "tokens") << " sampled at temperature " << cfg_.temperature << " ---\n"
           << summary.sample << "\n---\n";
   }
   out() << std::flush;

@@ -1,0 +1,103 @@
+// Token files in both layouts (nanoGPT's raw uint16, llm.c's with a header),
+// as a dataset of token blocks, and every damaged file refused in one line.
+#include "artel/data/token_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "artel/data/dataset.h"
+#include "data/error_of.h"
+#include "data/temp_files.h"
+
+namespace artel::data {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace artel::data::testing;
+
+std::vector<uint8_t> raw_ids(const std::vector<uint16_t>& ids) {
+  std::vector<uint8_t> b(ids.size() * 2);
+  std::memcpy(b.data(), ids.data(), b.size());
+  return b;
+}
+
+std::vector<uint8_t> llmc(const std::vector<uint16_t>& ids, int32_t magic = kLlmcMagic, int32_t version = 1,
+                          int64_t count = -1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic, header[1] = version, header[2] = static_cast<int32_t>(count < 0 ? ids.size() : count);
+  std::vector<uint8_t> b(1024);
+  std::memcpy(b.data(), header.data(), 1024);
+  std::vector<uint8_t> body = raw_ids(ids);
+  b.insert(b.end(), body.begin(), body.end());
+  return b;
+}
+
+std::vector<uint16_t> counting(int n, int mod) {
+  std::vector<uint16_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(static_cast<uint16_t>(i % mod));
+  return ids;
+}
+
+TEST(TokenFile, ReadsNanoGptAndLlmcLayoutsInPlace) {
+  TempDir dir;
+  write_raw(dir.file("train.bin"), raw_ids(counting(1000, 50000)));
+  write_raw(dir.file("llmc_train.bin"), llmc(counting(1000, 50000)));
+  TokenFile a = open_token_file(dir.file("train.bin"), 50257);
+  TokenFile b = open_token_file(dir.file("llmc_train.bin"), 50257);
+  EXPECT_EQ(a.layout, "nanoGPT");
+  EXPECT_EQ(b.layout, "llm.c");
+  ASSERT_EQ(a.tokens.size(), 1000);
+  ASSERT_EQ(b.tokens.size(), 1000);
+  for (int64_t i = 0; i < 1000; i += 37) EXPECT_EQ(a.tokens[i], b.tokens[i]);
+  EXPECT_EQ(b.tokens[999], 999);
+}
+
+TEST(TokenFile, DamagedFilesAreRefusedInOneLine) {
+  TempDir dir;
+  auto refused = [&](const std::string& name, const std::vector<uint8_t>& bytes, const std::string& says) {
+    write_raw(dir.file(name), bytes);
+    const std::string e = error_of([&] { open_token_file(dir.file(name), 50257); });
+    EXPECT_THAT(e, HasSubstr(says)) << name;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  };
+  std::vector<uint8_t> truncated = llmc(counting(100, 7));
+  truncated.resize(truncated.size() - 10);
+  refused("truncated.bin", truncated, "is truncated: its header promises 100 tokens (1224 bytes), the file has 1214");
+  refused("magic.bin", llmc(counting(100, 7), 20240521), "has an llm.c header with magic 20240521 instead of 20240520");
+  refused("v2.bin", llmc(counting(100, 7), kLlmcMagic, 2, 50), "holds uint32 ids (llm.c version 2)");
+  refused("v9.bin", llmc(counting(100, 7), kLlmcMagic, 9), "has llm.c's magic but version 9");
+  refused("odd.bin", {1, 2, 3}, "has an odd length (3 bytes)");
+  refused("range.bin", raw_ids({5, 50257, 6}), "token 1 is 50257, outside the vocabulary of 50257");
+  refused("empty.bin", {}, "is empty");
+  EXPECT_THAT(error_of([&] { open_token_file(dir.file("none.bin"), 50257); }), HasSubstr("cannot open token file"));
+}
+
+TEST(TokenFileDataset, BlocksOfTokensWithAValidationFileOrTheLastTenth) {
+  TempDir dir;
+  write_raw(dir.file("train.bin"), raw_ids(counting(1000, 300)));
+  write_raw(dir.file("val.bin"), llmc(counting(200, 300)));
+  auto ds = open_dataset(dir.file("train.bin"), {.block_size = 8, .val_path = dir.file("val.bin"), .vocab_size = 300});
+  ASSERT_EQ(ds->kind(), DatasetKind::text);
+  EXPECT_EQ(ds->num_classes(), 300);
+  EXPECT_EQ(ds->num_train_items(), (1000 - 1) / 8);
+  DistributedSampler s = make_sampler(*ds, {.order = Order::sequential, .rank_batch = 2});
+  Batch b = ds->train_batch(s, 1);  // rows 2 and 3: tokens from 16 and 24
+  EXPECT_EQ(b.x.data<int64_t>()[0], 16);
+  EXPECT_EQ(b.y.data<int64_t>()[8 + 7], 32);
+  EXPECT_EQ(ds->num_val_batches(4), ((200 - 1) / 8 + 3) / 4);
+  EXPECT_THAT(ds->describe(), HasSubstr("(nanoGPT) + "));
+  // Without a validation file: tokens from int(0.9 · 1000) validate.
+  auto split = open_dataset(dir.file("train.bin"), {.block_size = 8, .vocab_size = 300});
+  EXPECT_EQ(split->num_train_items(), (900 - 1) / 8);
+  EXPECT_EQ(split->val_batch(1, 0).x.data<int64_t>()[0], 900 % 300);
+  EXPECT_EQ(static_cast<TextDataset&>(*split).decode(std::vector<int64_t>{3, 14}), "3 14");
+  // The flags of token files are refused with anything else.
+  write_raw(dir.file("a.txt"), {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'});
+  EXPECT_THAT(error_of([&] { open_dataset(dir.file("a.txt"), {.block_size = 2, .vocab_size = 300}); }),
+              HasSubstr("--val-data and --vocab-size go with token files"));
+}
+
+}  // namespace
+}  // namespace artel::data
