@@ -122,15 +122,19 @@ TEST_F(TrainPs, BspResumesExactlyFromTheServersCheckpoints) {
       std::string(kMlp) + " --optimizer adamw --lr 0.001 --steps 6 --batch-size 8 --nproc 4 --ps-servers 2 --checkpoint-every 3";
   ok(train(m + out("whole")));
   EXPECT_TRUE(fs::exists(dir_ / "whole" / "checkpoints" / "ckpt-00000003" / "manifest.json"));
-  Result worker = train(m + " --max-restarts 1" + out("worker"), "ARTEL_TEST_FAULT=kill@1:4");
+  // Worker 1 dies after step 5: its step 5 needed worker 0's step 4, so worker 0
+  // had committed the checkpoint of step 3 (a worker killed after step 4 may
+  // beat that commit, and the run would rightly start over).
+  Result worker = train(m + " --max-restarts 1" + out("worker"), "ARTEL_TEST_FAULT=kill@1:5");
   ok(worker);
   EXPECT_NE(worker.out.find("resuming from"), std::string::npos) << worker.out;
   Result server = train(m + " --max-restarts 1" + out("server"), "ARTEL_TEST_FAULT=kill@5:4");
   ok(server);
   EXPECT_NE(server.err.find("parameter server 1 (rank 5) was killed"), std::string::npos) << server.err;
+  EXPECT_NE(server.out.find("resuming from"), std::string::npos) << server.out;
   for (const char* run : {"worker", "server"}) {
     const double d = max_weight_diff("whole", run);
-    std::cout << "[ resume ] BSP, " << run << " killed after step 4, resumed from step 3: max |weight difference| " << d
+    std::cout << "[ resume ] BSP, " << run << " killed, resumed from step 3: max |weight difference| " << d
               << "\n";
     EXPECT_EQ(d, 0.0) << run;
   }
