@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "artel/core/error.h"
+#include "artel/train/recipe.h"
 
 namespace artel::train {
 namespace {
@@ -35,6 +36,33 @@ TEST(TrainConfig, GptDefaultsAreTheW2Recipe) {
   EXPECT_EQ(c.n_layer, 4);
   EXPECT_EQ(c.n_head, 4);
   EXPECT_EQ(c.n_embd, 128);
+}
+
+TEST(TrainConfig, PresetsAreNanoGptsGpt2RecipesAndFlagsOverrideThem) {
+  TrainConfig c = resolve_config({.overrides = {{"preset", "gpt2"}, {"steps", "5000"}}});
+  EXPECT_EQ(c.n_layer, 12);
+  EXPECT_EQ(c.n_head, 12);
+  EXPECT_EQ(c.n_embd, 768);
+  EXPECT_EQ(c.block_size, 1024);
+  EXPECT_EQ(c.vocab_multiple, 64);
+  EXPECT_EQ(model_vocab(c, 50257), 50304);
+  EXPECT_DOUBLE_EQ(c.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 0.1);
+  EXPECT_DOUBLE_EQ(c.grad_clip, 1.0);
+  EXPECT_EQ(c.lr_schedule, "cosine");
+  EXPECT_EQ(c.warmup_steps, 2000);
+  EXPECT_DOUBLE_EQ(c.lr, 6e-4);
+  EXPECT_DOUBLE_EQ(c.min_lr, 6e-5);
+  EXPECT_EQ(c.steps, 5000);  // the flag wins
+  TrainConfig m = resolve_config({.json = {{"preset", "gpt2-medium"}}, .overrides = {{"n_layer", "2"}}});
+  EXPECT_EQ(m.n_embd, 1024);
+  EXPECT_EQ(m.n_head, 16);
+  EXPECT_EQ(m.n_layer, 2);
+  EXPECT_DOUBLE_EQ(m.lr, 3e-4);
+  EXPECT_EQ(model_vocab(resolve_config({}), 65), 65);  // no preset: no padding
+  EXPECT_NE(error_of({.overrides = {{"preset", "gpt3"}}}).find("unknown preset 'gpt3'"), std::string::npos);
+  EXPECT_NE(error_of({.overrides = {{"preset", "gpt2"}, {"model", "mlp"}}}).find("is a GPT, but the model is mlp"),
+            std::string::npos);
 }
 
 TEST(TrainConfig, MlpDefaultsAreTheW1Recipe) {

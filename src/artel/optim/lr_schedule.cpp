@@ -12,7 +12,7 @@ void LrSchedule::validate() const {
   ARTEL_CHECK(warmup_steps >= 0, "warmup steps must be >= 0, got ", warmup_steps);
   if (kind == Kind::cosine) {
     ARTEL_CHECK(decay_steps > warmup_steps, "cosine schedule: decay steps (", decay_steps,
-                ") must exceed warmup steps (", warmup_steps, ")");
+                ") must exceed warmup steps (", warmup_steps, ") (hint: lower --warmup-steps or raise --steps)");
     ARTEL_CHECK(floor() <= lr, "cosine schedule: min_lr ", floor(), " above lr ", lr);
   }
 }

@@ -10,10 +10,14 @@ data::DatasetOptions dataset_options(const TrainConfig& cfg) {
           .vocab_size = cfg.vocab_size};
 }
 
+int64_t model_vocab(const TrainConfig& cfg, int64_t data_vocab) {
+  return (data_vocab + cfg.vocab_multiple - 1) / cfg.vocab_multiple * cfg.vocab_multiple;
+}
+
 models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size) {
   models::ModelConfig m;
   m.kind = cfg.model;
-  m.vocab_size = vocab_size;
+  m.vocab_size = model_vocab(cfg, vocab_size);
   m.n_layer = cfg.n_layer;
   m.n_head = cfg.n_head;
   m.n_embd = cfg.n_embd;

@@ -21,7 +21,11 @@ namespace artel::train {
 // How the model of `cfg` reads its --data (words for wordlm, else characters).
 data::DatasetOptions dataset_options(const TrainConfig& cfg);
 
-// `vocab_size` comes from the data (ignored by mlp, cnn).
+// The model's vocabulary for data of `data_vocab` classes: rounded up to
+// cfg.vocab_multiple (the padding rows are never a target).
+int64_t model_vocab(const TrainConfig& cfg, int64_t data_vocab);
+
+// `vocab_size` comes from the data (ignored by mlp, cnn), padded by model_vocab.
 models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size);
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& cfg, const nn::NamedParameters& params);

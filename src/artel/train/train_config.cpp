@@ -66,6 +66,8 @@ const std::vector<Field>& fields() {
       {"ps_sparse", &TrainConfig::ps_sparse, "parameter server: pull and push a sparse embedding table (wordlm's) by the rows a step looks up, not whole (true | false)"},
       {"staleness", &TrainConfig::staleness, "parameter server: 0 = BSP (equals data parallelism), k = SSP (no worker more than k clocks ahead of the slowest), inf = ASP (no waiting)"},
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
+      {"preset", &TrainConfig::preset, "gpt: gpt2 (124M) or gpt2-medium (350M), nanoGPT's shapes and recipe; flags override"},
+      {"vocab_multiple", &TrainConfig::vocab_multiple, "gpt: round the model's vocabulary up to a multiple of this (gpt2 pads 50257 to 50304)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
@@ -200,6 +202,8 @@ void TrainConfig::validate() const {
   check_range("eval_batches", eval_batches >= 0, ">= 0", static_cast<double>(eval_batches));
   check_range("log_every", log_every >= 0, ">= 0", static_cast<double>(log_every));
   check_range("generate", generate >= 0, ">= 0", static_cast<double>(generate));
+  check_range("vocab_multiple", vocab_multiple >= 1 && vocab_multiple <= 4096, "in [1, 4096]", static_cast<double>(vocab_multiple));
+  if (!preset.empty()) check_one_of("preset", preset, {"gpt2", "gpt2-medium"});
   check_range("vocab_size", vocab_size >= 0 && vocab_size <= 65536, "in [0, 65536] (uint16 ids)", static_cast<double>(vocab_size));
   check_range("temperature", temperature > 0, "> 0", temperature);
   check_range("n_layer", n_layer >= 1, ">= 1", static_cast<double>(n_layer));
@@ -314,16 +318,49 @@ bool TrainConfig::was_given(const std::string& key) const {
   return std::find(given.begin(), given.end(), key) != given.end();
 }
 
+void apply_preset(TrainConfig& c, const std::string& preset) {
+  if (preset.empty()) return;
+  check_one_of("preset", preset, {"gpt2", "gpt2-medium"});
+  if (c.model != "gpt")
+    throw Error("--preset " + preset + " is a GPT, but the model is " + c.model, "drop --model, or the preset");
+  const bool medium = preset == "gpt2-medium";
+  c.preset = preset;
+  c.n_layer = medium ? 24 : 12;
+  c.n_head = medium ? 16 : 12;
+  c.n_embd = medium ? 1024 : 768;
+  c.block_size = 1024;
+  c.vocab_multiple = 64;
+  c.dropout = 0.0;
+  c.optimizer = "adamw";
+  c.lr = medium ? 3e-4 : 6e-4;
+  c.min_lr = c.lr / 10;
+  c.beta1 = 0.9;
+  c.beta2 = 0.95;
+  c.weight_decay = 0.1;
+  c.grad_clip = 1.0;
+  c.lr_schedule = "cosine";
+  c.warmup_steps = 2000;
+  c.steps = 600000;
+  c.batch_size = 12;
+  c.eval_every = 2000;
+  c.eval_batches = 200;
+  c.generate = 0;
+  c.out = "runs/" + preset;
+}
+
 TrainConfig resolve_config(const ConfigSources& src) {
   ARTEL_CHECK(src.json.is_object(), "a config must be a JSON object, got ", src.json.type_name());
-  std::string model = "gpt";
-  if (src.json.contains("model")) {
-    ARTEL_CHECK(src.json["model"].is_string(), "config key 'model' must be a string");
-    model = src.json["model"].get<std::string>();
+  std::string model = "gpt", preset;
+  for (auto [key, into] : {std::pair<const char*, std::string*>{"model", &model}, {"preset", &preset}}) {
+    if (src.json.contains(key)) {
+      ARTEL_CHECK(src.json[key].is_string(), "config key '", key, "' must be a string");
+      *into = src.json[key].get<std::string>();
+    }
+    for (const auto& [k, v] : src.overrides)
+      if (normalise_key(k) == key) *into = v;
   }
-  for (const auto& [k, v] : src.overrides)
-    if (normalise_key(k) == "model") model = v;
   TrainConfig cfg = default_config(model);
+  apply_preset(cfg, preset);
   bool steps_set = false, epochs_set = false;
   for (const auto& [k, v] : src.json.items()) {
     const Field& f = find_field(k, "the config file");

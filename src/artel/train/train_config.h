@@ -102,11 +102,13 @@ struct TrainConfig {
   std::string recompute = "none";   // none | selective | full (nn/model.h: what backward recomputes instead of keeping)
 
   // ---- GPT shape (ignored by mlp, cnn)
+  std::string preset;               // "" | gpt2 | gpt2-medium: nanoGPT's shape and recipe (apply_preset)
   int64_t n_layer = 4;              // >= 1
   int64_t n_head = 4;               // >= 1, divides n_embd
   int64_t n_embd = 128;             // >= 1
   int64_t block_size = 64;          // context length T, >= 1
   double dropout = 0.0;             // in [0, 1)
+  int64_t vocab_multiple = 1;       // >= 1: the model's vocabulary is the data's rounded up to a multiple (gpt2: 64)
 
   // The keys the user set (a --config file or flags; resolve_config records
   // them), as opposed to defaults: resuming keeps the checkpoint's global
@@ -132,14 +134,24 @@ struct TrainConfig {
 // 0.02). Throws on an unknown model.
 TrainConfig default_config(const std::string& model);
 
+// nanoGPT's GPT-2 shapes and recipe over `c`'s defaults: "gpt2" (124M: 12
+// layers, 12 heads, 768 wide, block 1024, vocabulary padded to a multiple of
+// 64: 50,304 for GPT-2's 50,257) and "gpt2-medium" (350M: 24 layers, 16
+// heads, 1024 wide); AdamW β = (0.9, 0.95), weight decay 0.1, clipping at
+// 1.0, 2000 warmup steps, then cosine decay to lr/10 over 600,000 steps
+// (lr 6e-4 for gpt2, 3e-4 for gpt2-medium), micro-batch 12, evaluation
+// every 2000 steps over 200 batches. "" changes nothing; throws on another name
+// or a model other than gpt.
+void apply_preset(TrainConfig& c, const std::string& preset);
+
 // Where the values of a run come from, lowest priority first.
 struct ConfigSources {
   nlohmann::json json = nlohmann::json::object();   // a --config file's contents (an object)
   std::map<std::string, std::string> overrides;     // key -> text, from flags
 };
 
-// defaults(model) <- json <- overrides, then validate(). The model is taken
-// from the overrides, else the json, else "gpt". Unknown keys, values of the
+// defaults(model) <- preset <- json <- overrides, then validate(). The model
+// and the preset are taken from the overrides, else the json, else "gpt" and none. Unknown keys, values of the
 // wrong type, unparsable text and `steps` together with `epochs` are errors.
 TrainConfig resolve_config(const ConfigSources& src);
 

@@ -218,7 +218,7 @@ EvalResult Trainer::evaluate() {
   return strategy_->evaluate(*data_, opts);
 }
 
-Compatibility Trainer::compatibility() const { return run_compatibility(cfg_, data_->num_classes()); }
+Compatibility Trainer::compatibility() const { return run_compatibility(cfg_, model_vocab(cfg_, data_->num_classes())); }
 
 nlohmann::json Trainer::layout_record() {
   nlohmann::json layout = strategy_->layout();
@@ -242,7 +242,11 @@ std::string Trainer::sample(int64_t chars) {
                                      .context = cfg_.block_size,
                                      .vocab = data_->num_classes()};
   std::vector<int64_t> ids = models::generate(prompt, chars, opts, rng,
-                                              [&](const Tensor& in) { return strategy_->next_token_logits(in); });
+                                              [&](const Tensor& in) {
+                                                std::vector<float> logits = strategy_->next_token_logits(in);
+                                                logits.resize(static_cast<size_t>(opts.vocab));  // no padding rows
+                                                return logits;
+                                              });
   return corpus->decode(std::span<const int64_t>(ids).subspan(prompt.size()));
 }
 
