@@ -202,11 +202,34 @@ TEST_F(TrainCommand, TokenFilesTrainAndDamagedOnesAreRefused) {
   EXPECT_NE(r.out.find("token file " + (dir_ / "train.bin").string() + " (nanoGPT) + "), std::string::npos) << r.out;
   auto final = artel::nn::read_safetensors((dir_ / "run" / "final.safetensors").string());
   EXPECT_EQ(final.tensors.at("transformer.wte.weight").shape(), (artel::Shape{300, 16}));
-  const std::string out = " --out " + (dir_ / "bad").string();
   expect_one_line_error(tiny_gpt("bad") + data + " --vocab-size 200", "outside the vocabulary of 200");
   write_ids("magic.bin", 600, true, 7);
   expect_one_line_error(tiny_gpt("bad") + " --data " + (dir_ / "magic.bin").string(), "instead of 20240520");
   expect_one_line_error(tiny_gpt("bad") + " --vocab-size 300", "go with token files");
+}
+
+// `artel export --format hf` writes Hugging Face's GPT-2 layout; exporting
+// that back, or training from it with --init, gives the same weights bit for bit.
+TEST_F(TrainCommand, HuggingFaceLayoutRoundTripsBitForBit) {
+  ASSERT_EQ(train(tiny_gpt("run") + " --steps 2").code, 0);
+  auto artel_cmd = [&](const std::string& args) {
+    return std::system(("cd " + dir_.string() + " && " + ARTEL_BINARY + " " + args + " >/dev/null 2>" +
+                        (dir_ / "export.err").string()).c_str());
+  };
+  const fs::path final = dir_ / "run" / "final.safetensors", hf = dir_ / "model.safetensors";
+  ASSERT_EQ(artel_cmd("export " + final.string() + " " + hf.string() + " --format hf"), 0) << slurp(dir_ / "export.err");
+  auto h = artel::nn::read_safetensors(hf.string());
+  ASSERT_TRUE(h.tensors.count("h.0.attn.c_attn.weight"));
+  EXPECT_EQ(h.tensors.at("h.0.attn.c_attn.weight").shape(), (artel::Shape{16, 48}));  // Conv1D: [in, out]
+  ASSERT_EQ(artel_cmd("export " + hf.string() + " " + (dir_ / "back.safetensors").string()), 0);
+  auto a = artel::nn::read_safetensors(final.string()), b = artel::nn::read_safetensors((dir_ / "back.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) EXPECT_EQ(t.to_vector(), b.tensors.at(name).to_vector()) << name;
+  // --init reads the layout: the run's init.safetensors is the file's weights.
+  ASSERT_EQ(train(tiny_gpt("from_hf") + " --steps 1 --init " + hf.string()).code, 0);
+  auto init = artel::nn::read_safetensors((dir_ / "from_hf" / "init.safetensors").string());
+  for (const auto& [name, t] : a.tensors) EXPECT_EQ(t.to_vector(), init.tensors.at(name).to_vector()) << name;
+  EXPECT_NE(artel_cmd("export " + final.string() + " x.safetensors --format onnx"), 0);
 }
 
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {

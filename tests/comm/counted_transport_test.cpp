@@ -30,7 +30,9 @@ TEST(CountedTransport, RingAllReduceSendsTwiceNMinusOneOverNOfTheBuffer) {
   }, opts);
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(sent[static_cast<size_t>(r)], 2 * (kRanks - 1) * kCount * 4 / kRanks) << "rank " << r;
-    if (r != 1) EXPECT_EQ(received[static_cast<size_t>(r)], sent[static_cast<size_t>(r)]) << "rank " << r;
+    if (r != 1) {
+      EXPECT_EQ(received[static_cast<size_t>(r)], sent[static_cast<size_t>(r)]) << "rank " << r;
+    }
   }
   EXPECT_EQ(received[1], sent[1] + 40);  // and the 10 floats of rank 0's send
 }

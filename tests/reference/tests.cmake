@@ -11,3 +11,11 @@ add_test(NAME gpt_reference_torch
          COMMAND ${ARTEL_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gpt_reference_test.py
                  $<TARGET_FILE:gpt_reference_dump>)
 set_tests_properties(gpt_reference_torch PROPERTIES TIMEOUT 300 LABELS reference)
+
+# Hugging Face's GPT-2 layout in and out (models/hf_gpt2.h): artel's logits
+# against a GPT-2 computed as transformers does, and the export round trip.
+add_executable(hf_gpt2_dump ${CMAKE_CURRENT_LIST_DIR}/hf_gpt2_dump.cpp)
+target_link_libraries(hf_gpt2_dump PRIVATE artel)
+add_test(NAME hf_gpt2_torch
+         COMMAND ${ARTEL_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/hf_gpt2_test.py $<TARGET_FILE:hf_gpt2_dump>)
+set_tests_properties(hf_gpt2_torch PROPERTIES TIMEOUT 300 LABELS reference)

@@ -1,4 +1,4 @@
-"""Reading safetensors files with plain Python and torch (the `safetensors` package is
+"""Reading and writing safetensors files with plain Python and torch (the `safetensors` package is
 not a Debian package): the format of src/artel/nn/safetensors.h.
 
   8-byte little-endian header length N, N bytes of JSON
@@ -7,6 +7,7 @@ not a Debian package): the format of src/artel/nn/safetensors.h.
   then the data; offsets count from the first byte after the header.
 
   tensors, metadata = read_safetensors("runs/gpt/init.safetensors")
+  write_safetensors("model.safetensors", tensors, {"format": "pt"})
 """
 import json
 import struct
@@ -45,3 +46,21 @@ def read_safetensors(path):
         tensors[name] = t.reshape(shape).clone()
     return tensors, metadata
 
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: tensor} (contiguous, in name order) and string metadata."""
+    names = {v: k for k, v in _DTYPES.items()}
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        raw = t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))

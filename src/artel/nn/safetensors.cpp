@@ -315,6 +315,18 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
 
 SafetensorsReader::~SafetensorsReader() { ::close(fd_); }
 
+std::vector<std::string> SafetensorsReader::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+const Shape& SafetensorsReader::shape(const std::string& name) const {
+  auto it = entries_.find(name);
+  ARTEL_CHECK(it != entries_.end(), path_, " has no tensor ", name);
+  return it->second.shape;
+}
+
 Tensor SafetensorsReader::read(const std::string& name) const {
   auto it = entries_.find(name);
   ARTEL_CHECK(it != entries_.end(), path_, " has no tensor ", name);

@@ -3,6 +3,7 @@
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
 #include "artel/core/trace.h"
+#include "artel/models/hf_gpt2.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
 
@@ -11,8 +12,9 @@ namespace artel::train {
 nn::NamedParameters Strategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init) {
   model_ = &model;
-  if (!init.empty()) nn::load_weights(model, init);
-  else nn::materialize(model, seed);
+  if (init.empty()) nn::materialize(model, seed);
+  else if (models::is_hf_gpt2(init)) models::load_hf_gpt2(model, init);
+  else nn::load_weights(model, init);
   params_ = model.named_parameters();
   return params_;
 }
@@ -100,6 +102,7 @@ std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
 
 Tensor Strategy::read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,
                            const std::string& name) {
+  if (models::is_hf_gpt2(file)) return models::read_hf_gpt2(file, name);
   if (file.contains(name)) return file.read(name);
   for (const auto& [alias, target] : aliases)
     if (target == name && file.contains(alias)) return file.read(alias);
