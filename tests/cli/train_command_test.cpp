@@ -232,6 +232,58 @@ TEST_F(TrainCommand, HuggingFaceLayoutRoundTripsBitForBit) {
   EXPECT_NE(artel_cmd("export " + final.string() + " x.safetensors --format onnx"), 0);
 }
 
+// `artel generate RUN` draws what the end of the run printed (same weights,
+// seed, temperature, first token), continues a prompt, and decodes token
+// ids through llm.c's token table.
+TEST_F(TrainCommand, GenerateFromARunDirectory) {
+  Result r = train(tiny_gpt("run") + " --steps 3 --generate 30");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("sampled at temperature 0.8 ---\n");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string printed = r.out.substr(at + 31, r.out.find("\n---", at + 31) - (at + 31));
+  auto generate = [&](const std::string& args) {
+    const std::string cmd = "cd " + dir_.string() + " && " + ARTEL_BINARY + " generate " + args + " >" +
+                            (dir_ / "gen.out").string() + " 2>" + (dir_ / "gen.err").string();
+    const int status = std::system(cmd.c_str());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "gen.out") + slurp(dir_ / "gen.err"));
+  };
+  auto [code, out] = generate((dir_ / "run").string() + " --tokens 30");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out, printed + "\n");
+  std::tie(code, out) = generate((dir_ / "run").string() + " --prompt ROMEO: --tokens 5");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.substr(0, 6), "ROMEO:");
+  EXPECT_EQ(out.size(), 6u + 5 + 1);
+  // A token model with a token table: ids 0..299 stand for "<id>|".
+  std::ofstream train_bin(dir_ / "train.bin", std::ios::binary);
+  for (int i = 0; i < 3000; ++i) {
+    const uint16_t id = static_cast<uint16_t>(i * 7 % 300);
+    train_bin.write(reinterpret_cast<const char*>(&id), 2);
+  }
+  train_bin.close();
+  ASSERT_EQ(train(tiny_gpt("tokens") + " --data " + (dir_ / "train.bin").string() + " --vocab-size 300 --steps 2").code, 0);
+  std::ofstream table(dir_ / "table.bin", std::ios::binary);
+  std::vector<uint32_t> header(256, 0);
+  header[0] = 20240328, header[1] = 1, header[2] = 300;
+  table.write(reinterpret_cast<const char*>(header.data()), 1024);
+  for (int id = 0; id < 300; ++id) {
+    const std::string s = std::to_string(id) + "|";
+    table.put(static_cast<char>(s.size())).write(s.data(), static_cast<std::streamsize>(s.size()));
+  }
+  table.close();
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"7 14\" --tokens 4");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), ' '), 5) << out;  // six ids
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"7 14\" --tokens 4 --tokenizer " +
+                                 (dir_ / "table.bin").string());
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.substr(0, 5), "7|14|") << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '|'), 6) << out;
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt hello");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("use --prompt-ids"), std::string::npos) << out;
+}
+
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {
   std::string out = " --out " + (dir_ / "bad").string();
   std::ofstream(dir_ / "corrupt.safetensors") << "this is not a safetensors file at all";

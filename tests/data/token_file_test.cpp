@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "artel/data/dataset.h"
+#include "artel/data/token_table.h"
 #include "data/error_of.h"
 #include "data/temp_files.h"
 
@@ -97,6 +98,32 @@ TEST(TokenFileDataset, BlocksOfTokensWithAValidationFileOrTheLastTenth) {
   write_raw(dir.file("a.txt"), {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'});
   EXPECT_THAT(error_of([&] { open_dataset(dir.file("a.txt"), {.block_size = 2, .vocab_size = 300}); }),
               HasSubstr("--val-data and --vocab-size go with token files"));
+}
+
+TEST(TokenTable, DecodesLlmcsTableAndRefusesDamagedOnes) {
+  TempDir dir;
+  auto table = [](uint32_t magic, uint32_t version, uint32_t n, int written) {
+    std::vector<uint32_t> header(256, 0);
+    header[0] = magic, header[1] = version, header[2] = n, header[3] = 2;
+    std::vector<uint8_t> b(1024);
+    std::memcpy(b.data(), header.data(), 1024);
+    const std::vector<std::string> words = {"Hello", ",", " world", "!"};
+    for (int i = 0; i < written; ++i) {
+      b.push_back(static_cast<uint8_t>(words[i % 4].size()));
+      b.insert(b.end(), words[i % 4].begin(), words[i % 4].end());
+    }
+    return b;
+  };
+  write_raw(dir.file("ok.bin"), table(kTokenTableMagic, 2, 4, 4));
+  TokenTable t = load_token_table(dir.file("ok.bin"));
+  EXPECT_EQ(t.size(), 4);
+  EXPECT_EQ(t.end_of_text, 2);
+  EXPECT_EQ(t.decode(std::vector<int64_t>{0, 1, 2, 3}), "Hello, world!");
+  EXPECT_THAT(error_of([&] { t.decode(std::vector<int64_t>{4}); }), HasSubstr("outside the 4-token table"));
+  write_raw(dir.file("short.bin"), table(kTokenTableMagic, 1, 4, 3));
+  EXPECT_THAT(error_of([&] { load_token_table(dir.file("short.bin")); }), HasSubstr("truncated at token 3 of 4"));
+  write_raw(dir.file("magic.bin"), table(7, 1, 4, 4));
+  EXPECT_THAT(error_of([&] { load_token_table(dir.file("magic.bin")); }), HasSubstr("has magic 7, not 20240328"));
 }
 
 }  // namespace

@@ -17,6 +17,11 @@
 
 namespace artel::models {
 
+// The stream of the sampler's generator, Rng(seed, kSampleStream): apart
+// from the weights' (their names') and dropout's (kDropoutStream), so the
+// sample after `artel train` and `artel generate RUN` draw alike.
+constexpr uint64_t kSampleStream = 2;
+
 struct SamplingOptions {
   float temperature = 1.0f;  // > 0: the logits are divided by it
   int64_t top_k = 0;         // keep the top_k largest logits (0 = all)

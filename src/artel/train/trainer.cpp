@@ -42,8 +42,6 @@ double decimal(float v) {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// The sampler's stream for text generation: apart from init (0) and dropout (1).
-constexpr uint64_t kSampleStream = 2;
 
 std::string with_thousands(int64_t n) {
   std::string digits = std::to_string(n), s;
@@ -235,7 +233,7 @@ std::string Trainer::sample(int64_t chars) {
   auto* corpus = dynamic_cast<const data::TextDataset*>(data_.get());
   ARTEL_CHECK(corpus, "only a model trained on text can generate text, this is ", cfg_.model);
   std::vector<int64_t> prompt = {corpus->first_token()};
-  Rng rng(static_cast<uint64_t>(cfg_.seed), kSampleStream);
+  Rng rng(static_cast<uint64_t>(cfg_.seed), models::kSampleStream);
   autograd::NoGradGuard no_grad;
   nn::EvalMode eval_mode(*model_);
   const models::SamplingOptions opts{.temperature = static_cast<float>(cfg_.temperature),
