@@ -95,7 +95,7 @@ TEST_F(TrainCommand, TinyGptWritesMetricsAndWeights) {
   EXPECT_EQ(lines[3]["step"], 3);
   EXPECT_TRUE(lines[3]["val_loss"].is_number());
   EXPECT_FALSE(lines[3].contains("val_accuracy"));
-  for (const char* f : {"init.safetensors", "final.safetensors", "config.json"})
+  for (const char* f : {"init.safetensors", "final.safetensors", "config.json", "report.svg"})
     EXPECT_TRUE(fs::exists(dir_ / "run" / f)) << f;
   auto init = artel::nn::read_safetensors((dir_ / "run" / "init.safetensors").string());
   auto final = artel::nn::read_safetensors((dir_ / "run" / "final.safetensors").string());

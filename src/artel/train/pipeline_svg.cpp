@@ -4,54 +4,21 @@
 #include <cstdio>
 #include <string>
 
+#include "artel/train/svg.h"
 #include "artel/train/trace_export.h"
 
 namespace artel::train {
 namespace {
+
+using svg::num;
+using svg::rect;
+using svg::text;
 
 constexpr double kWidth = 960, kPlotX0 = 190, kPlotX1 = 850;  // label column | plot | idle share
 constexpr double kTop = 44, kRowHeight = 24, kRowPitch = 30;
 constexpr const char* kForwardFill = "#4e79a7";
 constexpr const char* kBackwardFill = "#f28e2b";
 constexpr const char* kIdleFill = "#eeeeee";
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-std::string text(double x, double y, const std::string& s, const std::string& attrs = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + (attrs.empty() ? "" : " " + attrs) + ">" + escape(s) + "</text>\n";
-}
-
-std::string rect(const std::string& cls, double x, double y, double w, double h, const char* fill, const std::string& tip = "") {
-  std::string r = "<rect class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(w) + "\" height=\"" +
-                  num(h) + "\" fill=\"" + fill + "\"";
-  return tip.empty() ? r + "/>\n" : r + "><title>" + escape(tip) + "</title></rect>\n";
-}
-
-// A round tick spacing (1, 2 or 5 × 10^k ms) giving about eight ticks.
-double tick_step(double window_ms) {
-  double raw = window_ms / 8;
-  double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double norm = raw / mag;
-  return (norm < 1.5 ? 1 : norm < 3.5 ? 2 : norm < 7.5 ? 5 : 10) * mag;
-}
 
 // One stage: its lane (idle colour), its forward/backward blocks, its label and idle share.
 std::string row_svg(const SvgRow& row, double y, int64_t origin_ns, double window_ns, double idle_share) {
@@ -74,15 +41,14 @@ std::string row_svg(const SvgRow& row, double y, int64_t origin_ns, double windo
 }
 
 std::string axis_svg(double y, double window_ms) {
-  std::string out = "<line x1=\"" + num(kPlotX0) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kPlotX1) + "\" y2=\"" + num(y) +
-                    "\" stroke=\"#333333\"/>\n";
+  std::string out = svg::line(kPlotX0, y, kPlotX1, y);
   if (window_ms <= 0) return out + text(kPlotX0, y + 18, "no compute events in this window");
-  const double step = tick_step(window_ms);
+  const double step = svg::tick_step(window_ms);
   for (int i = 0; i * step <= window_ms * (1 + 1e-9); ++i) {
     const double x = kPlotX0 + i * step / window_ms * (kPlotX1 - kPlotX0);
     char label[32];
     std::snprintf(label, sizeof label, "%g", i * step);
-    out += "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x) + "\" y2=\"" + num(y + 5) + "\" stroke=\"#333333\"/>\n";
+    out += svg::line(x, y, x, y + 5);
     out += text(x, y + 18, label, "text-anchor=\"middle\" font-size=\"11\"");
   }
   return out + text(kPlotX1, y + 34, "time (ms)", "text-anchor=\"end\" font-size=\"11\"");
@@ -106,16 +72,13 @@ std::string pipeline_svg(const std::vector<SvgRow>& rows, const std::string& tit
   const double axis_y = kTop + static_cast<double>(rows.size()) * kRowPitch + 2;
   const double legend_y = axis_y + 58;
   const double height = legend_y + 16;
-  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(height) +
-                    "\" viewBox=\"0 0 " + num(kWidth) + " " + num(height) +
-                    "\" font-family=\"sans-serif\" font-size=\"13\">\n";
-  out += "<rect class=\"background\" x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  std::string out = svg::open(kWidth, height);
   out += text(kWidth / 2, 24, title, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
   for (size_t i = 0; i < rows.size(); ++i)
     out += row_svg(rows[i], kTop + static_cast<double>(i) * kRowPitch, u.window_start_ns, u.window_ms * 1e6, u.idle_share[i]);
   out += axis_svg(axis_y, u.window_ms);
   out += legend_svg(legend_y);
-  return out + "</svg>\n";
+  return out + svg::close();
 }
 
 }  // namespace artel::train

@@ -23,6 +23,7 @@
 #include "artel/train/progress.h"
 #include "artel/train/recipe.h"
 #include "artel/train/resume_batch.h"
+#include "artel/train/run_report.h"
 #include "artel/train/run_checkpoint.h"
 
 namespace artel::train {
@@ -435,7 +436,11 @@ RunSummary Trainer::run() {
   memory_.peak_resident = peak_resident_bytes();
   const std::vector<MemoryReport> memory = strategy_->gather_memory(memory_);
   if (report) out() << memory_table(memory);
-  if (metrics) metrics->memory(memory);
+  if (metrics) {
+    metrics->memory(memory);
+    metrics->flush();
+    out() << "wrote " << write_run_report(cfg_.out) << "\n";
+  }
   if (report && sampling) {
     const auto* corpus = dynamic_cast<const data::TextDataset*>(data_.get());
     out() << "--- " << cfg_.generate << " " << (corpus ? corpus->unit() : "tokens") << " sampled at temperature " << cfg_.temperature << " ---\n"

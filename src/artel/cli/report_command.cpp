@@ -1,0 +1,29 @@
+// `artel report RUN_DIR`: draws RUN_DIR/report.svg from RUN_DIR/metrics.jsonl
+// (train/run_report.h) — loss, throughput, and compute against exposed
+// synchronisation per step — for any run, one still writing included.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "artel/cli/command.h"
+#include "artel/cli/parse_flags.h"
+#include "artel/train/run_report.h"
+
+namespace artel::cli {
+namespace {
+
+int run_report(int argc, char** argv) {
+  std::string dir;
+  CLI::App app{"Draw a run's report: loss, throughput, and T_comp against exposed T_sync per step.", "artel report"};
+  app.add_option("run", dir, "a run directory (it holds metrics.jsonl); report.svg is written beside it")->required();
+  app.footer("example: artel report runs/gpt   # then open runs/gpt/report.svg");
+  if (!parse_flags(app, argc, argv, "see `artel report --help`")) return 0;
+  std::cout << "wrote " << train::write_run_report(dir) << "\n";
+  return 0;
+}
+
+const bool kRegistered =
+    register_command("report", "`report RUN_DIR`: draw RUN_DIR/report.svg from its metrics", run_report);
+
+}  // namespace
+}  // namespace artel::cli

@@ -1,0 +1,58 @@
+#include "artel/train/run_report.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "artel/core/error.h"
+
+namespace artel::train {
+namespace {
+
+std::vector<nlohmann::json> data_parallel_run(int steps) {
+  std::vector<nlohmann::json> lines;
+  for (int k = 1; k <= steps; ++k) {
+    lines.push_back({{"step", k}, {"loss", 4.0 / k}, {"tokens_per_s", 1000.0 + k}, {"t_comp_ms", 3.0}, {"t_sync_ms", 0.5}});
+    if (k % 10 == 0) lines.push_back({{"step", k}, {"val_loss", 4.5 / k}, {"elapsed_s", 0.1 * k}});
+  }
+  return lines;
+}
+
+TEST(RunReport, DrawsLossThroughputAndComputeAgainstSync) {
+  const std::string svg = run_report_svg(data_parallel_run(50), "runs/x");
+  for (const char* part : {"<svg", "runs/x", "class=\"train loss\"", "class=\"validation loss\"", "class=\"tokens/s\"",
+                           "class=\"T_comp (ms)\"", "class=\"exposed T_sync (ms)\"", "<circle", "</svg>"})
+    EXPECT_NE(svg.find(part), std::string::npos) << part;
+  EXPECT_EQ(svg.find("nothing recorded"), std::string::npos);
+}
+
+TEST(RunReport, LongRunsAreThinnedAndAWorkerAloneShowsItsStepTime) {
+  std::vector<nlohmann::json> lines;
+  for (int k = 1; k <= 10000; ++k) lines.push_back({{"step", k}, {"loss", 1.0}, {"samples_per_s", 5.0}, {"step_ms", 2.0}});
+  const std::string svg = run_report_svg(lines, "long");
+  const size_t at = svg.find("class=\"train loss\" d=\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string path = svg.substr(at, svg.find('"', at + 22) - at);
+  EXPECT_LE(std::count(path.begin(), path.end(), 'L'), 600);  // averaged into at most 600 points
+  EXPECT_NE(svg.find("class=\"samples/s\""), std::string::npos);
+  EXPECT_NE(svg.find("step (ms), one worker"), std::string::npos);
+}
+
+TEST(RunReport, ARunStillWritingIsDrawnWithoutItsHalfLine) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "artel_run_report";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "metrics.jsonl");
+    for (const nlohmann::json& j : data_parallel_run(20)) f << j.dump() << "\n";
+    f << "{\"step\": 21, \"lo";  // the writer is mid-line
+  }
+  EXPECT_EQ(read_metrics((dir / "metrics.jsonl").string()).size(), 22u);
+  EXPECT_EQ(write_run_report(dir.string()), (dir / "report.svg").string());
+  EXPECT_TRUE(std::filesystem::exists(dir / "report.svg"));
+  EXPECT_THROW(read_metrics((dir / "none.jsonl").string()), Error);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace artel::train
