@@ -14,7 +14,7 @@ namespace artel::train {
 
 namespace {
 
-constexpr double kWidth = 960, kPlotX0 = 90, kPlotX1 = 800, kPanelHeight = 190, kPanelGap = 70, kTop = 60;
+constexpr double kWidth = 960, kPlotX0 = 90, kPlotX1 = 780, kPanelHeight = 190, kPanelGap = 70, kTop = 60;
 constexpr size_t kMaxPoints = 600;
 
 struct Series {
