@@ -28,6 +28,15 @@ TEST(Activation, GeluMatchesTorchExact) {
   gradcheck([](std::vector<Variable>& v) { return gelu(v[0]); }, {random_tensor({3, 7}, 1, 2.0f)});
 }
 
+TEST(Activation, GeluTanhMatchesTorchsApproximation) {
+  // torch.nn.GELU(approximate="tanh")(torch.tensor([-3., -1., -0.1, 0., 0.5, 2., 5.]))
+  Variable x(Tensor::from_vector({-3, -1, -0.1f, 0, 0.5f, 2, 5}, {7}));
+  std::vector<float> want = {-3.6374331e-03f, -1.5880799e-01f, -4.6017248e-02f, 0.0f, 3.45714e-01f, 1.9545977f, 4.9999995f};
+  std::vector<float> got = gelu_tanh(x).value().to_vector();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6f * std::abs(want[i]) + 1e-7f) << i;
+  gradcheck([](std::vector<Variable>& v) { return gelu_tanh(v[0]); }, {random_tensor({3, 7}, 3, 2.0f)});
+}
+
 // GELU's backward writes into its output gradient when nothing else holds it.
 // add hands one gradient to both GELUs: the first must not overwrite it.
 TEST(Activation, GeluGradientWithASharedAndThenAnUnsharedOutputGradient) {

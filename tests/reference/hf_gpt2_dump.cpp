@@ -4,7 +4,7 @@
 //
 //   hf_gpt2_dump MODEL.safetensors IDS.safetensors LOGITS.safetensors ROUNDTRIP.safetensors
 // IDS holds "ids" (B, T) int64 and, in its metadata, the model's n_layer,
-// n_head, n_embd, block_size and vocab_size.
+// n_head, n_embd, block_size, vocab_size and gelu (exact | tanh).
 #include <cstdio>
 #include <string>
 
@@ -28,6 +28,7 @@ int main(int argc, char** argv) try {
   c.n_embd = std::stoll(in.metadata.at("n_embd"));
   c.block_size = std::stoll(in.metadata.at("block_size"));
   c.vocab_size = std::stoll(in.metadata.at("vocab_size"));
+  c.gelu = in.metadata.at("gelu");
   ARTEL_CHECK(models::is_hf_gpt2(argv[1]), argv[1], " is not in Hugging Face's layout");
   std::unique_ptr<models::Model> gpt = models::declare_model(c);
   models::load_hf_gpt2(*gpt, argv[1]);

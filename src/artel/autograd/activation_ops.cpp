@@ -33,6 +33,21 @@ Variable gelu(const Variable& x) {
   });
 }
 
+Variable gelu_tanh(const Variable& x) {
+  Tensor y = Tensor::empty(x.shape());
+  const float* xp = x.value().data<float>();
+  if (!grad_enabled() || !needs_grad(x)) {
+    kernels::gelu_tanh_forward(x.numel(), xp, y.data<float>());
+    return make_result(y, {x}, "gelu_tanh", nullptr);
+  }
+  Tensor dydx = Tensor::empty(x.shape());  // as gelu: the derivative kept, backward one multiply
+  kernels::gelu_tanh_forward(x.numel(), xp, y.data<float>(), dydx.data<float>());
+  return make_result(y, {x}, "gelu_tanh", [dydx](const Tensor& g, std::vector<Tensor>& gi) {
+    gi[0] = reusable_grad(g);
+    kernels::multiply(g.numel(), g.data<float>(), dydx.data<float>(), gi[0].data<float>());
+  });
+}
+
 Variable tanh(const Variable& x) {
   Tensor y = Tensor::empty(x.shape());
   kernels::tanh_forward(x.numel(), x.value().data<float>(), y.data<float>());

@@ -54,6 +54,7 @@ Variable concat(const std::vector<Variable>& xs, int64_t dim);
 // ---- activations
 Variable relu(const Variable& x);
 Variable gelu(const Variable& x);  // exact: x·Φ(x), as torch.nn.GELU()
+Variable gelu_tanh(const Variable& x);  // the tanh approximation, as GELU(approximate="tanh") and GPT-2
 Variable tanh(const Variable& x);
 Variable softmax(const Variable& x, int64_t dim = -1);
 Variable log_softmax(const Variable& x, int64_t dim = -1);

@@ -87,6 +87,17 @@ void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dy
   });
 }
 
+void gelu_tanh_forward(int64_t n, const float* x, float* y, float* dydx) {
+  constexpr float k = 0.7978845608028654f, c = 0.044715f;  // √(2/π)
+  parallel_for(n, kGrainTanh, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float v = x[i], t = std::tanh(k * (v + c * v * v * v));
+      y[i] = 0.5f * v * (1.0f + t);
+      if (dydx) dydx[i] = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+    }
+  });
+}
+
 void tanh_forward(int64_t n, const float* x, float* y) {
   parallel_for(n, kGrainTanh, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = std::tanh(x[i]);

@@ -24,6 +24,11 @@ void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
 // evaluating Φ and φ again.
 void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx);
 
+// GELU's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) —
+// GPT-2's ("gelu_new"), PyTorch's GELU(approximate="tanh") — with its
+// derivative when dydx is not null.
+void gelu_tanh_forward(int64_t n, const float* x, float* y, float* dydx = nullptr);
+
 void tanh_forward(int64_t n, const float* x, float* y);
 void tanh_backward(int64_t n, const float* y, const float* dy, float* dx);
 

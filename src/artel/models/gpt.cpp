@@ -16,7 +16,8 @@ Gpt::Transformer::Transformer(const ModelConfig& c, std::shared_ptr<Rng> drop_rn
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, std));
   drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, drop_rng));
   h = register_module("h", std::make_shared<nn::ModuleList<Block>>());
-  for (int64_t i = 0; i < c.n_layer; ++i) h->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, block, drop_rng));
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    h->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, block, drop_rng, nn::parse_gelu(c.gelu)));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
 }
 

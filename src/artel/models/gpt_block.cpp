@@ -45,10 +45,10 @@ Variable CausalSelfAttention::heads(const Variable& x) {
   return recompute_core_ ? autograd::checkpoint(core, qkv) : core(qkv);
 }
 
-GptMlp::GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop) {
+GptMlp::GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop, nn::Gelu gelu) {
   c_fc_ = register_module("c_fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd, true, weights(init.std),
                                                                 nn::Init::zeros()));
-  gelu_ = register_module("gelu", std::make_shared<nn::GELU>());
+  gelu_ = register_module("gelu", std::make_shared<nn::GELU>(gelu));
   c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd, true,
                                                                     weights(init.residual_std), nn::Init::zeros()));
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(dropout, std::move(drop)));
@@ -62,11 +62,12 @@ Variable GptMlp::forward_onto(const Variable& residual, const Variable& x) {
   return project_onto(residual, *c_proj_, *dropout_, gelu_->forward(c_fc_->forward(x)));
 }
 
-Block::Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop) {
+Block::Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop,
+             nn::Gelu gelu) {
   ln_1_ = register_module("ln_1", std::make_shared<nn::LayerNorm>(n_embd));
   attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, init, drop));
   ln_2_ = register_module("ln_2", std::make_shared<nn::LayerNorm>(n_embd));
-  mlp_ = register_module("mlp", std::make_shared<GptMlp>(n_embd, dropout, init, drop));
+  mlp_ = register_module("mlp", std::make_shared<GptMlp>(n_embd, dropout, init, drop, gelu));
 }
 
 Variable Block::forward(const Variable& x) {

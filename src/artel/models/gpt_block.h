@@ -58,7 +58,8 @@ class CausalSelfAttention : public nn::Layer {
 
 class GptMlp : public nn::Layer {
  public:
-  GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop);
+  GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop,
+         nn::Gelu gelu = nn::Gelu::exact);
   Variable forward(const Variable& x) override;  // (B, T, C) -> (B, T, 4C) -> (B, T, C)
   // residual + forward(x), the residual added inside c_proj's GEMM when dropout is inactive.
   Variable forward_onto(const Variable& residual, const Variable& x);
@@ -71,7 +72,8 @@ class GptMlp : public nn::Layer {
 
 class Block : public nn::Layer {
  public:
-  Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop);
+  Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop,
+        nn::Gelu gelu = nn::Gelu::exact);
   Variable forward(const Variable& x) override;
 
  private:

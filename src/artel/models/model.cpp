@@ -4,6 +4,7 @@
 #include "artel/models/gpt.h"
 #include "artel/models/mlp.h"
 #include "artel/models/word_lm.h"
+#include "artel/nn/activations.h"
 
 namespace artel::models {
 
@@ -22,6 +23,7 @@ void ModelConfig::validate() const {
   ARTEL_CHECK(n_embd % n_head == 0, "model: n_embd ", n_embd, " is not divisible by n_head ", n_head,
               " (hint: pick n_head dividing n_embd, e.g. n_embd 128 with n_head 4)");
   ARTEL_CHECK(dropout >= 0.0f && dropout < 1.0f, "model: dropout must be in [0, 1), got ", dropout);
+  nn::parse_gelu(gelu);
 }
 
 bool trains_on_text(const std::string& kind) { return kind == "gpt" || kind == "wordlm"; }

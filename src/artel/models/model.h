@@ -32,6 +32,7 @@ struct ModelConfig {
   int64_t n_embd = 128;      // > 0
   int64_t block_size = 64;   // > 0, longest sequence
   float dropout = 0.0f;      // in [0, 1)
+  std::string gelu = "exact";  // the MLP's GELU: exact (nanoGPT's) | tanh (GPT-2's gelu_new)
   uint64_t seed = 1337;
 
   // Throws artel::Error naming the bad field and the fix.

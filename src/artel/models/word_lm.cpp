@@ -16,7 +16,7 @@ WordLm::WordLm(const ModelConfig& c) : Model(c) {
   drop_ = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, shared_dropout_rng()));
   h_ = register_module("h", std::make_shared<nn::ModuleList<Block>>());
   for (int64_t i = 0; i < c.n_layer; ++i)
-    h_->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, block, shared_dropout_rng()));
+    h_->add(std::make_shared<Block>(c.n_embd, c.n_head, c.dropout, block, shared_dropout_rng(), nn::parse_gelu(c.gelu)));
   ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
   proj_ = register_module("proj", std::make_shared<nn::Linear>(c.n_embd, kHeadFeatures, false, std, nn::Init::zeros()));
   out_ = register_module("out", std::make_shared<nn::Linear>(kHeadFeatures, c.vocab_size, true, std, nn::Init::zeros()));

@@ -5,6 +5,8 @@
 //   seq.add(std::make_shared<ReLU>());
 #pragma once
 
+#include <string>
+
 #include "artel/autograd/ops.h"
 #include "artel/nn/layer.h"
 
@@ -15,9 +17,20 @@ class ReLU : public Layer {
   Variable forward(const Variable& x) override { return autograd::relu(x); }
 };
 
-class GELU : public Layer {  // exact erf form, as torch.nn.GELU()
+// exact: x·Φ(x), as torch.nn.GELU(); tanh: its tanh approximation, as
+// nn.GELU(approximate="tanh") and GPT-2's "gelu_new".
+enum class Gelu { exact, tanh };
+Gelu parse_gelu(const std::string& name);  // "exact" | "tanh"; throws on anything else
+
+class GELU : public Layer {
  public:
-  Variable forward(const Variable& x) override { return autograd::gelu(x); }
+  explicit GELU(Gelu kind = Gelu::exact) : kind_(kind) {}
+  Variable forward(const Variable& x) override {
+    return kind_ == Gelu::tanh ? autograd::gelu_tanh(x) : autograd::gelu(x);
+  }
+
+ private:
+  Gelu kind_;
 };
 
 class Tanh : public Layer {

@@ -23,6 +23,7 @@ models::ModelConfig make_model_config(const TrainConfig& cfg, int64_t vocab_size
   m.n_embd = cfg.n_embd;
   m.block_size = cfg.block_size;
   m.dropout = static_cast<float>(cfg.dropout);
+  m.gelu = cfg.gelu;
   m.seed = static_cast<uint64_t>(cfg.seed);
   return m;
 }

@@ -67,6 +67,7 @@ const std::vector<Field>& fields() {
       {"staleness", &TrainConfig::staleness, "parameter server: 0 = BSP (equals data parallelism), k = SSP (no worker more than k clocks ahead of the slowest), inf = ASP (no waiting)"},
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
       {"preset", &TrainConfig::preset, "gpt: gpt2 (124M) or gpt2-medium (350M), nanoGPT's shapes and recipe; flags override"},
+      {"gelu", &TrainConfig::gelu, "gpt, wordlm: the MLP's GELU, exact (nanoGPT's) or tanh (GPT-2's gelu_new, what Hugging Face's weights were trained with)"},
       {"vocab_multiple", &TrainConfig::vocab_multiple, "gpt: round the model's vocabulary up to a multiple of this (gpt2 pads 50257 to 50304)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
@@ -204,6 +205,7 @@ void TrainConfig::validate() const {
   check_range("generate", generate >= 0, ">= 0", static_cast<double>(generate));
   check_range("vocab_multiple", vocab_multiple >= 1 && vocab_multiple <= 4096, "in [1, 4096]", static_cast<double>(vocab_multiple));
   if (!preset.empty()) check_one_of("preset", preset, {"gpt2", "gpt2-medium"});
+  check_one_of("gelu", gelu, {"exact", "tanh"});
   check_range("vocab_size", vocab_size >= 0 && vocab_size <= 65536, "in [0, 65536] (uint16 ids)", static_cast<double>(vocab_size));
   check_range("temperature", temperature > 0, "> 0", temperature);
   check_range("n_layer", n_layer >= 1, ">= 1", static_cast<double>(n_layer));

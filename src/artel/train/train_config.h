@@ -108,6 +108,7 @@ struct TrainConfig {
   int64_t n_embd = 128;             // >= 1
   int64_t block_size = 64;          // context length T, >= 1
   double dropout = 0.0;             // in [0, 1)
+  std::string gelu = "exact";       // exact | tanh (GPT-2's gelu_new: Hugging Face's weights compute as there)
   int64_t vocab_multiple = 1;       // >= 1: the model's vocabulary is the data's rounded up to a multiple (gpt2: 64)
 
   // The keys the user set (a --config file or flags; resolve_config records
