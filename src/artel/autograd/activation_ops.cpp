@@ -16,37 +16,37 @@ Variable relu(const Variable& x) {
   });
 }
 
-Variable gelu(const Variable& x) {
+namespace {
+
+// y = f(x) elementwise, where forward(n, x, y, dydx) also writes f'(x) when
+// dydx is not null. Training keeps the derivative rather than the input, so
+// backward is a single multiply instead of a second pass through f.
+template <class Forward>
+Variable with_kept_derivative(const Variable& x, const char* name, Forward forward) {
   Tensor y = Tensor::empty(x.shape());
   const float* xp = x.value().data<float>();
   if (!grad_enabled() || !needs_grad(x)) {
-    kernels::gelu_forward(x.numel(), xp, y.data<float>());
-    return make_result(y, {x}, "gelu", nullptr);
+    forward(x.numel(), xp, y.data<float>(), nullptr);
+    return make_result(y, {x}, name, nullptr);
   }
-  // Training: keep GELU's derivative rather than its input; backward is then a
-  // single multiply instead of a second pass through the normal CDF and PDF.
   Tensor dydx = Tensor::empty(x.shape());
-  kernels::gelu_forward_with_derivative(x.numel(), xp, y.data<float>(), dydx.data<float>());
-  return make_result(y, {x}, "gelu", [dydx](const Tensor& g, std::vector<Tensor>& gi) {
+  forward(x.numel(), xp, y.data<float>(), dydx.data<float>());
+  return make_result(y, {x}, name, [dydx](const Tensor& g, std::vector<Tensor>& gi) {
     gi[0] = reusable_grad(g);
     kernels::multiply(g.numel(), g.data<float>(), dydx.data<float>(), gi[0].data<float>());
   });
 }
 
-Variable gelu_tanh(const Variable& x) {
-  Tensor y = Tensor::empty(x.shape());
-  const float* xp = x.value().data<float>();
-  if (!grad_enabled() || !needs_grad(x)) {
-    kernels::gelu_tanh_forward(x.numel(), xp, y.data<float>());
-    return make_result(y, {x}, "gelu_tanh", nullptr);
-  }
-  Tensor dydx = Tensor::empty(x.shape());  // as gelu: the derivative kept, backward one multiply
-  kernels::gelu_tanh_forward(x.numel(), xp, y.data<float>(), dydx.data<float>());
-  return make_result(y, {x}, "gelu_tanh", [dydx](const Tensor& g, std::vector<Tensor>& gi) {
-    gi[0] = reusable_grad(g);
-    kernels::multiply(g.numel(), g.data<float>(), dydx.data<float>(), gi[0].data<float>());
+}  // namespace
+
+Variable gelu(const Variable& x) {
+  return with_kept_derivative(x, "gelu", [](int64_t n, const float* in, float* y, float* dydx) {
+    if (dydx) kernels::gelu_forward_with_derivative(n, in, y, dydx);
+    else kernels::gelu_forward(n, in, y);
   });
 }
+
+Variable gelu_tanh(const Variable& x) { return with_kept_derivative(x, "gelu_tanh", kernels::gelu_tanh_forward); }
 
 Variable tanh(const Variable& x) {
   Tensor y = Tensor::empty(x.shape());
