@@ -4,6 +4,7 @@
 
 #include "artel/core/error.h"
 #include "artel/data/gz_file.h"
+#include "artel/data/token_split.h"
 
 namespace artel::data {
 
@@ -50,8 +51,7 @@ CharText make_char_text(std::string_view text, std::string path) {
   CharText t;
   t.path = std::move(path);
   t.vocab = CharVocab::from_text(text);
-  // int(0.9·n) exactly, without a float: floor(9n/10).
-  size_t n_train = text.size() / 10 * 9 + text.size() % 10 * 9 / 10;
+  const auto n_train = static_cast<size_t>(train_tokens(static_cast<int64_t>(text.size())));
   t.train.reserve(n_train);
   t.val.reserve(text.size() - n_train);
   for (size_t i = 0; i < text.size(); ++i)

@@ -169,7 +169,7 @@ Batch TextDataset::val_batch(int64_t batch, int64_t i) const {
 
 namespace {
 TokenSplit train_part(const TokenFile& f, bool whole) {
-  return whole ? f.tokens : f.tokens.slice(0, f.tokens.size() / 10 * 9 + f.tokens.size() % 10 * 9 / 10);
+  return whole ? f.tokens : f.tokens.slice(0, train_tokens(f.tokens.size()));
 }
 }  // namespace
 

@@ -14,6 +14,10 @@
 
 namespace artel::data {
 
+// How many of a text's n tokens train: int(0.9·n), without a float. The
+// rest validate (characters, words, a token file without --val-data).
+constexpr int64_t train_tokens(int64_t n) { return n / 10 * 9 + n % 10 * 9 / 10; }
+
 class TokenSplit {
  public:
   TokenSplit() = default;

@@ -4,6 +4,7 @@
 
 #include "artel/core/error.h"
 #include "artel/data/gz_file.h"
+#include "artel/data/token_split.h"
 
 namespace artel::data {
 
@@ -67,8 +68,7 @@ WordText make_word_text(std::string_view text, std::string path) {
   WordText t;
   t.path = std::move(path);
   t.vocab = WordVocab::from_words(words);
-  // int(0.9·n) exactly, as for characters.
-  const size_t n_train = words.size() / 10 * 9 + words.size() % 10 * 9 / 10;
+  const auto n_train = static_cast<size_t>(train_tokens(static_cast<int64_t>(words.size())));
   for (size_t i = 0; i < words.size(); ++i)
     (i < n_train ? t.train : t.val).push_back(static_cast<int32_t>(t.vocab.id(words[i])));
   return t;

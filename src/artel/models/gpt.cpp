@@ -55,17 +55,8 @@ Gpt::Gpt(const ModelConfig& config) : Model(config) {
 }
 
 nn::Activations Gpt::embed(const nn::Activations& in) {
-  const ModelConfig& c = config();
   const Tensor& ids = in.at(0).value();
-  ARTEL_CHECK((ids.dtype() == DType::i64 || ids.dtype() == DType::i32) && ids.dim() == 2 && ids.size(0) > 0 &&
-                  ids.size(1) > 0,
-              "gpt: input must be int64 or int32 token ids (B, T), got ", dtype_name(ids.dtype()), " ",
-              shape_str(ids.shape()));
-  const int64_t T = ids.size(1);
-  ARTEL_CHECK(T <= c.block_size, "gpt: sequence length ", T, " exceeds block_size ", c.block_size,
-              " (hint: crop the input or build the model with a larger --block-size)");
-  Tensor pos = Tensor::empty({T}, DType::i64);
-  for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
+  const Tensor pos = token_positions(ids, "gpt", config().block_size);
   Variable x = autograd::add(transformer_->wte->forward(ids), transformer_->wpe->forward(pos));  // (B, T, C)
   return {transformer_->drop->forward(x)};
 }

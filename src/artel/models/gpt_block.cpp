@@ -4,6 +4,19 @@
 #include "artel/autograd/ops.h"
 
 namespace artel::models {
+
+Tensor token_positions(const Tensor& ids, const std::string& model, int64_t block_size) {
+  ARTEL_CHECK((ids.dtype() == DType::i64 || ids.dtype() == DType::i32) && ids.dim() == 2 && ids.size(0) > 0 &&
+                  ids.size(1) > 0,
+              model, ": input must be int64 or int32 token ids (B, T), got ", dtype_name(ids.dtype()), " ",
+              shape_str(ids.shape()));
+  const int64_t T = ids.size(1);
+  ARTEL_CHECK(T <= block_size, model, ": sequence length ", T, " exceeds block_size ", block_size,
+              " (hint: crop the input or build the model with a larger --block-size)");
+  Tensor pos = Tensor::empty({T}, DType::i64);
+  for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
+  return pos;
+}
 namespace {
 
 // residual + drop(proj(h)). With the dropout inactive (p = 0, or eval) that is

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "artel/core/rng.h"
 #include "artel/nn/activations.h"
@@ -36,6 +37,11 @@ struct BlockInit {
   float std = 0.02f;
   float residual_std = 0.02f;
 };
+
+// The positions 0 … T−1 of a batch of token ids (B, T), int64 or int32, for
+// the position embedding of a GPT-shaped model. Throws, naming `model`, on
+// another shape or dtype, or T above block_size.
+Tensor token_positions(const Tensor& ids, const std::string& model, int64_t block_size);
 
 class CausalSelfAttention : public nn::Layer {
  public:

@@ -40,14 +40,7 @@ WordLm::WordLm(const ModelConfig& c) : Model(c) {
 
 nn::Activations WordLm::embed(const nn::Activations& in) {
   const Tensor& ids = in.at(0).value();
-  ARTEL_CHECK((ids.dtype() == DType::i64 || ids.dtype() == DType::i32) && ids.dim() == 2 && ids.size(0) > 0 &&
-                  ids.size(1) > 0,
-              "wordlm: input must be int64 or int32 word ids (B, T), got ", dtype_name(ids.dtype()), " ",
-              shape_str(ids.shape()));
-  const int64_t T = ids.size(1);
-  ARTEL_CHECK(T <= config().block_size, "wordlm: sequence length ", T, " exceeds block_size ", config().block_size);
-  Tensor positions = Tensor::empty({T}, DType::i64);
-  for (int64_t t = 0; t < T; ++t) positions.data<int64_t>()[t] = t;
+  const Tensor positions = token_positions(ids, "wordlm", config().block_size);
   return {drop_->forward(autograd::add(embed_->forward(ids), pos_->forward(positions)))};
 }
 
