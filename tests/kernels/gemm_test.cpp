@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "artel/core/dtype.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 
@@ -64,6 +65,64 @@ TEST(Gemm, BothLibrariesMatchTheDefinition) {
           }
   set_gemm_library(GemmLibrary::onednn);
   set_num_threads(1);
+}
+
+float bf16_rounded(float x) { return static_cast<float>(bf16(x)); }
+
+// bf16 products: the definition on the operands rounded to bf16 (to nearest
+// even), accumulated in fp32 — every transposition, padded leading
+// dimensions, alpha and beta, split by rows and by columns.
+TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_gemm_precision(GemmPrecision::bf16);
+  for (int threads : {1, 2})
+    for (Shape s : {Shape{5, 7, 3}, Shape{130, 70, 40}, Shape{3, 300, 200}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (float beta : {0.0f, 1.0f, 2.0f}) {
+            set_num_threads(threads);
+            const int64_t pad = 3;
+            GemmArgs g{.trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k, .alpha = beta == 2.0f ? 0.5f : 1.0f};
+            g.lda = (ta ? s.m : s.k) + pad;
+            g.ldb = (tb ? s.k : s.n) + pad;
+            g.ldc = s.n + pad;
+            g.beta = beta;
+            std::vector<float> a(static_cast<size_t>((ta ? s.k : s.m) * g.lda)),
+                b(static_cast<size_t>((tb ? s.n : s.k) * g.ldb)), c(static_cast<size_t>(s.m * g.ldc));
+            for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+            for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.23f * static_cast<float>(i));
+            for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
+            std::vector<float> a16 = a, b16 = b;
+            for (float& x : a16) x = bf16_rounded(x);
+            for (float& x : b16) x = bf16_rounded(x);
+            GemmArgs rounded = g;
+            rounded.a = a16.data(), rounded.b = b16.data();
+            const std::vector<float> want = reference(rounded, c);
+            const std::vector<float> unrounded = (g.a = a.data(), g.b = b.data(), reference(g, c));
+            g.c = c.data();
+            gemm(g);
+            double off_by_rounding = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+              ASSERT_NEAR(c[i], want[i], 1e-4 * (1 + std::abs(want[i])))
+                  << "threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb
+                  << " beta " << beta << " at " << i;
+              off_by_rounding = std::max(off_by_rounding, std::abs(static_cast<double>(c[i]) - unrounded[i]));
+            }
+            // The inputs really were rounded: fp32 products of these operands differ.
+            if (s.k > 3) {
+              EXPECT_GT(off_by_rounding, 1e-4) << s.m << "x" << s.n << "x" << s.k;
+            }
+          }
+  set_gemm_precision(GemmPrecision::fp32);
+  set_num_threads(1);
+}
+
+TEST(Gemm, PrecisionsByName) {
+  EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
+  EXPECT_EQ(parse_gemm_precision(to_string(GemmPrecision::fp32)), GemmPrecision::fp32);
+  EXPECT_THROW(parse_gemm_precision("fp16"), Error);
+  const std::string isa = bf16_instructions();
+  EXPECT_TRUE(isa.empty() || isa == "AVX512_BF16" || isa == "AMX") << isa;
 }
 
 size_t thread_count() {

@@ -82,6 +82,33 @@ TEST(TrainBench, WarmupDefaultsToTwentyOrAQuarterOfTheSteps) {
   EXPECT_TRUE(torch_harness_command("py", "t.py", {.workload = "gpt-50m"}).empty());  // no peer recipe
 }
 
+// The gpt2 workload is --preset gpt2 at block 256, batch 4 (GPT-2 124M's
+// shape, nanoGPT's recipe), and the harness runs the same shape on the same
+// token file, at the same precision.
+TEST(TrainBench, Gpt2WorkloadIsThePresetOnFourBlocksOf256Tokens) {
+  TrainConfig g = bench_config({.workload = "gpt2", .threads = 2, .data = "tokens.bin", .precision = "bf16"});
+  EXPECT_EQ(g.preset, "gpt2");
+  EXPECT_EQ(g.n_layer * g.n_embd, 12 * 768);
+  EXPECT_EQ(g.block_size, 256);
+  EXPECT_EQ(g.batch_size, 4);
+  EXPECT_EQ(g.beta2, 0.95);
+  EXPECT_EQ(g.grad_clip, 1.0);
+  EXPECT_EQ(g.steps, 8);
+  EXPECT_EQ(g.precision, "bf16");
+  EXPECT_EQ(bench_warmup({.workload = "gpt2"}), 2);
+  auto argv = torch_harness_command("py", "t.py", {.workload = "gpt2", .threads = 2, .data = "tokens.bin",
+                                                   .precision = "bf16"});
+  auto has = [&](const std::string& flag, const std::string& value) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it != argv.end() && it + 1 != argv.end() && *(it + 1) == value;
+  };
+  EXPECT_TRUE(has("--workload", "gpt2"));
+  EXPECT_TRUE(has("--data-file", "tokens.bin"));
+  EXPECT_TRUE(has("--precision", "bf16"));
+  EXPECT_TRUE(has("--iters", "8"));
+  EXPECT_TRUE(torch_harness_command("py", "t.py", {.workload = "w1", .precision = "bf16"}).empty());  // no autocast MLP
+}
+
 TEST(TrainBench, ScalingRunsTheHarnessUnderDdp) {
   auto two = torch_harness_command("py", "t.py", {.workload = "w1", .threads = 1, .steps = 62, .warmup = 20, .data = "", .workers = 2});
   ASSERT_GE(two.size(), 8u);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch side of `artel bench train`: artel's three benchmark workloads
-(W1, W2 and the CNN) trained with PyTorch on the same data and recipe, timed
+"""The PyTorch side of `artel bench train`: artel's benchmark workloads (W1, W2,
+the CNN and GPT-2 124M) trained with PyTorch on the same data and recipe, timed
 the way artel times them: the wall time of a whole step (batch, forward,
 backward, update), the median over the steps after a warmup.
 
@@ -8,6 +8,7 @@ backward, update), the median over the steps after a warmup.
   /usr/bin/python3 tools/torch/train.py --workload shakespeare-char-gpt --iters 120 --eval-at 120
   /usr/bin/python3 tools/torch/train.py --workload mnist-cnn --epochs 2 --threads 2
   /usr/bin/python3 tools/torch/train.py --workload mnist-mlp --ddp 2 --threads 1   # 2 processes, DDP over gloo
+  /usr/bin/python3 tools/torch/train.py --workload gpt2 --data-file tokens.bin --iters 8 --warmup 2 --precision bf16
 
 Use Debian's /usr/bin/python3 (python3-torch); another python3 may come first
 on PATH. The workloads (src/artel/train/train_config.cpp, default_config):
@@ -15,6 +16,11 @@ on PATH. The workloads (src/artel/train/train_config.cpp, default_config):
   mnist-cnn             the LeNet-like CNN (models/cnn.h), W1's recipe at lr 0.02
   shakespeare-char-gpt  W2: the GPT of gpt.py, 4 layers, 4 heads, 128 wide, block 64, batch 12,
                         AdamW lr 1e-3 betas (0.9, 0.99) weight decay 0.1 on matrices and embeddings
+  gpt2                  GPT-2 124M in nanoGPT's shape (12 layers, 12 heads, 768 wide, vocabulary
+                        50304) at block 256, batch 4, on --data-file (uint16 tokens, nanoGPT's raw
+                        layout); AdamW lr 6e-4 betas (0.9, 0.95) weight decay 0.1, clipping at 1.0
+--precision bf16 runs the forward under torch.autocast("cpu", torch.bfloat16), as
+PyTorch's CPU mixed precision does (backward and the update stay as autocast leaves them).
 MNIST is data/mnist-t10k (the first 8000 images train, the last 2000
 validate, normalised as artel does); W2's text is data/tinyshakespeare.txt (90 %
 train). An MNIST epoch is 8000 // (128 * processes) steps (62 alone, 31 under
@@ -36,18 +42,23 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 ap = argparse.ArgumentParser(description="PyTorch training steps of artel's benchmark workloads")
-ap.add_argument("--workload", required=True, choices=["mnist-mlp", "mnist-cnn", "shakespeare-char-gpt"])
+ap.add_argument("--workload", required=True, choices=["mnist-mlp", "mnist-cnn", "shakespeare-char-gpt", "gpt2"])
 ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (and OpenMP's) per process")
 ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads per process (default: --threads)")
 ap.add_argument("--ddp", type=int, default=0, help="processes of DistributedDataParallel over gloo (0: one, no DDP)")
 ap.add_argument("--epochs", type=int, default=10, help="MNIST epochs")
-ap.add_argument("--iters", type=int, default=2000, help="W2 iterations")
+ap.add_argument("--iters", type=int, default=2000, help="W2 and GPT-2 iterations")
+ap.add_argument("--data-file", default=None, help="gpt2: uint16 token file (nanoGPT's raw layout), 90%% train")
+ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                help="GPTs: bf16 = the forward under torch.autocast('cpu', torch.bfloat16)")
 ap.add_argument("--eval-at", default="500,2000", help="W2 iterations after which the validation loss is measured")
 ap.add_argument("--warmup", type=int, default=20, help="first steps left out of the timing statistics")
 ap.add_argument("--lr", type=float, default=None, help="default: the workload's recipe")
 ap.add_argument("--seed", type=int, default=1337)
 ap.add_argument("--data-dir", default=os.path.normpath(os.path.join(HERE, "..", "..", "data")))
 args = ap.parse_args()
+if args.precision == "bf16" and args.workload not in ("shakespeare-char-gpt", "gpt2"):
+    sys.exit("train.py: --precision bf16 is for the GPT workloads")
 if args.blas_threads is None:
     args.blas_threads = args.threads
 # Read when OpenBLAS and OpenMP load, that is when torch is imported: set them first.
@@ -64,7 +75,9 @@ from gpt import GPT, GPTConfig, num_params              # noqa: E402
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081                  # data/mnist.h
 MNIST_TRAIN = 8000                                      # the first 8000 test-set images train, the rest validate
 MNIST_BATCH = 128
-W2 = dict(batch=12, n_layer=4, n_head=4, n_embd=128, block_size=64)
+W2 = dict(batch=12, n_layer=4, n_head=4, n_embd=128, block_size=64, lr=1e-3, betas=(0.9, 0.99), clip=0.0)
+GPT2 = dict(batch=4, n_layer=12, n_head=12, n_embd=768, block_size=256, lr=6e-4, betas=(0.9, 0.95), clip=1.0,
+            vocab=50304)                                # GPT-2's 50257 padded to a multiple of 64, as --preset gpt2
 
 
 def emit(record):
@@ -99,6 +112,15 @@ def load_text(data_dir):
     ids = lookup[torch.frombuffer(bytearray(text), dtype=torch.uint8).long()]
     n = int(0.9 * len(ids))
     return ids[:n], ids[n:], len(chars)
+
+
+def load_tokens(path):
+    """A nanoGPT-layout token file: uint16 ids, the first 90 % train (data::train_tokens)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    ids = torch.frombuffer(bytearray(raw), dtype=torch.int16).long() & 0xFFFF
+    n = int(0.9 * len(ids))
+    return ids[:n], ids[n:]
 
 
 # ---------------------------------------------------------------- models
@@ -165,22 +187,30 @@ def train_mnist(rank, world, model, log, base):
 
 
 def train_gpt(rank, world, log, base):
-    train_ids, val_ids, vocab = load_text(args.data_dir)
-    B, T = W2["batch"], W2["block_size"]
-    model = GPT(GPTConfig(vocab_size=vocab, n_layer=W2["n_layer"], n_head=W2["n_head"], n_embd=W2["n_embd"],
-                          block_size=T))
-    lr = args.lr if args.lr is not None else 1e-3
+    shape = W2 if args.workload == "shakespeare-char-gpt" else GPT2
+    if shape is W2:
+        train_ids, val_ids, vocab = load_text(args.data_dir)
+    else:
+        if not args.data_file:
+            sys.exit("train.py: --workload gpt2 needs --data-file")
+        (train_ids, val_ids), vocab = load_tokens(args.data_file), GPT2["vocab"]
+    B, T = shape["batch"], shape["block_size"]
+    model = GPT(GPTConfig(vocab_size=vocab, n_layer=shape["n_layer"], n_head=shape["n_head"],
+                          n_embd=shape["n_embd"], block_size=T))
+    lr = args.lr if args.lr is not None else shape["lr"]
     decay = [p for p in model.parameters() if p.dim() >= 2]       # artel's AdamW: weight decay on >= 2 dims only
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.99), eps=1e-8)
+                            lr=lr, betas=shape["betas"], eps=1e-8)
     raw = model
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     eval_at = sorted(int(x) for x in args.eval_at.split(",") if x)
-    log(dict(base, event="config", params=num_params(raw), vocab=vocab, n_layer=W2["n_layer"], n_head=W2["n_head"],
-             n_embd=W2["n_embd"], block_size=T, batch_per_process=B, lr=lr, betas=[0.9, 0.99], weight_decay=0.1,
+    log(dict(base, event="config", params=num_params(raw), vocab=vocab, n_layer=shape["n_layer"],
+             n_head=shape["n_head"], n_embd=shape["n_embd"], block_size=T, batch_per_process=B, lr=lr,
+             betas=list(shape["betas"]), weight_decay=0.1, grad_clip=shape["clip"], precision=args.precision,
              iters=args.iters, eval_at=eval_at))
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
     gen = torch.Generator().manual_seed(args.seed + 1000 * rank)  # each process its own batches
 
     def batch(ids, g):
@@ -192,8 +222,8 @@ def train_gpt(rank, world, log, base):
     def val_loss():
         g = torch.Generator().manual_seed(4242)                  # the same 20 batches every time
         raw.eval()
-        with torch.no_grad():
-            total = sum(raw(*batch(val_ids, g))[1].item() for _ in range(20))
+        with torch.no_grad(), autocast:
+            total = sum(raw(*batch(val_ids, g))[1].float().item() for _ in range(20))
         raw.train()
         return total / 20
 
@@ -202,9 +232,12 @@ def train_gpt(rank, world, log, base):
     for it in range(1, args.iters + 1):
         start = time.perf_counter()
         x, y = batch(train_ids, gen)
-        _, loss = model(x, y)
+        with autocast:
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if shape["clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), shape["clip"])
         opt.step()
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
@@ -222,9 +255,9 @@ def run(rank, world, port):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     log = emit if rank == 0 else (lambda record: None)
     base = {"workload": args.workload, "threads": args.threads, "blas_threads": args.blas_threads,
-            "processes": world, "torch": torch.__version__}
+            "processes": world, "torch": torch.__version__, "precision": args.precision}
     torch.manual_seed(args.seed)                                  # the same initial weights in every process
-    if args.workload == "shakespeare-char-gpt":
+    if args.workload in ("shakespeare-char-gpt", "gpt2"):
         train_gpt(rank, world, log, base)
     else:
         train_mnist(rank, world, mlp() if args.workload == "mnist-mlp" else Cnn(), log, base)

@@ -7,6 +7,7 @@
 //   artel bench train --workloads w1 --threads 1 --steps 60 --torch off
 //   artel bench train --workloads w2 --threads 1 --repeat 5   # medians over 5 interleaved rounds
 //   artel bench train --gemm onednn,openblas          # also on PyTorch's own GEMM kernels
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,7 @@ struct BenchArgs {
   std::vector<std::string> workloads = {"w1", "w2", "cnn"};
   std::vector<int> threads = {1, 2};
   std::vector<std::string> gemms = {"onednn"};  // artel's GEMM libraries to measure, each in every round
+  std::vector<std::string> precisions = {"fp32"};  // each on artel and on PyTorch (bf16: its autocast)
   int64_t steps = 0;  // 0 = each workload's default
   int64_t warmup = -1;  // -1 = 20, or a quarter of the steps when fewer (train::bench_warmup)
   std::string torch = "auto";  // auto | on | off
@@ -141,7 +143,8 @@ std::optional<double> torch_median_ms(const BenchArgs& a, const std::string& har
 // or "median" (then `torch_range` holds the lowest and highest per-round ratio).
 void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<double> torch_ms,
                const std::string& round = "", std::optional<std::pair<double, double>> torch_range = std::nullopt) {
-  const char* unit = r.bench.workload == "w2" ? "tok/s" : "samples/s";
+  const bool tokens = r.bench.workload == "w2" || r.bench.workload == "gpt2" || r.bench.workload == "gpt-50m";
+  const char* unit = tokens ? "tok/s" : "samples/s";
   if (a.json) {
     nlohmann::json j = {{"workload", r.bench.workload}, {"threads", r.bench.threads}, {"steps", r.bench.steps},
                         {"timed_steps", r.timed_steps},  {"artel_median_ms", r.median_ms}, {"artel_mean_ms", r.mean_ms},
@@ -149,6 +152,8 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
     if (!round.empty()) j["round"] = round;
     if (r.gemm_ms > 0) j["artel_gemm_ms"] = r.gemm_ms;
     j["gemm"] = r.bench.gemm;
+    j["precision"] = r.bench.precision;
+    if (r.bench.precision == "bf16") j["bf16_instructions"] = kernels::bf16_instructions();
     j["gemm_kernels"] = kernels::gemm_kernels(kernels::parse_gemm_library(r.bench.gemm));
     if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
     if (torch_range) j["artel_over_torch_range"] = {torch_range->first, torch_range->second};
@@ -163,9 +168,9 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
   }
   std::string label = r.bench.workload;
   if (!round.empty()) label.append(" ").append(round);
-  std::printf("%-10s %7d %-8s %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", label.c_str(), r.bench.threads,
-              r.bench.gemm.c_str(), static_cast<long long>(r.bench.steps), r.median_ms, peer, ratio, r.items_per_s,
-              unit, gemms);
+  std::printf("%-10s %7d %-8s %-4s %6lld %10.2f %10s %12s %12.0f %-9s %9s\n", label.c_str(), r.bench.threads,
+              r.bench.gemm.c_str(), r.bench.precision.c_str(), static_cast<long long>(r.bench.steps), r.median_ms, peer,
+              ratio, r.items_per_s, unit, gemms);
   std::fflush(stdout);
 }
 
@@ -193,23 +198,50 @@ void print_median_row(const BenchArgs& a, const BenchRounds& rounds) {
   const train::RatioOfMedians m = train::ratio_of_medians(pairs);
   print_row(a, median, m.b_ms, "median", std::pair(m.lowest, m.highest));
   if (!a.json)
-    std::printf("# %s, %d thread(s), %s: artel/torch per round %.2f .. %.2f\n", first.bench.workload.c_str(),
-                first.bench.threads, first.bench.gemm.c_str(), m.lowest, m.highest);
+    std::printf("# %s, %d thread(s), %s %s: artel/torch per round %.2f .. %.2f\n", first.bench.workload.c_str(),
+                first.bench.threads, first.bench.gemm.c_str(), first.bench.precision.c_str(), m.lowest, m.highest);
 }
 
 // One measured case of the ms/step table.
-using CaseKey = std::tuple<std::string, int, std::string>;  // workload, threads, gemm
+using CaseKey = std::tuple<std::string, int, std::string, std::string>;  // workload, threads, gemm, precision
+
+// bf16 products run on oneDNN only (TrainConfig::validate).
+bool measurable(const std::string& gemm, const std::string& precision) {
+  return precision == "fp32" || gemm == "onednn";
+}
 
 void print_scaling(const std::map<CaseKey, double>& ms, const BenchArgs& a) {
   if (a.json) return;
   for (const auto& w : a.workloads)
-    for (const auto& g : a.gemms) {
-      auto one = ms.find({w, 1, g});
-      if (one == ms.end()) continue;
-      for (int t : a.threads)
-        if (t > 1 && ms.count({w, t, g}))
-          std::printf("%s, %s: %d threads %.2fx the speed of 1 thread\n", w.c_str(), g.c_str(), t,
-                      one->second / ms.at({w, t, g}));
+    for (const auto& g : a.gemms)
+      for (const auto& p : a.precisions) {
+        auto one = ms.find({w, 1, g, p});
+        if (one == ms.end()) continue;
+        for (int t : a.threads)
+          if (t > 1 && ms.count({w, t, g, p}))
+            std::printf("%s, %s %s: %d threads %.2fx the speed of 1 thread\n", w.c_str(), g.c_str(), p.c_str(), t,
+                        one->second / ms.at({w, t, g, p}));
+      }
+}
+
+// With several precisions: each case against PyTorch's fastest setting on
+// this machine (the lowest of its per-precision medians).
+void print_against_fastest(const std::map<CaseKey, double>& ms, const std::map<CaseKey, double>& torch_ms,
+                           const BenchArgs& a) {
+  if (a.json || a.precisions.size() < 2) return;
+  for (const auto& w : a.workloads)
+    for (int t : a.threads) {
+      std::optional<std::pair<double, std::string>> fastest;
+      for (const auto& p : a.precisions) {
+        auto it = torch_ms.find({w, t, "", p});
+        if (it != torch_ms.end() && (!fastest || it->second < fastest->first)) fastest = {it->second, p};
+      }
+      if (!fastest) continue;
+      for (const auto& [key, artel] : ms)
+        if (std::get<0>(key) == w && std::get<1>(key) == t)
+          std::printf("%s, %d thread(s), artel %s %s: %.2f ms = %.2fx PyTorch's fastest (%s, %.2f ms)\n", w.c_str(), t,
+                      std::get<2>(key).c_str(), std::get<3>(key).c_str(), artel, artel / fastest->first,
+                      fastest->second.c_str(), fastest->first);
     }
 }
 
@@ -411,13 +443,18 @@ int run_bench_train(int argc, char** argv) {
   CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
   app.add_option("--workloads", a.workloads,
                  "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn, gpt-50m (8 x 720 GPT, block 256, batch 4; "
-                 "with --zero or --recompute)")->delimiter(',');
+                 "with --zero or --recompute), gpt2 (GPT-2 124M, block 256, batch 4, the bundled text's bytes as "
+                 "tokens)")->delimiter(',');
   app.add_option("--threads", a.threads, "thread counts to measure")->delimiter(',');
   app.add_option("--gemm", a.gemms,
                  "artel's GEMM libraries to measure, each in every round: onednn (the default, kernels compiled for "
                  "this CPU), openblas (PyTorch's kernels on Debian)")
       ->delimiter(',');
-  app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120, gpt-50m 12)");
+  app.add_option("--precision", a.precisions,
+                 "precisions to measure, each on artel and on PyTorch: fp32, bf16 (artel: --precision bf16; "
+                 "PyTorch: torch.autocast). With both, each case is also set against PyTorch's fastest")
+      ->delimiter(',');
+  app.add_option("--steps", a.steps, "steps per run (0 = w1/cnn 124, w2 120, gpt-50m 12, gpt2 8)");
   app.add_option("--warmup", a.warmup, "steps left out of the median (default 20, a quarter of the steps when fewer)");
   app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
   app.add_option("--python", a.python, "python with torch");
@@ -448,6 +485,13 @@ int run_bench_train(int argc, char** argv) {
   for (int t : a.threads) ARTEL_CHECK(t >= 1, "--threads takes counts >= 1, got ", t);
   for (const auto& g : a.gemms) kernels::parse_gemm_library(g);  // rejects unknown names before any work
   ARTEL_CHECK(!a.gemms.empty(), "--gemm needs at least one library");
+  for (const auto& p : a.precisions)
+    if (kernels::parse_gemm_precision(p) == kernels::GemmPrecision::bf16 && kernels::bf16_instructions().empty())
+      kernels::set_gemm_precision(kernels::GemmPrecision::bf16);  // throws: this CPU has no native bf16
+  ARTEL_CHECK(!a.precisions.empty(), "--precision needs at least one of fp32, bf16");
+  ARTEL_CHECK(std::any_of(a.gemms.begin(), a.gemms.end(), [](const std::string& g) { return g == "onednn"; }) ||
+                  std::all_of(a.precisions.begin(), a.precisions.end(), [](const std::string& p) { return p == "fp32"; }),
+              "--precision bf16 multiplies through oneDNN only (hint: add onednn to --gemm)");
 
   for (int64_t z : a.zero) ARTEL_CHECK(z >= 0 && z <= 3, "--zero takes stages 0 to 3, got ", z);
   for (const auto& r : a.recompute) nn::parse_recompute(r);  // rejects unknown names before any work
@@ -478,38 +522,43 @@ int run_bench_train(int argc, char** argv) {
     if (a.repeat > 1)
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
                   "rounds and their ratio\n", a.repeat);
-    std::printf("%-10s %7s %-8s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "gemm", "steps", "artel_ms",
-                "torch_ms", "artel/torch", "artel_rate", "gemm_ms");
+    if (std::find(a.precisions.begin(), a.precisions.end(), "bf16") != a.precisions.end())
+      std::printf("# bf16: artel's products on %s through oneDNN's bf16 matmul; PyTorch's under "
+                  "torch.autocast(\"cpu\", torch.bfloat16)\n", kernels::bf16_instructions().c_str());
+    std::printf("%-10s %7s %-8s %-4s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "gemm", "prec", "steps",
+                "artel_ms", "torch_ms", "artel/torch", "artel_rate", "gemm_ms");
   }
-  // Round by round, each (workload, threads) on artel with each GEMM library and then once on PyTorch.
+  // Round by round, each (workload, threads, precision) on artel with each GEMM library and then once on PyTorch.
   std::map<CaseKey, BenchRounds> rounds;
   for (int round = 1; round <= a.repeat; ++round)
     for (const auto& w : a.workloads)
-      for (int t : a.threads) {
-        std::vector<train::BenchResult> runs;
-        for (const auto& g : a.gemms)
-          runs.push_back(train::bench_artel(
-              {.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup, .data = "", .workers = 1, .gemm = g}));
-        std::optional<double> peer;
-        if (!harness.empty()) peer = torch_median_ms(a, harness, runs.front().bench);
-        for (train::BenchResult& r : runs) {
-          BenchRounds& seen = rounds[{w, t, r.bench.gemm}];
-          if (peer) seen.torch_ms.push_back(*peer);
-          seen.artel.push_back(std::move(r));
-          print_row(a, seen.artel.back(), peer, a.repeat > 1 ? "#" + std::to_string(round) : "");
+      for (int t : a.threads)
+        for (const auto& p : a.precisions) {
+          std::vector<train::BenchResult> runs;
+          for (const auto& g : a.gemms)
+            if (measurable(g, p))
+              runs.push_back(train::bench_artel({.workload = w, .threads = t, .steps = a.steps, .warmup = a.warmup,
+                                                 .data = "", .workers = 1, .gemm = g, .precision = p}));
+          std::optional<double> peer;
+          if (!harness.empty()) peer = torch_median_ms(a, harness, runs.front().bench);
+          for (train::BenchResult& r : runs) {
+            BenchRounds& seen = rounds[{w, t, r.bench.gemm, p}];
+            if (peer) seen.torch_ms.push_back(*peer);
+            seen.artel.push_back(std::move(r));
+            print_row(a, seen.artel.back(), peer, a.repeat > 1 ? "#" + std::to_string(round) : "");
+          }
         }
-      }
-  std::map<CaseKey, double> artel_ms;
-  for (const auto& w : a.workloads)
-    for (int t : a.threads)
-      for (const auto& g : a.gemms) {
-        const BenchRounds& seen = rounds.at({w, t, g});
-        if (a.repeat > 1) print_median_row(a, seen);
-        std::vector<double> ms;
-        for (const train::BenchResult& r : seen.artel) ms.push_back(r.median_ms);
-        artel_ms[{w, t, g}] = train::median_after_warmup(ms, 0);
-      }
+  std::map<CaseKey, double> artel_ms, torch_ms;  // medians over rounds; PyTorch's under gemm ""
+  for (const auto& [key, seen] : rounds) {
+    if (a.repeat > 1) print_median_row(a, seen);
+    std::vector<double> ms;
+    for (const train::BenchResult& r : seen.artel) ms.push_back(r.median_ms);
+    artel_ms[key] = train::median_after_warmup(ms, 0);
+    if (!seen.torch_ms.empty())
+      torch_ms[{std::get<0>(key), std::get<1>(key), "", std::get<3>(key)}] = train::median_after_warmup(seen.torch_ms, 0);
+  }
   print_scaling(artel_ms, a);
+  print_against_fastest(artel_ms, torch_ms, a);
   return 0;
 }
 

@@ -11,11 +11,13 @@
 
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/gemm_bf16.h"
 
 namespace artel::kernels {
 namespace {
 
 std::atomic<GemmLibrary> g_library{GemmLibrary::onednn};
+std::atomic<GemmPrecision> g_precision{GemmPrecision::fp32};
 
 void onednn_sgemm(const GemmArgs& g) {
   // oneDNN parallelises with OpenMP over omp_get_max_threads(), a per-thread
@@ -42,6 +44,61 @@ constexpr int64_t kMinSplitWork = 1 << 18;
 
 thread_local GemmRecorder* t_recorder = nullptr;
 
+// Runs `run` on blocks of C, one per thread: blocks of rows, or of columns
+// when M is small, that keep the kernel's tiles whole. P is GemmArgs or
+// Bf16Product, whose fields mean the same.
+template <class P, class Run>
+void split_product(const P& g, Run run) {
+  int threads = num_threads();
+  if (threads == 1 || g.m * g.n * g.k < kMinSplitWork) return run(g);
+  if (g.m >= g.n || g.n < 64) {
+    int64_t blocks = std::min<int64_t>(threads, (g.m + 15) / 16);
+    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        int64_t r0 = g.m * b / blocks / 16 * 16, r1 = b + 1 == blocks ? g.m : g.m * (b + 1) / blocks / 16 * 16;
+        P part = g;
+        part.m = r1 - r0;
+        part.a = g.trans_a ? g.a + r0 : g.a + r0 * g.lda;
+        part.c = g.c + r0 * g.ldc;
+        run(part);
+      }
+    });
+  } else {
+    int64_t blocks = std::min<int64_t>(threads, (g.n + 15) / 16);
+    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        int64_t c0 = g.n * b / blocks / 16 * 16, c1 = b + 1 == blocks ? g.n : g.n * (b + 1) / blocks / 16 * 16;
+        P part = g;
+        part.n = c1 - c0;
+        part.b = g.trans_b ? g.b + c0 * g.ldb : g.b + c0;
+        part.c = g.c + c0;
+        run(part);
+      }
+    });
+  }
+}
+
+// Rounds a stored (rows x cols, stride ld) operand to bf16, tight, split over the threads.
+const uint16_t* rounded(const float* in, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& out) {
+  out.resize(static_cast<size_t>(rows * cols));
+  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    round_to_bf16(in + r0 * ld, r1 - r0, cols, ld, out.data() + r0 * cols);
+  });
+  return out.data();
+}
+
+// The mixed-precision product: both operands rounded once, as stored, then
+// multiplied block by block as in fp32.
+void gemm_bf16(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  thread_local std::vector<uint16_t> a16, b16;
+  Bf16Product p{g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, nullptr, g.trans_a ? g.m : g.k,
+                nullptr, g.trans_b ? g.k : g.n, g.beta, g.c, g.ldc};
+  p.a = rounded(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
+  p.b = rounded(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
+  split_product(p, bf16_matmul);
+}
+
 }  // namespace
 
 GemmLibrary parse_gemm_library(const std::string& name) {
@@ -53,6 +110,31 @@ GemmLibrary parse_gemm_library(const std::string& name) {
 std::string to_string(GemmLibrary lib) { return lib == GemmLibrary::onednn ? "onednn" : "openblas"; }
 
 void set_gemm_library(GemmLibrary lib) { g_library.store(lib); }
+
+GemmPrecision parse_gemm_precision(const std::string& name) {
+  if (name == "fp32") return GemmPrecision::fp32;
+  if (name == "bf16") return GemmPrecision::bf16;
+  throw Error("unknown precision '" + name + "'", "use fp32 or bf16");
+}
+
+std::string to_string(GemmPrecision p) { return p == GemmPrecision::fp32 ? "fp32" : "bf16"; }
+
+std::string bf16_instructions() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  if (isa == dnnl_cpu_isa_avx512_core_amx) return "AMX";
+  if (isa == dnnl_cpu_isa_avx512_core_bf16) return "AVX512_BF16";
+  return "";
+}
+
+void set_gemm_precision(GemmPrecision p) {
+  if (p == GemmPrecision::bf16 && bf16_instructions().empty())
+    throw Error("this CPU has no native bf16 (no AVX512_BF16 or AMX; oneDNN sees " + gemm_kernels(GemmLibrary::onednn) +
+                    "), and emulated bf16 is slower than fp32",
+                "use --precision fp32");
+  g_precision.store(p);
+}
+
+GemmPrecision gemm_precision() { return g_precision.load(); }
 
 std::string openblas_fallback_advice(const std::string& corename, bool avx512, bool avx2) {
   std::string core = corename;
@@ -95,34 +177,8 @@ GemmRecorder::~GemmRecorder() { t_recorder = outer_; }
 
 void gemm(const GemmArgs& g) {
   if (t_recorder) t_recorder->calls_.push_back(g);
-  int threads = num_threads();
-  if (threads == 1 || g.m * g.n * g.k < kMinSplitWork) return sgemm(g);
-  // Split the larger of M and N into blocks that keep the kernel's tiles whole.
-  if (g.m >= g.n || g.n < 64) {
-    int64_t blocks = std::min<int64_t>(threads, (g.m + 15) / 16);
-    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        int64_t r0 = g.m * b / blocks / 16 * 16, r1 = b + 1 == blocks ? g.m : g.m * (b + 1) / blocks / 16 * 16;
-        GemmArgs part = g;
-        part.m = r1 - r0;
-        part.a = g.trans_a ? g.a + r0 : g.a + r0 * g.lda;
-        part.c = g.c + r0 * g.ldc;
-        sgemm(part);
-      }
-    });
-  } else {
-    int64_t blocks = std::min<int64_t>(threads, (g.n + 15) / 16);
-    parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        int64_t c0 = g.n * b / blocks / 16 * 16, c1 = b + 1 == blocks ? g.n : g.n * (b + 1) / blocks / 16 * 16;
-        GemmArgs part = g;
-        part.n = c1 - c0;
-        part.b = g.trans_b ? g.b + c0 * g.ldb : g.b + c0;
-        part.c = g.c + c0;
-        sgemm(part);
-      }
-    });
-  }
+  if (g_precision.load(std::memory_order_relaxed) == GemmPrecision::bf16) return gemm_bf16(g);
+  split_product(g, sgemm);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,

@@ -15,8 +15,16 @@
 // OpenBLAS is the library Debian's PyTorch calls, there for comparisons on
 // the same kernels (`--gemm openblas`).
 //
+// Precision: fp32, or bf16 (`--precision bf16`, mixed precision): the inputs
+// of every product are rounded to bf16 (round to nearest even) and multiplied
+// by oneDNN's bf16 matmul, accumulating and writing C in fp32
+// (kernels/gemm_bf16.h). Only where the CPU multiplies bf16 natively
+// (AVX512_BF16 or AMX); set_gemm_precision refuses it elsewhere rather than
+// emulating it, which is slower than fp32.
+//
 //   set_gemm_library(parse_gemm_library("openblas"));
 //   gemm_kernels();   // "OpenBLAS 0.3.21, Haswell kernels (forced by OPENBLAS_CORETYPE=Haswell)"
+//   set_gemm_precision(GemmPrecision::bf16);   // throws on a CPU without native bf16
 #pragma once
 
 #include <cstdint>
@@ -41,6 +49,18 @@ std::string gemm_kernels(GemmLibrary lib);
 // returns the advice naming the OPENBLAS_CORETYPE that restores the kernels
 // (for a peer's numbers, such as PyTorch's, measured with them); else "".
 std::string openblas_fallback_advice(const std::string& corename, bool avx512, bool avx2);
+
+enum class GemmPrecision { fp32, bf16 };
+// "fp32" | "bf16"; throws Error naming the choices otherwise.
+GemmPrecision parse_gemm_precision(const std::string& name);
+std::string to_string(GemmPrecision p);
+// Process-wide, like the library; fp32 until set. bf16 throws Error (one line,
+// naming the CPU's best instructions) where bf16_instructions() is "".
+void set_gemm_precision(GemmPrecision p);
+GemmPrecision gemm_precision();
+// The instructions bf16 products run on here: "AMX" or "AVX512_BF16", or ""
+// when the CPU (as oneDNN sees it; ONEDNN_MAX_CPU_ISA lowers it) has neither.
+std::string bf16_instructions();
 
 struct GemmArgs {
   bool trans_a = false, trans_b = false;

@@ -112,6 +112,9 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   block_fresh_.assign(plan_.size(), true);
   pending_.resize(plan_.size());
   work_.resize(plan_.size());
+  wire_.resize(plan_.size());
+  ARTEL_CHECK(opts_.wire == DType::f32 || opts_.wire == DType::bf16, "gradients go on the wire as float32 or bfloat16, not ",
+              dtype_name(opts_.wire));
   arrived_.assign(params_.size(), false);
   for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
 
@@ -159,6 +162,7 @@ std::string DistributedDataParallel::describe() const {
     s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "");
   if (sharded()) s += std::string(opts_.shard_gradients ? "; optimizer and gradients" : "; optimizer") +
                      " sharded over " + std::to_string(group_.size()) + " ranks";
+  if (opts_.wire == DType::bf16) s += "; gradients reduced in bf16";
   return s;
 }
 
@@ -204,6 +208,13 @@ float* DistributedDataParallel::staging_slot(size_t param) {
 void DistributedDataParallel::complete(size_t b) {
   work_[b]->wait();
   work_[b].reset();
+  if (wire_[b].defined()) {  // widen the average (a sharded bucket's: only this rank's block) back
+    const optim::ElementRange range = sharded(b) ? block_of(b) : optim::ElementRange{0, padded_[b]};
+    const bf16* from = wire_[b].data<bf16>() + range.begin;
+    float* to = storage_[b].data<float>() + range.begin;
+    for (int64_t i = 0; i < range.size(); ++i) to[i] = static_cast<float>(from[i]);
+    wire_[b] = Tensor();
+  }
   if (!staged(b)) return;
   const optim::ElementRange block = block_of(b);
   const float* averaged = storage_[b].data<float>() + block.begin;
@@ -225,13 +236,23 @@ float* DistributedDataParallel::averaged_block(size_t b) const {
   return staged(b) ? static_cast<float*>(grad_blocks_[b].raw()) : static_cast<float*>(storage_[b].raw()) + block_of(b).begin;
 }
 
+// The tensor bucket b is reduced in: its storage, or a bf16 copy of it.
+Tensor DistributedDataParallel::on_the_wire(size_t b) {
+  if (opts_.wire == DType::f32) return storage_[b];
+  wire_[b] = Tensor::empty({padded_[b]}, DType::bf16);
+  const float* from = storage_[b].data<float>();
+  bf16* to = wire_[b].data<bf16>();
+  for (int64_t i = 0; i < padded_[b]; ++i) to[i] = bf16(from[i]);
+  return wire_[b];
+}
+
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < static_cast<int>(plan_.size()) && pending_[static_cast<size_t>(next_launch_)] == 0) {
     size_t b = static_cast<size_t>(next_launch_++);
+    Tensor reduced = on_the_wire(b);
     if (sharded(b)) {
       const optim::ElementRange block = block_of(b);
-      work_[b] = group_.reduce_scatter(storage_[b], storage_[b].slice0(block.begin, block.end),
-                                       {.op = comm::ReduceOp::avg});
+      work_[b] = group_.reduce_scatter(reduced, reduced.slice0(block.begin, block.end), {.op = comm::ReduceOp::avg});
       if (staged(b)) {
         // The next micro-step's gradients must not land in memory being reduced.
         for (int param : plan_[b].params) params_[static_cast<size_t>(param)].second.set_grad_destination(Tensor());
@@ -239,7 +260,7 @@ void DistributedDataParallel::launch_ready_buckets() {
         if (in_flight_.size() > kStagedInFlight) complete(in_flight_.front());
       }
     } else {
-      work_[b] = group_.all_reduce(storage_[b], {.op = comm::ReduceOp::avg});
+      work_[b] = group_.all_reduce(reduced, {.op = comm::ReduceOp::avg});
     }
   }
 }

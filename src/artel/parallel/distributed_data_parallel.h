@@ -65,6 +65,11 @@ struct DdpOptions {
   // weight tied across pipeline stages, whose averaged gradient is summed
   // with the other stage's copy after finish() and must be whole for that.
   std::function<bool(const std::string& name)> replicate;
+  // The gradients' type on the wire: f32, or bf16 (`--grad-reduce-dtype bf16`,
+  // half the bytes): each bucket is rounded to bf16 before its reduction,
+  // every hop sums in f32 and rounds (comm/reduce.h), and the average is
+  // widened back into the f32 bucket that the optimizer reads.
+  DType wire = DType::f32;
 };
 
 class DistributedDataParallel {
@@ -156,6 +161,7 @@ class DistributedDataParallel {
   Tensor slice_of(const std::vector<Tensor>& flat, size_t param) const;
   // Elements [begin, end) of bucket b this rank reduces and updates (sharded).
   optim::ElementRange block_of(size_t b) const;
+  Tensor on_the_wire(size_t b);
   void launch_ready_buckets();
   void broadcast_weights();
 
@@ -177,6 +183,7 @@ class DistributedDataParallel {
   std::vector<int> pending_;           // per bucket: gradients still to arrive this step
   std::vector<bool> arrived_;          // per parameter: its gradient was copied in this step
   std::vector<comm::WorkPtr> work_;    // per bucket: the running reduction
+  std::vector<Tensor> wire_;           // per bucket: its bf16 copy while reduced (DdpOptions::wire)
   int next_launch_ = 0;                // buckets start in index order on every rank
   bool sync_ = true;
 };

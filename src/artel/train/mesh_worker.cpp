@@ -54,6 +54,7 @@ MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::Pr
   cfg_.validate();
   // Before the mesh times its pieces (--stage-layers cost) with the library the run will use.
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
+  kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
   mesh_ = std::make_unique<ModelMesh>(cfg_,
                                       parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
                                                                  static_cast<int>(cfg_.tp), link_message_bytes(cfg_)),

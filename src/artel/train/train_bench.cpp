@@ -1,7 +1,10 @@
 #include "artel/train/train_bench.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -23,7 +26,8 @@ int64_t default_bench_steps(const std::string& workload) {
   if (workload == "w2") return 120;
   if (workload == "w1" || workload == "cnn") return 2 * kW1StepsPerEpoch;
   if (workload == "gpt-50m") return 12;
-  throw Error("unknown workload '" + workload + "'", "use w1, w2, cnn or gpt-50m");
+  if (workload == "gpt2") return 8;
+  throw Error("unknown workload '" + workload + "'", "use w1, w2, cnn, gpt-50m or gpt2");
 }
 
 int64_t bench_warmup(const BenchCase& c) {
@@ -36,8 +40,14 @@ TrainConfig bench_config(const BenchCase& c) {
   ARTEL_CHECK(c.threads >= 1, "threads must be >= 1, got ", c.threads);
   const int64_t warmup = bench_warmup(c);
   ARTEL_CHECK(warmup < steps, "warmup (", warmup, ") must be in [0, steps = ", steps, ")");
-  const bool gpt = c.workload == "w2" || c.workload == "gpt-50m";
+  const bool gpt = c.workload == "w2" || c.workload == "gpt-50m" || c.workload == "gpt2";
   TrainConfig cfg = default_config(gpt ? "gpt" : c.workload == "w1" ? "mlp" : "cnn");
+  if (c.workload == "gpt2") {  // nanoGPT's GPT-2 124M and recipe on 4 x 256 tokens
+    apply_preset(cfg, "gpt2");
+    cfg.block_size = 256;
+    cfg.batch_size = 4;
+    cfg.warmup_steps = 0;
+  }
   if (c.workload == "gpt-50m") {  // the ZeRO paper's terms measured on it (tools/zero_bytes_per_parameter.py)
     cfg.n_layer = 8;
     cfg.n_head = 12;
@@ -48,8 +58,9 @@ TrainConfig bench_config(const BenchCase& c) {
   cfg.steps = steps;
   cfg.threads = c.threads;
   cfg.gemm = c.gemm;
+  cfg.precision = c.precision;
   cfg.generate = 0;
-  cfg.data = c.data.empty() ? default_data_for(cfg.model) : c.data;
+  cfg.data = !c.data.empty() ? c.data : c.workload == "gpt2" ? bench_token_file() : default_data_for(cfg.model);
   if (c.zero >= 0) cfg.zero = c.zero;
   if (!c.recompute.empty()) cfg.recompute = c.recompute;
   cfg.validate();
@@ -78,7 +89,7 @@ BenchResult bench_artel(const BenchCase& c) {
   if (c.threads == 1) products.emplace();
   RunSummary s = trainer.run();
   BenchResult r;
-  if (products) r.gemm_ms = replay_step_gemms_ms(products->calls(), cfg.steps, /*repeats=*/10);
+  if (products) r.gemm_ms = replay_step_gemms_ms(products->calls(), cfg.steps, c.workload == "gpt2" ? 3 : 10);
   r.bench = c;
   r.bench.steps = cfg.steps;
   const int64_t warmup = bench_warmup(c);
@@ -112,19 +123,47 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
   return median_after_warmup(ms, 0);
 }
 
+std::string bench_token_file() {
+  const std::string text = find_bundled_data("tinyshakespeare.txt");
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "artel-bench-tinyshakespeare-bytes.bin";
+  std::error_code ec;
+  const auto text_bytes = std::filesystem::file_size(text);
+  if (std::filesystem::file_size(path, ec) == 2 * text_bytes && !ec) return path.string();
+  std::ifstream in(text, std::ios::binary);
+  std::vector<uint16_t> ids;
+  for (char ch; in.get(ch);) ids.push_back(static_cast<unsigned char>(ch));
+  ARTEL_CHECK(ids.size() == text_bytes, "cannot read ", text);
+  // Written aside and renamed, so a concurrent benchmark never reads half a file.
+  const std::string aside = path.string() + "." + std::to_string(getpid());
+  {
+    std::ofstream out(aside, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(2 * ids.size()));
+    ARTEL_CHECK(out.good(), "cannot write ", aside);
+  }
+  std::filesystem::rename(aside, path);
+  return path.string();
+}
+
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c) {
-  if (c.workload != "w1" && c.workload != "w2") return {};
+  if (c.workload != "w1" && c.workload != "w2" && c.workload != "gpt2") return {};
   int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
   std::vector<std::string> argv = {python, train_py, "--threads", std::to_string(c.threads), "--warmup",
                                    std::to_string(bench_warmup(c))};
+  if (c.precision != "fp32") {
+    if (c.workload == "w1") return {};  // the harness's autocast is for its GPTs
+    argv.insert(argv.end(), {"--precision", c.precision});
+  }
   if (c.workers > 1) argv.insert(argv.end(), {"--ddp", std::to_string(c.workers)});
   if (c.workload == "w1") {
     int64_t epochs = (steps + kW1StepsPerEpoch - 1) / kW1StepsPerEpoch;
     argv.insert(argv.end(), {"--workload", "mnist-mlp", "--epochs", std::to_string(epochs)});
-  } else {
+  } else if (c.workload == "w2") {
     argv.insert(argv.end(), {"--workload", "shakespeare-char-gpt", "--iters", std::to_string(steps), "--eval-at",
                              std::to_string(steps)});
+  } else {
+    argv.insert(argv.end(), {"--workload", "gpt2", "--iters", std::to_string(steps), "--eval-at", "", "--data-file",
+                             c.data.empty() ? bench_token_file() : c.data});
   }
   return argv;
 }

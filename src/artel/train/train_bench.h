@@ -22,13 +22,16 @@
 namespace artel::train {
 
 struct BenchCase {
-  std::string workload = "w2";  // w1 | w2 | cnn | gpt-50m (the 8 x 720 GPT at block 256, batch 4)
+  // w1 | w2 | cnn | gpt-50m (the 8 x 720 GPT at block 256, batch 4) | gpt2
+  // (--preset gpt2, 124M, at block 256, batch 4, on bench_token_file())
+  std::string workload = "w2";
   int threads = 1;              // >= 1
   int64_t steps = 0;            // steps to run; 0 = the workload's default_bench_steps
   int64_t warmup = -1;          // first steps left out of the median, < steps; -1 = bench_warmup's
-  std::string data;             // "" = the bundled data
+  std::string data;             // "" = the bundled data (gpt2: bench_token_file())
   int workers = 1;              // data-parallel processes (scaling: `artel train --nproc`, the harness's --ddp)
   std::string gemm = "onednn";  // the GEMM library (kernels/gemm.h); PyTorch keeps its own
+  std::string precision = "fp32";  // fp32 | bf16 (--precision); the harness: bf16 = torch.autocast's
   int64_t zero = -1;            // --zero of the run; -1 = the recipe's
   std::string recompute;        // --recompute of the run; "" = the recipe's
 };
@@ -59,6 +62,11 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
 
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
 double median_after_warmup(const std::vector<double>& ms, int64_t warmup);
+
+// The token file of the gpt2 workload: the bundled text's bytes as uint16
+// token ids (nanoGPT's raw layout; a byte-level vocabulary inside GPT-2's
+// 50,257), written once to the temporary folder and reused.
+std::string bench_token_file();
 
 // argv for the PyTorch harness running the same workload; {} for "cnn" and
 // "gpt-50m" (not compared: the harness's --workload mnist-cnn runs the CNN by hand). W1 runs

@@ -39,6 +39,8 @@ const std::vector<Field>& fields() {
       {"seed", &TrainConfig::seed, "seed of weights, batch order and dropout"},
       {"threads", &TrainConfig::threads, "threads (0 = all available cores)"},
       {"gemm", &TrainConfig::gemm, "matrix products: onednn (kernels compiled for this CPU) | openblas (the library of Debian's PyTorch)"},
+      {"precision", &TrainConfig::precision, "matrix-product inputs: fp32 | bf16 (mixed precision, on a CPU with AVX512_BF16 or AMX; weights, optimizer state and checkpoints stay fp32)"},
+      {"grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "data parallelism's gradient all-reduce: fp32 | bf16 (half the bytes; summed in fp32 at each hop)"},
       {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
       {"lr", &TrainConfig::lr, "peak learning rate"},
       {"momentum", &TrainConfig::momentum, "SGD momentum"},
@@ -176,6 +178,14 @@ void TrainConfig::validate() const {
   check_one_of("optimizer", optimizer, {"adamw", "sgd"});
   check_one_of("lr_schedule", lr_schedule, {"constant", "cosine"});
   check_one_of("gemm", gemm, {"onednn", "openblas"});
+  check_one_of("precision", precision, {"fp32", "bf16"});
+  check_one_of("grad_reduce_dtype", grad_reduce_dtype, {"fp32", "bf16"});
+  if (precision == "bf16" && gemm == "openblas")
+    throw Error("--precision bf16 multiplies through oneDNN's bf16 matmul; OpenBLAS has none", "drop --gemm openblas");
+  if (grad_reduce_dtype == "bf16" && (zero == 3 || ps_servers > 0))
+    throw Error(std::string("--grad-reduce-dtype bf16 rounds data parallelism's gradient all-reduce; ") +
+                    (zero == 3 ? "--zero 3 reduce-scatters its own" : "a parameter server's pushes are fp32"),
+                "drop --grad-reduce-dtype bf16");
   check_one_of("recompute", recompute, {"none", "selective", "full"});
   ARTEL_CHECK(!out.empty(), "out must name a directory");
   check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));

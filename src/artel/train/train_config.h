@@ -42,6 +42,10 @@ struct TrainConfig {
   int64_t seed = 1337;              // >= 0: weights, batch order and dropout all derive from it
   int64_t threads = 0;              // >= 0; 0 = every core this process may use
   std::string gemm = "onednn";      // onednn | openblas: the library behind every matrix product (kernels/gemm.h)
+  // fp32 | bf16: the inputs of every matrix product (bf16: mixed precision on a CPU with native bf16;
+  // weights, gradients, optimizer state, accumulation and checkpoints stay fp32)
+  std::string precision = "fp32";
+  std::string grad_reduce_dtype = "fp32";  // fp32 | bf16: the data-parallel gradient all-reduce's wire type
 
   // ---- optimizer (PyTorch semantics)
   std::string optimizer = "adamw";  // adamw | sgd

@@ -80,6 +80,7 @@ void Trainer::start() {
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
+  kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
   {
     AllocationPurpose purpose("the model's parameters");
     trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
@@ -132,7 +133,8 @@ void Trainer::announce() const {
         << "  run    " << total_steps_ << " steps of " << per_step << " per worker x " << strategy_->replicas()
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
-        << num_threads() << " thread(s), " << cfg_.gemm << " GEMM\n";
+        << num_threads() << " thread(s), " << cfg_.gemm << " GEMM"
+        << (cfg_.precision == "bf16" ? ", bf16 products on " + kernels::bf16_instructions() : "") << "\n";
   if (const std::string layout = strategy_->describe(); !layout.empty()) out() << "  layout " << layout << "\n";
   if (const std::string sync = strategy_->describe_sync(); !sync.empty())
     out() << "  sync   " << sync << "\n";

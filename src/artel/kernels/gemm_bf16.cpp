@@ -1,0 +1,98 @@
+#include "artel/kernels/gemm_bf16.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cstring>
+#include <dnnl.hpp>
+#include <map>
+#include <tuple>
+
+#include "artel/core/error.h"
+
+namespace artel::kernels {
+namespace {
+
+uint16_t round_one(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, int64_t n, uint16_t* out) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + j));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), reinterpret_cast<__m256i&>(h));
+  }
+  for (; j < n; ++j) out[j] = round_one(in[j]);
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A product's shape and scalars: what a primitive is made for.
+using Shape = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+
+dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t ld, dnnl::memory::data_type type) {
+  // A stored matrix of ld-strided rows, read as (rows x cols) or, transposed, as its transpose.
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, type, strides);
+}
+
+struct Prepared {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+const Prepared& prepared(const Bf16Product& p) {
+  thread_local std::map<Shape, Prepared> primitives;
+  const Shape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta};
+  auto it = primitives.find(shape);
+  if (it != primitives.end()) return it->second;
+  using dt = dnnl::memory::data_type;
+  Prepared made;
+  made.a = matrix(p.m, p.k, p.trans_a, p.lda, dt::bf16);
+  made.b = matrix(p.k, p.n, p.trans_b, p.ldb, dt::bf16);
+  made.c = matrix(p.m, p.n, false, p.ldc, dt::f32);
+  dnnl::primitive_attr attr;
+  if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
+  if (p.beta != 0.0f) {
+    dnnl::post_ops sum;
+    sum.append_sum(p.beta);
+    attr.set_post_ops(sum);
+  }
+  try {
+    made.primitive = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(made.a, made.b, made.c), attr, cpu_engine()));
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN has no bf16 matmul for (" + std::to_string(p.m) + " x " + std::to_string(p.k) + ") by (" +
+                std::to_string(p.k) + " x " + std::to_string(p.n) + "): " + e.what());
+  }
+  return primitives.emplace(shape, std::move(made)).first->second;
+}
+
+}  // namespace
+
+void round_to_bf16(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
+  for (int64_t r = 0; r < rows; ++r) round_row(in + r * ld, cols, out + r * cols);
+}
+
+void bf16_matmul(const Bf16Product& p) {
+  if (p.m == 0 || p.n == 0) return;
+  // As for sgemm (gemm.cpp): oneDNN's OpenMP team stays at one thread, artel splits.
+  thread_local const bool single_threaded = (omp_set_num_threads(1), true);
+  (void)single_threaded;
+  thread_local dnnl::stream stream(cpu_engine());
+  const Prepared& made = prepared(p);
+  const dnnl::engine& engine = cpu_engine();
+  dnnl::memory a(made.a, engine, const_cast<uint16_t*>(p.a)), b(made.b, engine, const_cast<uint16_t*>(p.b)),
+      c(made.c, engine, p.c);
+  made.primitive.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
+}  // namespace artel::kernels

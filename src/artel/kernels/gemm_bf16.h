@@ -1,0 +1,34 @@
+// bf16 matrix products: oneDNN's matmul on bf16 inputs with fp32 accumulation
+// and an fp32 C, the mixed-precision half of kernels/gemm.h.
+//
+//   Bf16Matrix a = to_bf16(g.a, rows, cols, g.lda);     // rounded to nearest even
+//   bf16_matmul(part);                                  // C = alpha · op(A) · op(B) + beta · C
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace artel::kernels {
+
+// Rounds a rows x cols fp32 matrix (row stride ld) to bf16, round to nearest
+// even, into `out` (rows x cols, tight). Needs AVX512_BF16 (the caller checks).
+void round_to_bf16(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out);
+
+// One product on bf16 operands; the fields mean what GemmArgs's do.
+struct Bf16Product {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  const uint16_t* a = nullptr;
+  int64_t lda = 0;
+  const uint16_t* b = nullptr;
+  int64_t ldb = 0;
+  float beta = 0.0f;
+  float* c = nullptr;
+  int64_t ldc = 0;
+};
+
+// Runs on the calling thread alone. Primitives are kept per thread by shape.
+void bf16_matmul(const Bf16Product& p);
+
+}  // namespace artel::kernels
