@@ -117,6 +117,49 @@ TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
   set_num_threads(1);
 }
 
+// A bias row (beta 0) is added to every row, in fp32 and in bf16, split by
+// rows and by columns.
+TEST(Gemm, BiasRowIsAddedToEveryRow) {
+  for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::bf16})
+    for (int threads : {1, 2})
+      for (Shape s : {Shape{130, 70, 40}, Shape{3, 300, 200}}) {
+        if (precision == GemmPrecision::bf16 && bf16_instructions().empty()) continue;
+        set_gemm_precision(precision);
+        set_num_threads(threads);
+        std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.25f), b(static_cast<size_t>(s.k * s.n), 0.5f),
+            bias(static_cast<size_t>(s.n)), c(static_cast<size_t>(s.m * s.n), 99.0f);
+        for (size_t j = 0; j < bias.size(); ++j) bias[j] = static_cast<float>(j);
+        gemm(false, false, s.m, s.n, s.k, 1.0f, a.data(), b.data(), 0.0f, c.data(), bias.data());
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            ASSERT_FLOAT_EQ(c[static_cast<size_t>(i * s.n + j)], 0.125f * static_cast<float>(s.k) + static_cast<float>(j))
+                << to_string(precision) << " threads " << threads << " at " << i << "," << j;
+        EXPECT_THROW(gemm(false, false, s.m, s.n, s.k, 1.0f, a.data(), b.data(), 1.0f, c.data(), bias.data()), Error);
+      }
+  set_gemm_precision(GemmPrecision::fp32);
+  set_num_threads(1);
+}
+
+// Inside RoundOperandsOnce an operand met again is not rounded again (its
+// first rounding is reused: the scope promises nothing writes it); outside,
+// every product rounds what it is given.
+TEST(Gemm, RoundOperandsOnceReusesARoundingOnlyInsideItsScope) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_gemm_precision(GemmPrecision::bf16);
+  std::vector<float> a(16 * 16, 1.0f), b(16 * 16, 1.0f), c(16 * 16);
+  {
+    RoundOperandsOnce once;
+    gemm(false, false, 16, 16, 16, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    EXPECT_EQ(c[0], 16.0f);
+    a[0] = 3.0f;  // breaks the scope's promise: the first rounding is used
+    gemm(false, false, 16, 16, 16, 1.0f, a.data(), b.data(), 0.0f, c.data());
+    EXPECT_EQ(c[0], 16.0f);
+  }
+  gemm(false, false, 16, 16, 16, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  EXPECT_EQ(c[0], 18.0f);
+  set_gemm_precision(GemmPrecision::fp32);
+}
+
 TEST(Gemm, PrecisionsByName) {
   EXPECT_EQ(parse_gemm_precision("bf16"), GemmPrecision::bf16);
   EXPECT_EQ(parse_gemm_precision(to_string(GemmPrecision::fp32)), GemmPrecision::fp32);

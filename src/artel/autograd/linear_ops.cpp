@@ -56,19 +56,21 @@ void check_linear(const char* op, const Variable& x, const Variable& weight, con
               " (hint: bias is (out))");
 }
 
-// y = x·Wᵀ + beta·y (beta 1: y holds what the product is added to; 0: y is
-// uninitialised), recorded as op `name` over `inputs` = {x, weight, bias[,
-// residual]}. A residual's gradient is the output gradient itself (Note
-// [Gradient ownership]).
-Variable linear_onto(Tensor y, float beta, std::vector<Variable> inputs, const char* name) {
+// y = x·Wᵀ + beta·y (+ the bias row, with beta 0, when add_bias) (beta 1: y
+// holds what the product is added to; 0: y is uninitialised), recorded as op
+// `name` over `inputs` = {x, weight, bias[, residual]}. A residual's gradient
+// is the output gradient itself (Note [Gradient ownership]).
+Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> inputs, const char* name) {
   const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
   int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
   Tensor xv = x.value(), wv = weight.value();
-  kernels::gemm(false, true, M, out, in, 1.0f, xv.data<float>(), wv.data<float>(), beta, y.data<float>());
+  kernels::gemm(false, true, M, out, in, 1.0f, xv.data<float>(), wv.data<float>(), beta, y.data<float>(),
+                add_bias ? bias.value().data<float>() : nullptr);
   bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
   bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
   return make_result(y, std::move(inputs), name,
                      [xv, wv, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
+                       kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
                        if (gx) {  // dX = dY · W
                          gi[0] = Tensor::empty(xv.shape());
                          kernels::gemm(false, false, M, in, out, 1.0f, g.data<float>(), wv.data<float>(), 0.0f,
@@ -91,12 +93,8 @@ Variable linear_onto(Tensor y, float beta, std::vector<Variable> inputs, const c
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   check_linear("linear", x, weight, bias);
-  int64_t M = rows_of(x.shape()), out = weight.size(0);
-  // The bias is laid into y first and the GEMM adds onto it (beta = 1): no
-  // extra pass, since a beta = 0 GEMM clears C first anyway.
-  Tensor y = Tensor::empty(with_last(x.shape(), out));
-  if (bias.defined()) kernels::repeat_row(M, out, bias.value().data<float>(), y.data<float>());
-  return linear_onto(y, bias.defined() ? 1.0f : 0.0f, {x, weight, bias}, "linear");
+  Tensor y = Tensor::empty(with_last(x.shape(), weight.size(0)));
+  return linear_onto(y, 0.0f, bias.defined(), {x, weight, bias}, "linear");
 }
 
 Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual) {
@@ -112,7 +110,7 @@ Variable linear_add(const Variable& x, const Variable& weight, const Variable& b
                     residual.value().data<float>(), bias.value().data<float>(), y.data<float>());
   else
     y.copy_from(residual.value());
-  return linear_onto(y, 1.0f, {x, weight, bias, residual}, "linear_add");
+  return linear_onto(y, 1.0f, false, {x, weight, bias, residual}, "linear_add");
 }
 
 }  // namespace artel::autograd

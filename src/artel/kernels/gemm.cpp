@@ -8,10 +8,12 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm_bf16.h"
+#include "artel/kernels/layout.h"
 
 namespace artel::kernels {
 namespace {
@@ -72,6 +74,7 @@ void split_product(const P& g, Run run) {
         part.n = c1 - c0;
         part.b = g.trans_b ? g.b + c0 * g.ldb : g.b + c0;
         part.c = g.c + c0;
+        if (g.bias) part.bias = g.bias + c0;
         run(part);
       }
     });
@@ -87,19 +90,40 @@ const uint16_t* rounded(const float* in, int64_t rows, int64_t cols, int64_t ld,
   return out.data();
 }
 
+thread_local RoundOperandsOnce* t_round_once = nullptr;
+
+}  // namespace
+
+// The rounding of one operand: kept by the innermost RoundOperandsOnce, or in
+// this thread's scratch `spare` when there is none.
+struct RoundedOperands {
+  static const uint16_t* of(const float* in, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& spare) {
+    if (!t_round_once) return rounded(in, rows, cols, ld, spare);
+    for (const RoundOperandsOnce::Kept& k : t_round_once->kept_)
+      if (k.data == in && k.rows == rows && k.cols == cols && k.ld == ld) return k.bits.data();
+    RoundOperandsOnce::Kept& k = t_round_once->kept_.emplace_back(RoundOperandsOnce::Kept{in, rows, cols, ld, {}});
+    return rounded(in, rows, cols, ld, k.bits);
+  }
+};
+
+namespace {
+
 // The mixed-precision product: both operands rounded once, as stored, then
 // multiplied block by block as in fp32.
 void gemm_bf16(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   thread_local std::vector<uint16_t> a16, b16;
   Bf16Product p{g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, nullptr, g.trans_a ? g.m : g.k,
-                nullptr, g.trans_b ? g.k : g.n, g.beta, g.c, g.ldc};
-  p.a = rounded(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
-  p.b = rounded(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
+                nullptr, g.trans_b ? g.k : g.n, g.beta, g.c, g.ldc, g.bias};
+  p.a = RoundedOperands::of(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
+  p.b = RoundedOperands::of(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
   split_product(p, bf16_matmul);
 }
 
 }  // namespace
+
+RoundOperandsOnce::RoundOperandsOnce() : outer_(t_round_once) { t_round_once = this; }
+RoundOperandsOnce::~RoundOperandsOnce() { t_round_once = outer_; }
 
 GemmLibrary parse_gemm_library(const std::string& name) {
   if (name == "onednn") return GemmLibrary::onednn;
@@ -177,13 +201,22 @@ GemmRecorder::~GemmRecorder() { t_recorder = outer_; }
 
 void gemm(const GemmArgs& g) {
   if (t_recorder) t_recorder->calls_.push_back(g);
+  ARTEL_CHECK(!g.bias || g.beta == 0.0f, "a GEMM adds a bias only with beta 0, got beta ", g.beta);
   if (g_precision.load(std::memory_order_relaxed) == GemmPrecision::bf16) return gemm_bf16(g);
-  split_product(g, sgemm);
+  if (!g.bias) return split_product(g, sgemm);
+  // sgemm has no bias: lay it into C and add the product onto it (a beta = 0 sgemm clears C anyway).
+  if (g.ldc == g.n) repeat_row(g.m, g.n, g.bias, g.c);
+  else
+    for (int64_t r = 0; r < g.m; ++r) std::memcpy(g.c + r * g.ldc, g.bias, static_cast<size_t>(g.n) * sizeof(float));
+  GemmArgs onto = g;
+  onto.beta = 1.0f;
+  onto.bias = nullptr;
+  split_product(onto, sgemm);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
-          float beta, float* c) {
-  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n});
+          float beta, float* c, const float* bias) {
+  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n, bias});
 }
 
 }  // namespace artel::kernels

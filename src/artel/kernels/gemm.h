@@ -1,7 +1,7 @@
 // GEMM through oneDNN (dnnl_sgemm) or OpenBLAS (cblas_sgemm), row-major,
 // split over artel's threads.
 //
-//   C (M, N) = alpha · op(A) · op(B) + beta · C
+//   C (M, N) = alpha · op(A) · op(B) + beta · C       (+ bias, a row of N, when given: with beta 0)
 //   op(A) is (M, K): A itself (lda ≥ K) or, with trans_a, Aᵀ of a (K, M) A (lda ≥ M).
 //   op(B) is (K, N): B itself (ldb ≥ N) or, with trans_b, Bᵀ of an (N, K) B (ldb ≥ K).
 //
@@ -73,13 +73,42 @@ struct GemmArgs {
   float beta = 0.0f;
   float* c = nullptr;
   int64_t ldc = 0;
+  // A row of N added to every row of C, or null. Only with beta 0: a linear
+  // layer's bias, which oneDNN's bf16 matmul adds in its output kernel (a
+  // beta = 1 sum there costs 15% on GPT-2's wide products).
+  const float* bias = nullptr;
 };
 
 void gemm(const GemmArgs& g);
 
 // Row-major shorthand with tight leading dimensions.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          const float* b, float beta, float* c);
+          const float* b, float beta, float* c, const float* bias = nullptr);
+
+// While alive, the bf16 products called on this thread round each operand
+// once: one met again (the same address, shape and stride) reuses its
+// rounding. Only around products whose operands nothing writes meanwhile —
+// a linear layer's backward, whose two products both read the output
+// gradient (GPT-2's is 1024 x 50,304 at the head). No effect in fp32.
+//
+//   { RoundOperandsOnce once; gemm(dX = dY·W); gemm(dW = dYᵀ·X); }
+class RoundOperandsOnce {
+ public:
+  RoundOperandsOnce();
+  ~RoundOperandsOnce();
+  RoundOperandsOnce(const RoundOperandsOnce&) = delete;
+  RoundOperandsOnce& operator=(const RoundOperandsOnce&) = delete;
+
+ private:
+  friend struct RoundedOperands;
+  struct Kept {
+    const float* data;
+    int64_t rows, cols, ld;
+    std::vector<uint16_t> bits;
+  };
+  std::vector<Kept> kept_;
+  RoundOperandsOnce* outer_;
+};
 
 // While alive, keeps the arguments of every gemm() called on this thread, so
 // a benchmark can replay a step's products alone — the floor under the rest

@@ -7,6 +7,7 @@
 #include <dnnl.hpp>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "artel/core/error.h"
 
@@ -35,7 +36,7 @@ const dnnl::engine& cpu_engine() {
 }
 
 // A product's shape and scalars: what a primitive is made for.
-using Shape = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+using Shape = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
 
 dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t ld, dnnl::memory::data_type type) {
   // A stored matrix of ld-strided rows, read as (rows x cols) or, transposed, as its transpose.
@@ -45,12 +46,12 @@ dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t l
 
 struct Prepared {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
 };
 
 const Prepared& prepared(const Bf16Product& p) {
   thread_local std::map<Shape, Prepared> primitives;
-  const Shape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta};
+  const Shape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta, p.bias != nullptr};
   auto it = primitives.find(shape);
   if (it != primitives.end()) return it->second;
   using dt = dnnl::memory::data_type;
@@ -58,6 +59,7 @@ const Prepared& prepared(const Bf16Product& p) {
   made.a = matrix(p.m, p.k, p.trans_a, p.lda, dt::bf16);
   made.b = matrix(p.k, p.n, p.trans_b, p.ldb, dt::bf16);
   made.c = matrix(p.m, p.n, false, p.ldc, dt::f32);
+  if (p.bias) made.bias = matrix(1, p.n, false, p.n, dt::f32);
   dnnl::primitive_attr attr;
   if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
   if (p.beta != 0.0f) {
@@ -67,7 +69,9 @@ const Prepared& prepared(const Bf16Product& p) {
   }
   try {
     made.primitive = dnnl::matmul(
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(made.a, made.b, made.c), attr, cpu_engine()));
+        dnnl::matmul::primitive_desc(p.bias ? dnnl::matmul::desc(made.a, made.b, made.bias, made.c)
+                                            : dnnl::matmul::desc(made.a, made.b, made.c),
+                                     attr, cpu_engine()));
   } catch (const dnnl::error& e) {
     throw Error("oneDNN has no bf16 matmul for (" + std::to_string(p.m) + " x " + std::to_string(p.k) + ") by (" +
                 std::to_string(p.k) + " x " + std::to_string(p.n) + "): " + e.what());
@@ -91,7 +95,9 @@ void bf16_matmul(const Bf16Product& p) {
   const dnnl::engine& engine = cpu_engine();
   dnnl::memory a(made.a, engine, const_cast<uint16_t*>(p.a)), b(made.b, engine, const_cast<uint16_t*>(p.b)),
       c(made.c, engine, p.c);
-  made.primitive.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  if (p.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(made.bias, engine, const_cast<float*>(p.bias)));
+  made.primitive.execute(stream, args);
   stream.wait();
 }
 

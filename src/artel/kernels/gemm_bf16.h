@@ -26,6 +26,7 @@ struct Bf16Product {
   float beta = 0.0f;
   float* c = nullptr;
   int64_t ldc = 0;
+  const float* bias = nullptr;
 };
 
 // Runs on the calling thread alone. Primitives are kept per thread by shape.

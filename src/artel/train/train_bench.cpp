@@ -113,7 +113,7 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
   Tensor scratch = Tensor::empty({a + b + c}, DType::f32);
   float* s = scratch.data<float>();
   std::fill_n(s, a + b + c, 0.01f);
-  for (kernels::GemmArgs& g : step) g.a = s, g.b = s + a, g.c = s + a + b;
+  for (kernels::GemmArgs& g : step) g.a = s, g.b = s + a, g.c = s + a + b, g.bias = g.bias ? s : nullptr;
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
