@@ -56,6 +56,15 @@ void check_linear(const char* op, const Variable& x, const Variable& weight, con
               " (hint: bias is (out))");
 }
 
+// A (rows x cols) tensor rounded to bf16, for a product's a16 / b16.
+Tensor rounded(const Tensor& t, int64_t rows, int64_t cols) {
+  Tensor r = Tensor::empty({rows, cols}, DType::bf16);
+  kernels::round_operand(t.data<float>(), rows, cols, cols, static_cast<uint16_t*>(r.raw()));
+  return r;
+}
+
+const uint16_t* bits(const Tensor& t) { return t.defined() ? static_cast<const uint16_t*>(t.raw()) : nullptr; }
+
 // y = x·Wᵀ + beta·y (+ the bias row, with beta 0, when add_bias) (beta 1: y
 // holds what the product is added to; 0: y is uninitialised), recorded as op
 // `name` over `inputs` = {x, weight, bias[, residual]}. A residual's gradient
@@ -64,22 +73,32 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
   const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
   int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
   Tensor xv = x.value(), wv = weight.value();
-  kernels::gemm(false, true, M, out, in, 1.0f, xv.data<float>(), wv.data<float>(), beta, y.data<float>(),
-                add_bias ? bias.value().data<float>() : nullptr);
+  // bf16 products: x and W rounded once, here; backward multiplies by the same roundings.
+  const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
+  Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16 = bf16 ? rounded(wv, out, in) : Tensor();
+  kernels::gemm(kernels::GemmArgs{.trans_b = true, .m = M, .n = out, .k = in, .a = xv.data<float>(), .lda = in,
+                                  .b = wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
+                                  .a16 = bits(x16), .b16 = bits(w16),
+                                  .bias = add_bias ? bias.value().data<float>() : nullptr});
   bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
   bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
+  if (!gw) x16 = Tensor();  // only dW reads x
+  if (!gx) w16 = Tensor();  // only dX reads W
   return make_result(y, std::move(inputs), name,
-                     [xv, wv, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
+                     [xv, wv, x16, w16, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
                        kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
                        if (gx) {  // dX = dY · W
                          gi[0] = Tensor::empty(xv.shape());
-                         kernels::gemm(false, false, M, in, out, 1.0f, g.data<float>(), wv.data<float>(), 0.0f,
-                                       gi[0].data<float>());
+                         kernels::gemm(kernels::GemmArgs{.m = M, .n = in, .k = out, .a = g.data<float>(), .lda = out,
+                                                         .b = wv.data<float>(), .ldb = in, .c = gi[0].data<float>(),
+                                                         .ldc = in, .b16 = bits(w16)});
                        }
                        if (gw) {  // dW = dYᵀ · X, straight into a destination if there is one
                          Tensor& dw = grad_output_buffer(gi, 1, wv.shape());
-                         kernels::gemm(true, false, out, in, M, 1.0f, g.data<float>(), xv.data<float>(), 0.0f,
-                                       dw.data<float>());
+                         kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = out, .n = in, .k = M,
+                                                         .a = g.data<float>(), .lda = out, .b = xv.data<float>(),
+                                                         .ldb = in, .c = dw.data<float>(), .ldc = in,
+                                                         .b16 = bits(x16)});
                        }
                        if (gb) {  // db = Σ_rows dY
                          Tensor& db = grad_output_buffer(gi, 2, {out});

@@ -81,12 +81,9 @@ void split_product(const P& g, Run run) {
   }
 }
 
-// Rounds a stored (rows x cols, stride ld) operand to bf16, tight, split over the threads.
 const uint16_t* rounded(const float* in, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& out) {
   out.resize(static_cast<size_t>(rows * cols));
-  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    round_to_bf16(in + r0 * ld, r1 - r0, cols, ld, out.data() + r0 * cols);
-  });
+  round_operand(in, rows, cols, ld, out.data());
   return out.data();
 }
 
@@ -115,12 +112,19 @@ void gemm_bf16(const GemmArgs& g) {
   thread_local std::vector<uint16_t> a16, b16;
   Bf16Product p{g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, nullptr, g.trans_a ? g.m : g.k,
                 nullptr, g.trans_b ? g.k : g.n, g.beta, g.c, g.ldc, g.bias};
-  p.a = RoundedOperands::of(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
-  p.b = RoundedOperands::of(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
+  p.a = g.a16 ? g.a16 : RoundedOperands::of(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
+  p.b = g.b16 ? g.b16 : RoundedOperands::of(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
   split_product(p, bf16_matmul);
 }
 
 }  // namespace
+
+void round_operand(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
+  // Chunks of at least 64 Ki elements: waking a thread for less costs more than rounding it.
+  parallel_for(rows, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    round_to_bf16(in + r0 * ld, r1 - r0, cols, ld, out + r0 * cols);
+  });
+}
 
 RoundOperandsOnce::RoundOperandsOnce() : outer_(t_round_once) { t_round_once = this; }
 RoundOperandsOnce::~RoundOperandsOnce() { t_round_once = outer_; }
@@ -216,7 +220,8 @@ void gemm(const GemmArgs& g) {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c, const float* bias) {
-  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n, bias});
+  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n, nullptr, nullptr,
+                bias});
 }
 
 }  // namespace artel::kernels

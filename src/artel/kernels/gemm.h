@@ -73,6 +73,12 @@ struct GemmArgs {
   float beta = 0.0f;
   float* c = nullptr;
   int64_t ldc = 0;
+  // bf16 precision: A or B already rounded (round_operand: tight, as stored),
+  // used instead of rounding a or b again; ignored in fp32. A linear layer
+  // rounds its input and weight once, in forward, and backward reuses them,
+  // as PyTorch's autocast caches its casts of the weights.
+  const uint16_t* a16 = nullptr;
+  const uint16_t* b16 = nullptr;
   // A row of N added to every row of C, or null. Only with beta 0: a linear
   // layer's bias, which oneDNN's bf16 matmul adds in its output kernel (a
   // beta = 1 sum there costs 15% on GPT-2's wide products).
@@ -84,6 +90,11 @@ void gemm(const GemmArgs& g);
 // Row-major shorthand with tight leading dimensions.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           const float* b, float beta, float* c, const float* bias = nullptr);
+
+// Rounds a stored (rows x cols, row stride ld) matrix to bf16, round to
+// nearest even, into `out` (rows x cols, tight), split over the threads: an
+// operand for GemmArgs::a16 / b16. Needs native bf16 (gemm_precision() bf16).
+void round_operand(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out);
 
 // While alive, the bf16 products called on this thread round each operand
 // once: one met again (the same address, shape and stride) reuses its

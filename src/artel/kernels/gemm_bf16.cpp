@@ -44,22 +44,23 @@ dnnl::memory::desc matrix(int64_t rows, int64_t cols, bool transposed, int64_t l
   return dnnl::memory::desc({rows, cols}, type, strides);
 }
 
+// A primitive with its memory objects and arguments, made once per shape:
+// a call only points the memories at its operands (building them per call
+// costs microseconds, which add up over W2's hundred small products a step).
 struct Prepared {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c, bias;
+  dnnl::memory a, b, c, bias;
+  std::unordered_map<int, dnnl::memory> args;
 };
 
-const Prepared& prepared(const Bf16Product& p) {
+Prepared& prepared(const Bf16Product& p) {
   thread_local std::map<Shape, Prepared> primitives;
   const Shape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta, p.bias != nullptr};
   auto it = primitives.find(shape);
   if (it != primitives.end()) return it->second;
   using dt = dnnl::memory::data_type;
-  Prepared made;
-  made.a = matrix(p.m, p.k, p.trans_a, p.lda, dt::bf16);
-  made.b = matrix(p.k, p.n, p.trans_b, p.ldb, dt::bf16);
-  made.c = matrix(p.m, p.n, false, p.ldc, dt::f32);
-  if (p.bias) made.bias = matrix(1, p.n, false, p.n, dt::f32);
+  const dnnl::memory::desc a = matrix(p.m, p.k, p.trans_a, p.lda, dt::bf16), b = matrix(p.k, p.n, p.trans_b, p.ldb, dt::bf16),
+                           c = matrix(p.m, p.n, false, p.ldc, dt::f32), bias = matrix(1, p.n, false, p.n, dt::f32);
   dnnl::primitive_attr attr;
   if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
   if (p.beta != 0.0f) {
@@ -67,14 +68,22 @@ const Prepared& prepared(const Bf16Product& p) {
     sum.append_sum(p.beta);
     attr.set_post_ops(sum);
   }
+  Prepared made;
   try {
-    made.primitive = dnnl::matmul(
-        dnnl::matmul::primitive_desc(p.bias ? dnnl::matmul::desc(made.a, made.b, made.bias, made.c)
-                                            : dnnl::matmul::desc(made.a, made.b, made.c),
-                                     attr, cpu_engine()));
+    made.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
+        p.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c), attr, cpu_engine()));
   } catch (const dnnl::error& e) {
     throw Error("oneDNN has no bf16 matmul for (" + std::to_string(p.m) + " x " + std::to_string(p.k) + ") by (" +
                 std::to_string(p.k) + " x " + std::to_string(p.n) + "): " + e.what());
+  }
+  const dnnl::engine& engine = cpu_engine();
+  made.a = dnnl::memory(a, engine, DNNL_MEMORY_NONE);
+  made.b = dnnl::memory(b, engine, DNNL_MEMORY_NONE);
+  made.c = dnnl::memory(c, engine, DNNL_MEMORY_NONE);
+  made.args = {{DNNL_ARG_SRC, made.a}, {DNNL_ARG_WEIGHTS, made.b}, {DNNL_ARG_DST, made.c}};
+  if (p.bias) {
+    made.bias = dnnl::memory(bias, engine, DNNL_MEMORY_NONE);
+    made.args.emplace(DNNL_ARG_BIAS, made.bias);
   }
   return primitives.emplace(shape, std::move(made)).first->second;
 }
@@ -91,13 +100,12 @@ void bf16_matmul(const Bf16Product& p) {
   thread_local const bool single_threaded = (omp_set_num_threads(1), true);
   (void)single_threaded;
   thread_local dnnl::stream stream(cpu_engine());
-  const Prepared& made = prepared(p);
-  const dnnl::engine& engine = cpu_engine();
-  dnnl::memory a(made.a, engine, const_cast<uint16_t*>(p.a)), b(made.b, engine, const_cast<uint16_t*>(p.b)),
-      c(made.c, engine, p.c);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-  if (p.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(made.bias, engine, const_cast<float*>(p.bias)));
-  made.primitive.execute(stream, args);
+  Prepared& made = prepared(p);
+  made.a.set_data_handle(const_cast<uint16_t*>(p.a));
+  made.b.set_data_handle(const_cast<uint16_t*>(p.b));
+  made.c.set_data_handle(p.c);
+  if (p.bias) made.bias.set_data_handle(const_cast<float*>(p.bias));
+  made.primitive.execute(stream, made.args);
   stream.wait();
 }
 

@@ -113,7 +113,11 @@ double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t
   Tensor scratch = Tensor::empty({a + b + c}, DType::f32);
   float* s = scratch.data<float>();
   std::fill_n(s, a + b + c, 0.01f);
-  for (kernels::GemmArgs& g : step) g.a = s, g.b = s + a, g.c = s + a + b, g.bias = g.bias ? s : nullptr;
+  std::vector<uint16_t> rounded(static_cast<size_t>(std::max(a, b)), 0x3c24);  // 0.01 in bf16
+  for (kernels::GemmArgs& g : step) {
+    g.a = s, g.b = s + a, g.c = s + a + b, g.bias = g.bias ? s : nullptr;
+    g.a16 = g.a16 ? rounded.data() : nullptr, g.b16 = g.b16 ? rounded.data() : nullptr;  // rounded before the step's products
+  }
   std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
