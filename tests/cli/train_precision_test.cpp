@@ -56,6 +56,11 @@ TEST_F(TrainPrecision, CpuWithoutNativeBf16IsRefusedInOneLine) {
   EXPECT_NE(r.err.find("no native bf16"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--precision fp32"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // A job is refused once, before any worker starts.
+  r = train(std::string(kGpt) + " --steps 1 --nproc 2 --precision bf16" + out("job"), "ONEDNN_MAX_CPU_ISA=AVX512_CORE");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no native bf16"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST_F(TrainPrecision, ImpossibleCombinationsAreRefused) {

@@ -486,8 +486,7 @@ int run_bench_train(int argc, char** argv) {
   for (const auto& g : a.gemms) kernels::parse_gemm_library(g);  // rejects unknown names before any work
   ARTEL_CHECK(!a.gemms.empty(), "--gemm needs at least one library");
   for (const auto& p : a.precisions)
-    if (kernels::parse_gemm_precision(p) == kernels::GemmPrecision::bf16 && kernels::bf16_instructions().empty())
-      kernels::set_gemm_precision(kernels::GemmPrecision::bf16);  // throws: this CPU has no native bf16
+    if (kernels::parse_gemm_precision(p) == kernels::GemmPrecision::bf16) kernels::check_native_bf16();
   ARTEL_CHECK(!a.precisions.empty(), "--precision needs at least one of fp32, bf16");
   ARTEL_CHECK(std::any_of(a.gemms.begin(), a.gemms.end(), [](const std::string& g) { return g == "onednn"; }) ||
                   std::all_of(a.precisions.begin(), a.precisions.end(), [](const std::string& p) { return p == "fp32"; }),

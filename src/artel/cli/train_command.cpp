@@ -44,6 +44,7 @@
 #include "artel/cli/parse_flags.h"
 #include "artel/comm/process_group.h"
 #include "artel/core/error.h"
+#include "artel/kernels/gemm.h"
 #include "artel/core/memory_limit.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
@@ -135,6 +136,8 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
                 job.nproc > 1 ? "run `mpirun -np " + std::to_string(job.nproc) +
                                     " artel train --backend mpi ...` without --nproc"
                               : "limit memory through the scheduler (Slurm's --mem-per-cpu) or prlimit --as");
+  // Refused here, in one line, rather than by every worker.
+  if (cfg.precision == "bf16") kernels::check_native_bf16();
   launch::LaunchConfig lc;
   lc.command = std::move(command);
   lc.nproc = job.nproc;

@@ -154,11 +154,15 @@ std::string bf16_instructions() {
   return "";
 }
 
-void set_gemm_precision(GemmPrecision p) {
-  if (p == GemmPrecision::bf16 && bf16_instructions().empty())
+void check_native_bf16() {
+  if (bf16_instructions().empty())
     throw Error("this CPU has no native bf16 (no AVX512_BF16 or AMX; oneDNN sees " + gemm_kernels(GemmLibrary::onednn) +
                     "), and emulated bf16 is slower than fp32",
                 "use --precision fp32");
+}
+
+void set_gemm_precision(GemmPrecision p) {
+  if (p == GemmPrecision::bf16) check_native_bf16();
   g_precision.store(p);
 }
 

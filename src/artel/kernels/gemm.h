@@ -57,6 +57,8 @@ std::string to_string(GemmPrecision p);
 // Process-wide, like the library; fp32 until set. bf16 throws Error (one line,
 // naming the CPU's best instructions) where bf16_instructions() is "".
 void set_gemm_precision(GemmPrecision p);
+// Throws set_gemm_precision's Error where bf16_instructions() is "".
+void check_native_bf16();
 GemmPrecision gemm_precision();
 // The instructions bf16 products run on here: "AMX" or "AVX512_BF16", or ""
 // when the CPU (as oneDNN sees it; ONEDNN_MAX_CPU_ISA lowers it) has neither.
