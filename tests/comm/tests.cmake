@@ -12,3 +12,16 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
     set_tests_properties(mpi_suite_np${np} PROPERTIES TIMEOUT 600 LABELS mpi)
   endforeach()
 endif()
+
+# The same suite across hosts: scripts/cluster.sh makes network namespaces
+# joined by a rate-limited bridge and runs mpirun across them (2 hosts of 2
+# ranks; 3 hosts of 2, 1 and 2). Skipped (77) where namespaces are not permitted.
+if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
+  foreach(layout "2,2" "2,1,2")
+    string(REPLACE "," "_" name "${layout}")
+    add_test(NAME cluster_mpi_suite_${name}
+             COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks ${layout} --rate 1gbit --
+                     $<TARGET_FILE:artel_mpi_suite>)
+    set_tests_properties(cluster_mpi_suite_${name} PROPERTIES TIMEOUT 600 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A cluster of K "hosts" on this one machine, for multi-host runs: each host
+# is a network namespace with its own hostname (a UTS namespace per process
+# started in it) and one link to a switch (a bridge in a namespace of its
+# own), the link limited to a rate with tc's token bucket (tbf) in both
+# directions. OpenMPI starts its daemons through an rsh agent that runs them
+# inside their host, so `mpirun -H <host ips>` runs real OpenMPI over real TCP
+# between the hosts. Traffic never leaves the namespaces this run made, and
+# they are removed when it ends, however it ends.
+#
+#   scripts/cluster.sh --ranks 2,2 --rate 1gbit -- ./build/artel_mpi_suite
+#   scripts/cluster.sh --ranks 2,1,2 --rate 10gbit -- ./build/artel bench comm --backend mpi
+#
+# The command runs under `mpirun -H 10.N.0.1:r1,10.N.0.2:r2,...` started
+# inside host 1 (so its ranks start locally, the others through the agent),
+# with the job's environment. Exit status: the command's; 77 (ctest's skip)
+# when this machine does not permit network namespaces, said in one line.
+set -euo pipefail
+
+usage() {
+  echo "usage: scripts/cluster.sh --ranks R1,R2[,...] [--rate RATE] [--mpirun-args \"...\"] -- COMMAND [ARGS...]" >&2
+  echo "  --ranks    ranks on each host (one number per host), e.g. 2,2 or 2,1,2" >&2
+  echo "  --rate     each host's link in tc's units, both directions (default 1gbit; 'none' = unlimited)" >&2
+  exit 2
+}
+
+ranks="" rate="1gbit" extra=""
+while (($#)); do
+  case "$1" in
+    --ranks) ranks=${2:-}; shift 2 ;;
+    --rate) rate=${2:-}; shift 2 ;;
+    --mpirun-args) extra=${2:-}; shift 2 ;;
+    --) shift; break ;;
+    *) usage ;;
+  esac
+done
+(($#)) || usage
+[[ $ranks =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "cluster.sh: --ranks takes counts like 2,2, got '$ranks'" >&2; exit 2; }
+IFS=, read -r -a per_host <<<"$ranks"
+hosts=${#per_host[@]}
+
+if [ "$(id -u)" != 0 ] || ! ip netns add "artel-probe-$$" 2>/dev/null; then
+  echo "cluster.sh: skipped: this machine does not permit network namespaces (needs root and CAP_NET_ADMIN)" >&2
+  exit 77
+fi
+ip netns del "artel-probe-$$"
+
+# Namespaces left by a run that was killed outright (SIGKILL skips its teardown): its pid is gone.
+for ns in $(ip netns list | awk '/^artel-[0-9]+-/ {print $1}'); do
+  pid=${ns#artel-}
+  pid=${pid%%-*}
+  if ! kill -0 "$pid" 2>/dev/null; then
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  fi
+done
+
+# Names unique to this run: namespaces artel-<pid>-{sw,h1,h2,...}, subnet 10.<N>.0.0/24.
+tag="artel-$$"
+net="10.$((100 + $$ % 100))"
+switch="$tag-sw"
+here=$(cd "$(dirname "$0")" && pwd)
+agent="$here/cluster_agent.sh"
+
+teardown() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk -v t="$tag-" 'index($1, t) == 1 {print $1}'); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+limit() {  # limit NS DEV: the link's rate on DEV's egress in NS
+  [ "$rate" = none ] && return 0
+  # burst: at least one 10 ms window of the rate (tbf needs rate/HZ at the least), latency bounds the queue.
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 4mb latency 100ms
+}
+
+ip netns add "$switch"
+ip netns exec "$switch" ip link add br0 type bridge
+ip netns exec "$switch" ip link set br0 up
+ip netns exec "$switch" ip link set lo up
+hostlist=""
+for ((i = 1; i <= hosts; i++)); do
+  ns="$tag-h$i"
+  ip netns add "$ns"
+  ip link add "a$$h$i" netns "$ns" type veth peer name "s$$h$i" netns "$switch"
+  ip netns exec "$ns" ip link set "a$$h$i" name eth0
+  ip netns exec "$ns" ip addr add "$net.0.$i/24" dev eth0
+  ip netns exec "$ns" ip link set eth0 up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$switch" ip link set "s$$h$i" master br0
+  ip netns exec "$switch" ip link set "s$$h$i" up
+  limit "$ns" eth0            # host -> switch
+  limit "$switch" "s$$h$i"    # switch -> host
+  hostlist+="${hostlist:+,}$net.0.$i:${per_host[$((i - 1))]}"
+done
+
+echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24: mpirun -H $hostlist" >&2
+# mpirun itself runs in host 1 (its ranks start locally); the agent finds a
+# host's namespace by its address: artel-<pid>-h<last octet>.
+export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net"
+# shellcheck disable=SC2086
+ip netns exec "$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
+  mpirun --allow-run-as-root -H "$hostlist" \
+  --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET $extra "$@"
