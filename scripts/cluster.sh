@@ -101,10 +101,10 @@ done
 echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24: mpirun -H $hostlist" >&2
 # mpirun itself runs in host 1 (its ranks start locally); the agent finds a
 # host's namespace by its address: artel-<pid>-h<last octet>.
-export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net"
+export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate"
 # shellcheck disable=SC2086
 ip netns exec "$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
   mpirun --allow-run-as-root -H "$hostlist" \
   --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET $extra "$@"
+  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE $extra "$@"

@@ -16,6 +16,7 @@
 
 #include "artel/cli/bench_registry.h"
 #include "artel/comm/bench_collective.h"
+#include "artel/comm/hosts.h"
 
 namespace artel::cli {
 namespace {
@@ -52,7 +53,15 @@ struct Args {
   int timeout_s = 120;
 };
 
-void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n) {
+// "4 ranks on 2 hosts (2,2 ranks)", and the links' rate when scripts/cluster.sh set them.
+std::string placement(const comm::HostMap& hosts, int n) {
+  std::string s = std::to_string(n) + " ranks";
+  if (hosts.ranks.size() > 1) s += " on " + hosts.describe();
+  if (const char* rate = std::getenv("ARTEL_CLUSTER_RATE")) s += std::string(", links ") + rate + " per host (scripts/cluster.sh)";
+  return s;
+}
+
+void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n, const comm::HostMap& hosts) {
   if (a.json) {
     for (const auto& r : rows)
       std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
@@ -63,8 +72,8 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n) {
     std::fflush(stdout);
     return;
   }
-  std::printf("# artel bench comm: %s, backend %s, %d ranks, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(), n,
-              a.bench.algorithm.c_str());
+  std::printf("# artel bench comm: %s, backend %s, %s, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(),
+              placement(hosts, n).c_str(), a.bench.algorithm.c_str());
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "size", "count", "type", "redop", "root", "time", "algbw",
               "busbw", "#wrong", "reg", "sent/rank");
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
@@ -78,8 +87,9 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n) {
 // One rank: join the group, run, rank 0 prints. Returns the exit code.
 int run_rank(const comm::GroupOptions& g, const Args& a) {
   auto pg = comm::init_process_group(g);
+  const comm::HostMap hosts = comm::host_map(*pg);
   auto rows = comm::bench_collective(*pg, a.bench);
-  if (pg->rank() == 0) print(rows, a, pg->size());
+  if (pg->rank() == 0) print(rows, a, pg->size(), hosts);
   for (const auto& r : rows)
     if (r.wrong) return 3;
   return 0;
