@@ -99,6 +99,8 @@ for ((i = 1; i <= hosts; i++)); do
 done
 
 echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24: mpirun -H $hostlist" >&2
+# The hosts share this machine's cores, so a rank waiting in MPI yields its
+# core (mpirun counts only the slots of -H, not the cores under them).
 # mpirun itself runs in host 1 (its ranks start locally); the agent finds a
 # host's namespace by its address: artel-<pid>-h<last octet>.
 export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate"
@@ -107,4 +109,5 @@ ip netns exec "$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h
   mpirun --allow-run-as-root -H "$hostlist" \
   --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  --mca mpi_yield_when_idle 1 \
   -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE $extra "$@"

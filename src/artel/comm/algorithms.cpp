@@ -23,6 +23,7 @@ const std::vector<Algorithm>& algorithms() {
       {OpKind::all_reduce, "two_shot", true, all_reduce_two_shot},
       {OpKind::all_reduce, "ring", false, all_reduce_ring},
       {OpKind::all_reduce, "all_pairs", false, all_reduce_all_pairs},
+      {OpKind::all_reduce, "hierarchical", false, all_reduce_hierarchical},
       {OpKind::reduce, "shared", true, reduce_shared},
       {OpKind::reduce, "binomial_tree", false, reduce_binomial_tree},
       {OpKind::broadcast, "shared", true, broadcast_shared},
@@ -81,7 +82,10 @@ const char* auto_name(const Collective& c, bool shared, int world) {
 const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   bool shared = t.shared() != nullptr;
   bool native = t.native() && t.native()->supports(c);
-  if (c.algorithm.empty() || c.algorithm == "auto") return *find(c.kind, native ? "native" : auto_name(c, shared, t.size()));
+  if (c.algorithm.empty() || c.algorithm == "auto") {
+    if (c.kind == OpKind::all_reduce && hierarchical_fits(c, t)) return *find(c.kind, "hierarchical");
+    return *find(c.kind, native ? "native" : auto_name(c, shared, t.size()));
+  }
   const Algorithm* a = find(c.kind, c.algorithm);
   if (!a) {
     std::string names;
@@ -93,6 +97,11 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   if (a->needs_shared && !shared)
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm '" + a->name + "' needs shared memory, which this backend lacks",
                 "use algorithm 'auto' or a point-to-point one");
+  if (std::string(a->name) == "hierarchical" && !hierarchical_fits(c, t))
+    throw Error(std::string(op_kind_name(c.kind)) + " algorithm 'hierarchical' is not available: " +
+                    (t.hierarchy() ? "the links between hosts cannot reduce this dtype/op"
+                                   : "the group is not spread over several hosts with several ranks on one"),
+                "use algorithm 'auto'");
   if (c.algorithm == "native" && !native)
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm 'native' is not available: " +
                     (t.native() ? "the backend's library cannot run this dtype/op/size" : "this backend has no library of its own"),

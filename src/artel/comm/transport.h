@@ -62,6 +62,8 @@ inline Tag collective_tag(uint64_t seq, uint32_t step) { return (1ull << 63) | (
 
 class SharedMemory;
 class NativeCollectives;
+class Hierarchy;
+struct Collective;  // algorithms.h
 
 class Transport {
  public:
@@ -108,9 +110,9 @@ class Transport {
   virtual SharedMemory* shared() { return nullptr; }
   // The backend library's own collectives (MPI's), or nullptr.
   virtual NativeCollectives* native() { return nullptr; }
+  // The group's hosts, when it spans several with the same number (> 1) of ranks on each; else nullptr.
+  virtual Hierarchy* hierarchy() { return nullptr; }
 };
-
-struct Collective;  // algorithms.h
 
 // Collectives a backend's library runs itself (MPI_Allreduce, ...): algorithm
 // "native", which "auto" picks wherever supports() says yes.
@@ -119,6 +121,24 @@ class NativeCollectives {
   virtual ~NativeCollectives() = default;
   virtual bool supports(const Collective& c) const = 0;
   virtual void run(const Collective& c, const OpContext& ctx) = 0;
+};
+
+// A group spread over hosts (hosts.h) of g ranks each, g > 1: this rank's
+// host as a transport of its own (shared memory), and the links between
+// hosts as a library's collectives over the ranks of equal local rank, one
+// per host (g such slices side by side). The hierarchical algorithm
+// (all_reduce_hierarchical.cpp) keeps on the host everything it can.
+class Hierarchy {
+ public:
+  virtual ~Hierarchy() = default;
+  // This host's ranks, numbered by their order in the group.
+  virtual Transport& local() = 0;
+  // This rank's slice: the ranks of its local rank on every host.
+  virtual NativeCollectives& across() = 0;
+  // Whether across() reduces `c`'s dtype and op at its size; the same answer on every rank.
+  virtual bool carries(const Collective& c) const = 0;
+  // "2 hosts (2,2 ranks)"
+  virtual std::string describe() const = 0;
 };
 
 // Direct access to the peers' memory (processes sharing a segment, or threads).

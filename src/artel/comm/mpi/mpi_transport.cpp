@@ -109,7 +109,9 @@ std::unique_ptr<MpiTransport> MpiTransport::world(const GroupOptions& opts) {
     }
     back_off(since);
   }
-  return std::unique_ptr<MpiTransport>(new MpiTransport(members, opts.timeout));
+  std::unique_ptr<MpiTransport> t(new MpiTransport(members, opts.timeout));
+  t->hierarchy_ = MpiHierarchy::of_world(t->split_, opts);
+  return t;
 }
 
 MpiTransport::~MpiTransport() {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "artel/comm/mpi/mpi_env.h"
+#include "artel/comm/mpi/mpi_hierarchy.h"
 #include "artel/comm/mpi/mpi_native.h"
 #include "artel/comm/transport.h"
 
@@ -57,13 +58,18 @@ class MpiTransport : public Transport {
   // peers this rank was waiting on instead.
   void enter(uint64_t seq) override {}
   std::vector<int> missing(uint64_t seq) const override { return {}; }
-  void abort() override { aborted_ = true; }
+  void abort() override {
+    aborted_ = true;
+    if (hierarchy_) hierarchy_->local().abort();
+  }
   std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
                                    const GroupOptions& opts) override;
   Tensor alloc(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype); }
 
   // MPI's own collectives on this group (algorithm "native").
   NativeCollectives* native() override { return &native_; }
+  // The world group's hosts (mpi_hierarchy.h), when it spans several with several ranks on one.
+  Hierarchy* hierarchy() override { return hierarchy_.get(); }
 
  private:
   struct Pending;   // a request with what it needs to be checked
@@ -92,6 +98,7 @@ class MpiTransport : public Transport {
   std::atomic<bool> aborted_{false};
   std::deque<Buffered> buffered_;
   MpiNative native_;
+  std::unique_ptr<MpiHierarchy> hierarchy_;  // world group only; destroyed first (declared last)
 };
 
 }  // namespace artel::comm::mpi

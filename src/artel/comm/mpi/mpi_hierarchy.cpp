@@ -1,0 +1,77 @@
+#include "artel/comm/mpi/mpi_hierarchy.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <vector>
+
+#include "artel/comm/backends.h"
+
+namespace artel::comm::mpi {
+
+std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const GroupOptions& opts) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  MPI_Comm host = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(host, &local_rank);
+  MPI_Comm_size(host, &local_size);
+  // Every rank learns each host's rank count, hosts in the order of their leaders' ranks.
+  std::vector<int> counts(static_cast<size_t>(size));
+  const int mine = local_rank == 0 ? local_size : 0;
+  check(MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, world), "MPI_Allgather (hosts)");
+  std::vector<int> per_host;
+  for (int c : counts)
+    if (c > 0) per_host.push_back(c);
+  bool equal = per_host.size() > 1 && per_host[0] > 1;
+  for (int c : per_host) equal = equal && c == per_host[0];
+  if (!equal) {
+    MPI_Comm_free(&host);
+    return nullptr;
+  }
+  std::unique_ptr<MpiHierarchy> h(new MpiHierarchy());
+  h->describe_ = std::to_string(per_host.size()) + " hosts (";
+  for (size_t i = 0; i < per_host.size(); ++i) h->describe_ += (i ? "," : "") + std::to_string(per_host[i]);
+  h->describe_ += " ranks)";
+
+  // The host's shared-memory group: a segment named for this job (rank 0's
+  // pid and clock) and this host (its leader's rank).
+  char job[64] = {};
+  if (rank == 0)
+    std::snprintf(job, sizeof job, "mpi%d-%lld", static_cast<int>(getpid()),
+                  static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007));
+  check(MPI_Bcast(job, sizeof job, MPI_CHAR, 0, world), "MPI_Bcast (job id)");
+  int leader = rank;
+  check(MPI_Bcast(&leader, 1, MPI_INT, 0, host), "MPI_Bcast (host leader)");
+  MPI_Comm_free(&host);
+  GroupOptions local = opts;
+  local.backend = "shm";
+  local.rank = local_rank;
+  local.world_size = local_size;
+  local.job_id = std::string(job) + "-h" + std::to_string(leader);
+  local.registered_bytes = 1 << 20;  // the hierarchical steps move the caller's memory, not registered buffers
+  h->local_ = make_shm_transport(local);
+
+  check(MPI_Comm_split(world, local_rank, rank, &h->across_comm_), "MPI_Comm_split (across hosts)");
+  MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);
+  h->across_ = MpiNative(h->across_comm_);
+  return h;
+}
+
+MpiHierarchy::~MpiHierarchy() {
+  local_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && across_comm_ != MPI_COMM_NULL) MPI_Comm_free(&across_comm_);
+}
+
+bool MpiHierarchy::carries(const Collective& c) const {
+  // What MpiNative::supports says for a reduction, asked without a communicator so every rank answers alike.
+  return c.dtype != DType::bf16 && c.count <= static_cast<size_t>(INT_MAX);
+}
+
+}  // namespace artel::comm::mpi

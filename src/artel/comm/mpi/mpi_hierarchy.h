@@ -1,0 +1,42 @@
+// The hosts of an MPI job as transport.h's Hierarchy: the ranks that share a
+// host (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED) talk through artel's
+// shared-memory transport, and the links between hosts carry MPI's own
+// collectives over one communicator per slice (the ranks of one local rank).
+// Built once, for the world group.
+//
+//   auto h = MpiHierarchy::of_world(comm, opts);   // nullptr: no hosts of equal counts > 1
+//   h->local().size();                             // ranks on my host
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "artel/comm/mpi/mpi_native.h"
+#include "artel/comm/transport.h"
+
+namespace artel::comm::mpi {
+
+class MpiHierarchy : public Hierarchy {
+ public:
+  // Collective over `world` (every rank calls it). nullptr when the job has
+  // a single host, a single rank on every host (nothing to keep local), or
+  // hosts of unequal rank counts (no equal slices: the flat algorithms run).
+  static std::unique_ptr<MpiHierarchy> of_world(MPI_Comm world, const GroupOptions& opts);
+  ~MpiHierarchy() override;
+  MpiHierarchy(const MpiHierarchy&) = delete;
+  MpiHierarchy& operator=(const MpiHierarchy&) = delete;
+
+  Transport& local() override { return *local_; }
+  NativeCollectives& across() override { return across_; }
+  bool carries(const Collective& c) const override;
+  std::string describe() const override { return describe_; }
+
+ private:
+  MpiHierarchy() = default;
+  std::unique_ptr<Transport> local_;
+  MPI_Comm across_comm_ = MPI_COMM_NULL;
+  MpiNative across_;
+  std::string describe_;
+};
+
+}  // namespace artel::comm::mpi
