@@ -36,6 +36,15 @@ TEST_F(TrainPrecision, Bf16TrainsAsFp32DoesAndKeepsFp32Weights) {
   for (const auto& [name, t] : weights.tensors) EXPECT_EQ(t.dtype(), artel::DType::f32) << name;
 }
 
+// Not the GPT's alone: every matrix product goes through the same path, so an MLP trains the same way.
+TEST_F(TrainPrecision, Bf16TrainsAnMlpAsFp32Does) {
+  if (artel::kernels::bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  const std::string m = std::string(kMlp) + " --steps 20 --batch-size 64";
+  ok(train(m + out("fp32")));
+  ok(train(m + " --precision bf16" + out("bf16")));
+  expect_close_losses(losses("fp32"), losses("bf16"), 0.02);
+}
+
 TEST_F(TrainPrecision, Bf16GradientReductionStaysCloseToFp32) {
   const std::string g = std::string(kGpt) + " --steps 6 --batch-size 4 --nproc 2";
   ok(train(g + out("fp32")));

@@ -3,23 +3,16 @@
 #include <immintrin.h>
 #include <omp.h>
 
-#include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <tuple>
 #include <unordered_map>
 
+#include "artel/core/dtype.h"
 #include "artel/core/error.h"
 
 namespace artel::kernels {
 namespace {
-
-uint16_t round_one(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
 
 __attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, int64_t n, uint16_t* out) {
   int64_t j = 0;
@@ -27,7 +20,7 @@ __attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, in
     __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + j));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), reinterpret_cast<__m256i&>(h));
   }
-  for (; j < n; ++j) out[j] = round_one(in[j]);
+  for (; j < n; ++j) out[j] = bf16(in[j]).bits;
 }
 
 const dnnl::engine& cpu_engine() {
