@@ -259,9 +259,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     run.resume = run.resume || restarts > 0;
     pg = comm::init_process_group(g);
     run.after_step = after_step_hooks(pg->rank(), pg->size() - static_cast<int>(cfg.ps_servers), restarts);
-    parallel::DdpOptions ddp;
-    ddp.buckets = cfg.bucket_options();
-    ddp.wire = cfg.grad_reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+    parallel::DdpOptions ddp = cfg.ddp_options();
     if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
     if (cfg.ps_servers > 0) return run_parameter_server_rank(cfg, run, pg);
     if (cfg.model_parallel()) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
@@ -115,6 +116,25 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   wire_.resize(plan_.size());
   ARTEL_CHECK(opts_.wire == DType::f32 || opts_.wire == DType::bf16, "gradients go on the wire as float32 or bfloat16, not ",
               dtype_name(opts_.wire));
+  powersgd_.resize(plan_.size());
+  powersgd_phase_.assign(plan_.size(), 0);
+  if (opts_.powersgd) {
+    ARTEL_CHECK(!opts_.shard_gradients, "PowerSGD compresses whole gradients, and sharded gradients (ZeRO 2) keep none: ",
+                "use --zero 0 or 1 with --grad-compression powersgd");
+    ARTEL_CHECK(opts_.wire == DType::f32, "PowerSGD and a bf16 wire are two compressions: choose one");
+    for (size_t b = 0; b < plan_.size(); ++b) {
+      std::vector<BucketMatrix> grads;
+      for (size_t j = 0; j < plan_[b].params.size(); ++j) {
+        const Shape& shape = params_[static_cast<size_t>(plan_[b].params[j])].second.shape();
+        const int64_t numel = params_[static_cast<size_t>(plan_[b].params[j])].second.numel();
+        const int64_t rows = shape.size() >= 2 ? shape[0] : numel;  // (first dimension, the rest); a vector stays one
+        grads.push_back({plan_[b].offsets[j], rows, rows ? numel / rows : 0});
+      }
+      PowerSgdOptions o = *opts_.powersgd;
+      o.seed += 1000003 * b;  // each bucket's Qs their own draws
+      powersgd_[b] = std::make_unique<PowerSgdBucket>(std::move(grads), group_, o);
+    }
+  }
   arrived_.assign(params_.size(), false);
   for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
 
@@ -163,6 +183,20 @@ std::string DistributedDataParallel::describe() const {
   if (sharded()) s += std::string(opts_.shard_gradients ? "; optimizer and gradients" : "; optimizer") +
                      " sharded over " + std::to_string(group_.size()) + " ranks";
   if (opts_.wire == DType::bf16) s += "; gradients reduced in bf16";
+  if (opts_.powersgd) {
+    int compressed = 0;
+    int64_t numel = 0, sent = 0;
+    for (size_t b = 0; b < plan_.size(); ++b) {
+      compressed += powersgd_[b]->compressed_count();
+      numel += plan_[b].numel;
+      sent += powersgd_[b]->compressed_count() ? powersgd_[b]->compressed_numel() : plan_[b].numel;
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "; PowerSGD rank %d from step %lld: %d of %zu gradients compressed, %.1f%% of the elements reduced",
+                  opts_.powersgd->rank, static_cast<long long>(opts_.powersgd->start_step + 1), compressed, params_.size(),
+                  100.0 * static_cast<double>(sent) / static_cast<double>(std::max<int64_t>(numel, 1)));
+    s += line;
+  }
   return s;
 }
 
@@ -205,7 +239,26 @@ float* DistributedDataParallel::staging_slot(size_t param) {
   return storage_[b].data<float>() + offset_of_[param];
 }
 
+bool DistributedDataParallel::compresses(size_t b) const {
+  return powersgd_[b] && powersgd_[b]->compressing() && powersgd_[b]->compressed_count() > 0;
+}
+
+void DistributedDataParallel::advance_powersgd(size_t b) {
+  work_[b]->wait();
+  float* bucket = storage_[b].data<float>();
+  if (powersgd_phase_[b] == 1) {
+    work_[b] = powersgd_[b]->middle(bucket);
+    powersgd_phase_[b] = 2;
+    return;
+  }
+  work_[b].reset();
+  powersgd_[b]->end(bucket);
+  powersgd_phase_[b] = 0;
+}
+
 void DistributedDataParallel::complete(size_t b) {
+  while (powersgd_phase_[b]) advance_powersgd(b);
+  if (!work_[b]) return;
   work_[b]->wait();
   work_[b].reset();
   if (wire_[b].defined()) {  // widen the average (a sharded bucket's: only this rank's block) back
@@ -249,7 +302,15 @@ Tensor DistributedDataParallel::on_the_wire(size_t b) {
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < static_cast<int>(plan_.size()) && pending_[static_cast<size_t>(next_launch_)] == 0) {
     size_t b = static_cast<size_t>(next_launch_++);
+    if (compresses(b)) {  // the whole averaged gradient comes back on every rank, sharded step or not
+      work_[b] = powersgd_[b]->begin(storage_[b].data<float>());
+      powersgd_phase_[b] = 1;
+      reduced_bytes_ += powersgd_[b]->compressed_numel() * static_cast<int64_t>(sizeof(float));
+      continue;
+    }
+    if (powersgd_[b]) powersgd_[b]->count_plain_step();
     Tensor reduced = on_the_wire(b);
+    reduced_bytes_ += static_cast<int64_t>(reduced.nbytes());
     if (sharded(b)) {
       const optim::ElementRange block = block_of(b);
       work_[b] = group_.reduce_scatter(reduced, reduced.slice0(block.begin, block.end), {.op = comm::ReduceOp::avg});
@@ -288,6 +349,10 @@ void DistributedDataParallel::end_micro_step() {
 std::chrono::duration<double> DistributedDataParallel::finish() {
   auto start = Clock::now();
   complete_arrivals();
+  // PowerSGD: every bucket's second all-reduce queued before any is waited for.
+  for (size_t b = 0; b < plan_.size(); ++b)
+    if (powersgd_phase_[b] == 1) advance_powersgd(b);
+  reduced_bytes_last_ = std::exchange(reduced_bytes_, 0);
   for (size_t b = 0; b < plan_.size(); ++b) {
     if (work_[b]) complete(b);
     block_fresh_[b] = true;  // the next step's first reduction starts the block over

@@ -36,6 +36,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +47,7 @@
 #include "artel/optim/clip.h"
 #include "artel/optim/optimizer.h"
 #include "artel/parallel/bucket_plan.h"
+#include "artel/parallel/powersgd.h"
 
 namespace artel::parallel {
 
@@ -70,6 +73,11 @@ struct DdpOptions {
   // every hop sums in f32 and rounds (comm/reduce.h), and the average is
   // widened back into the f32 bucket that the optimizer reads.
   DType wire = DType::f32;
+  // PowerSGD (`--grad-compression powersgd`, powersgd.h): every bucket's
+  // gradients of two or more dimensions averaged at a low rank, with error
+  // feedback, after its first start_step steps. Not with shard_gradients
+  // (no whole gradient is kept to compress) nor a bf16 wire.
+  std::optional<PowerSgdOptions> powersgd;
 };
 
 class DistributedDataParallel {
@@ -115,6 +123,11 @@ class DistributedDataParallel {
   // Bytes of averaged gradients this rank keeps: every bucket, or (sharded
   // gradients) its blocks of them.
   int64_t gradient_bytes() const;
+  // Bytes this rank handed to the gradients' collectives in the last step
+  // (each bucket's buffer in its wire type; PowerSGD: its Ps, Qs and
+  // uncompressed gradients): what compression shrinks. A ring all-reduce
+  // sends 2(N−1)/N of it, a reduce-scatter (N−1)/N.
+  int64_t reduced_bytes_last_step() const { return reduced_bytes_last_; }
 
   // While alive, backward passes only accumulate gradients locally (with
   // sharded gradients: are reduced and accumulate in the blocks, as a whole
@@ -162,6 +175,10 @@ class DistributedDataParallel {
   // Elements [begin, end) of bucket b this rank reduces and updates (sharded).
   optim::ElementRange block_of(size_t b) const;
   Tensor on_the_wire(size_t b);
+  // PowerSGD compresses bucket b this step.
+  bool compresses(size_t b) const;
+  // PowerSGD's next phase for bucket b once its current one is done (powersgd.h).
+  void advance_powersgd(size_t b);
   void launch_ready_buckets();
   void broadcast_weights();
 
@@ -184,6 +201,9 @@ class DistributedDataParallel {
   std::vector<bool> arrived_;          // per parameter: its gradient was copied in this step
   std::vector<comm::WorkPtr> work_;    // per bucket: the running reduction
   std::vector<Tensor> wire_;           // per bucket: its bf16 copy while reduced (DdpOptions::wire)
+  std::vector<std::unique_ptr<PowerSgdBucket>> powersgd_;  // per bucket, with DdpOptions::powersgd
+  std::vector<int> powersgd_phase_;    // per bucket: 0 none running, 1 the Ps' all-reduce, 2 the Qs'
+  int64_t reduced_bytes_ = 0, reduced_bytes_last_ = 0;  // handed to collectives: this step, the last
   int next_launch_ = 0;                // buckets start in index order on every rank
   bool sync_ = true;
 };

@@ -53,6 +53,8 @@ class DataParallelStrategy : public Strategy {
   comm::ProcessGroup* world_group() override { return group_.get(); }
   std::string describe_sync() const override { return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)"; }
   int64_t gradient_bytes() const override { return ddp_->gradient_bytes(); }
+  // Bytes this worker handed to the gradients' collectives in the step (what compression shrinks).
+  nlohmann::ordered_json step_record() const override { return {{"grad_bytes", ddp_->reduced_bytes_last_step()}}; }
   int64_t communication_bytes() const override {
     return group_->allocated_bytes() - ddp_->registered_bucket_bytes();  // the buckets are the gradients (and weights)
   }

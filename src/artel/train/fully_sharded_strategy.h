@@ -35,6 +35,8 @@ class FullyShardedStrategy : public DataParallelStrategy {
   int64_t gathered_bytes() const override { return fsdp_->peak_gathered_bytes(); }
   int64_t gradient_bytes() const override { return fsdp_->gradient_bytes(); }
   int64_t communication_bytes() const override { return fsdp_->peak_staging_bytes(); }
+  // Its gathers and reduce-scatters go unit by unit, not through DDP's buckets: no grad_bytes.
+  nlohmann::ordered_json step_record() const override { return nlohmann::ordered_json::object(); }
   // Each rank writes and reads back its own elements of every parameter and
   // of their optimizer state (Note [Regions of a whole tensor]'s flat ranges).
   std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;

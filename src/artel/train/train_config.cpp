@@ -40,7 +40,10 @@ const std::vector<Field>& fields() {
       {"threads", &TrainConfig::threads, "threads (0 = all available cores)"},
       {"gemm", &TrainConfig::gemm, "matrix products: onednn (kernels compiled for this CPU) | openblas (the library of Debian's PyTorch)"},
       {"precision", &TrainConfig::precision, "matrix-product inputs: fp32 | bf16 (mixed precision, on a CPU with AVX512_BF16 or AMX; weights, optimizer state and checkpoints stay fp32)"},
-      {"grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "data parallelism's gradient all-reduce: fp32 | bf16 (half the bytes; summed in fp32 at each hop)"},
+      {"grad_compression", &TrainConfig::grad_compression, "data parallelism's gradient reduction: none | bf16 (half the bytes; summed in fp32 at each hop) | powersgd (rank-r approximation with error feedback; for slow links)"},
+      {"grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "fp32 | bf16 (the same as --grad-compression bf16)"},
+      {"powersgd_rank", &TrainConfig::powersgd_rank, "--grad-compression powersgd: the approximation's rank"},
+      {"powersgd_start_step", &TrainConfig::powersgd_start_step, "--grad-compression powersgd: steps reduced uncompressed first"},
       {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
       {"lr", &TrainConfig::lr, "peak learning rate"},
       {"momentum", &TrainConfig::momentum, "SGD momentum"},
@@ -171,6 +174,16 @@ parallel::BucketOptions TrainConfig::bucket_options() const {
   return {.first_bucket_bytes = bytes(first_bucket_mb), .bucket_bytes = bytes(bucket_mb)};
 }
 
+parallel::DdpOptions TrainConfig::ddp_options() const {
+  parallel::DdpOptions ddp;
+  ddp.buckets = bucket_options();
+  if (grad_reduce_dtype == "bf16" || grad_compression == "bf16") ddp.wire = DType::bf16;
+  if (grad_compression == "powersgd")
+    ddp.powersgd = parallel::PowerSgdOptions{.rank = static_cast<int>(powersgd_rank), .start_step = powersgd_start_step,
+                                             .seed = static_cast<uint64_t>(seed)};
+  return ddp;
+}
+
 void TrainConfig::validate() const {
   // A bundled model's name (the CLI checks it) or a user model's (Trainer's second constructor).
   ARTEL_CHECK(!model.empty(), "config key 'model' is empty (hint: gpt, mlp, cnn, or your model's name)");
@@ -180,12 +193,21 @@ void TrainConfig::validate() const {
   check_one_of("gemm", gemm, {"onednn", "openblas"});
   check_one_of("precision", precision, {"fp32", "bf16"});
   check_one_of("grad_reduce_dtype", grad_reduce_dtype, {"fp32", "bf16"});
+  check_one_of("grad_compression", grad_compression, {"none", "bf16", "powersgd"});
+  if (grad_reduce_dtype == "bf16" && grad_compression == "powersgd")
+    throw Error("--grad-reduce-dtype bf16 and --grad-compression powersgd are two compressions", "choose one");
+  if (grad_compression == "powersgd" && (zero >= 2 || ps_servers > 0))
+    throw Error(std::string("--grad-compression powersgd compresses whole gradients; ") +
+                    (ps_servers > 0 ? "a parameter server's pushes are not reduced" : "--zero 2 and 3 keep only a shard of them"),
+                ps_servers > 0 ? "drop --grad-compression powersgd" : "use --zero 0 or 1");
+  check_range("powersgd_rank", powersgd_rank >= 1 && powersgd_rank <= 1024, "in [1, 1024]", static_cast<double>(powersgd_rank));
+  check_range("powersgd_start_step", powersgd_start_step >= 0, ">= 0", static_cast<double>(powersgd_start_step));
   if (precision == "bf16" && gemm == "openblas")
     throw Error("--precision bf16 multiplies through oneDNN's bf16 matmul; OpenBLAS has none", "drop --gemm openblas");
-  if (grad_reduce_dtype == "bf16" && (zero == 3 || ps_servers > 0))
-    throw Error(std::string("--grad-reduce-dtype bf16 rounds data parallelism's gradient all-reduce; ") +
+  if ((grad_reduce_dtype == "bf16" || grad_compression == "bf16") && (zero == 3 || ps_servers > 0))
+    throw Error(std::string("bf16 gradient compression rounds data parallelism's gradient all-reduce; ") +
                     (zero == 3 ? "--zero 3 reduce-scatters its own" : "a parameter server's pushes are fp32"),
-                "drop --grad-reduce-dtype bf16");
+                "drop --grad-compression bf16 (--grad-reduce-dtype bf16)");
   check_one_of("recompute", recompute, {"none", "selective", "full"});
   ARTEL_CHECK(!out.empty(), "out must name a directory");
   check_range("steps", steps >= 1, ">= 1", static_cast<double>(steps));

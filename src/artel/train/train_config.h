@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/parallel/bucket_plan.h"
+#include "artel/parallel/distributed_data_parallel.h"
 
 namespace artel::train {
 
@@ -45,7 +46,14 @@ struct TrainConfig {
   // fp32 | bf16: the inputs of every matrix product (bf16: mixed precision on a CPU with native bf16;
   // weights, gradients, optimizer state, accumulation and checkpoints stay fp32)
   std::string precision = "fp32";
-  std::string grad_reduce_dtype = "fp32";  // fp32 | bf16: the data-parallel gradient all-reduce's wire type
+  // Data parallelism's gradient reduction (PyTorch's DDP communication hooks):
+  // none | bf16 (half the bytes; summed in fp32 at each hop) | powersgd
+  // (rank-r approximation with error feedback, parallel/powersgd.h).
+  // grad_reduce_dtype bf16 is the same as grad_compression bf16.
+  std::string grad_compression = "none";
+  std::string grad_reduce_dtype = "fp32";  // fp32 | bf16
+  int64_t powersgd_rank = 4;               // >= 1: columns of PowerSGD's P and Q
+  int64_t powersgd_start_step = 10;        // >= 0: steps reduced uncompressed before PowerSGD starts
 
   // ---- optimizer (PyTorch semantics)
   std::string optimizer = "adamw";  // adamw | sgd
@@ -129,6 +137,9 @@ struct TrainConfig {
   bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
   // bucket_mb and first_bucket_mb in bytes, for DdpOptions.
   parallel::BucketOptions bucket_options() const;
+  // The data-parallel options these settings give: buckets and the gradients'
+  // compression (grad_compression, or grad_reduce_dtype's bf16).
+  parallel::DdpOptions ddp_options() const;
   // stage_layers as numbers ({} for params or cost); throws on malformed text.
   std::vector<int64_t> stage_layer_counts() const;
   // Every field by its key (for metrics / logs: the run records its own config).

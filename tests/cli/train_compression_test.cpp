@@ -1,0 +1,75 @@
+// Gradient compression through the real program (`--grad-compression`):
+// PowerSGD trains close to the uncompressed reduction while handing a
+// fraction of the bytes to the collectives (metrics.jsonl's grad_bytes);
+// bf16 is the same reduction as `--grad-reduce-dtype bf16`; combinations
+// that cannot work are refused with the reason.
+#include "train_runs.h"
+
+namespace {
+
+using namespace artel_test;
+using TrainCompression = TrainRuns;
+
+// grad_bytes of every step of a run's metrics.jsonl.
+std::vector<int64_t> grad_bytes(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::vector<int64_t> bytes;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("grad_bytes")) bytes.push_back(j["grad_bytes"].get<int64_t>());
+  }
+  return bytes;
+}
+
+const std::string kWide = std::string(kGpt) + " --n-embd 64 --batch-size 4 --nproc 2 --steps 40 --lr 0.003";
+
+TEST_F(TrainCompression, PowerSgdTrainsCloseToUncompressedOnAFractionOfTheBytes) {
+  ok(train(kWide + " --zero 0" + out("none")));
+  Result r = train(kWide + " --zero 0 --grad-compression powersgd --powersgd-rank 2 --powersgd-start-step 5" + out("powersgd"));
+  ok(r);
+  EXPECT_NE(r.out.find("PowerSGD rank 2 from step 6"), std::string::npos) << r.out;
+  const std::vector<double> none = losses("none"), psgd = losses("powersgd");
+  ASSERT_EQ(none.size(), psgd.size());
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(none[i], psgd[i]) << "step " << i + 1 << " is reduced uncompressed";
+  EXPECT_NE(none.back(), psgd.back());
+  const double gap = std::fabs(psgd.back() - none.back()) / none.back();
+  std::cout << "[ compression ] final loss " << none.back() << " uncompressed, " << psgd.back() << " PowerSGD rank 2 ("
+            << 100 * gap << "%)\n";
+  EXPECT_LT(gap, 0.05);
+  EXPECT_LT(psgd.back(), psgd.front() - 0.5) << "it trained";
+
+  const std::vector<int64_t> plain = grad_bytes(dir_ / "none" / "metrics.jsonl"),
+                             compressed = grad_bytes(dir_ / "powersgd" / "metrics.jsonl");
+  ASSERT_EQ(compressed.size(), plain.size());
+  EXPECT_EQ(compressed[4], plain[4]);
+  EXPECT_LT(compressed[5] * 4, plain[5]) << "rank 2 sends under a quarter of the bytes";
+  // A sharded step (ZeRO 1) takes the same compressed average.
+  ok(train(kWide + " --zero 1 --grad-compression powersgd --powersgd-rank 2 --powersgd-start-step 5" + out("zero1")));
+  expect_same_run("powersgd", "zero1", 1e-5);
+}
+
+TEST_F(TrainCompression, Bf16IsTheReductionOfGradReduceDtypeBf16) {
+  ok(train(kWide + " --steps 6 --grad-compression bf16" + out("compression")));
+  ok(train(kWide + " --steps 6 --grad-reduce-dtype bf16" + out("dtype")));
+  expect_identical_run("compression", "dtype");
+  const std::vector<int64_t> bytes = grad_bytes(dir_ / "dtype" / "metrics.jsonl");
+  ok(train(kWide + " --steps 6" + out("fp32")));
+  EXPECT_EQ(2 * bytes.back(), grad_bytes(dir_ / "fp32" / "metrics.jsonl").back());
+}
+
+TEST_F(TrainCompression, ImpossibleCombinationsAreRefusedWithTheReason) {
+  Result r = train(kWide + " --steps 1 --zero 2 --grad-compression powersgd" + out("a"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("use --zero 0 or 1"), std::string::npos) << r.err;
+  r = train(kWide + " --steps 1 --grad-compression powersgd --grad-reduce-dtype bf16" + out("b"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("two compressions"), std::string::npos) << r.err;
+  r = train(kWide + " --steps 1 --grad-compression topk" + out("c"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("powersgd"), std::string::npos) << r.err;
+  r = train(kWide + " --steps 1 --grad-compression powersgd --powersgd-rank 0" + out("d"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("powersgd_rank"), std::string::npos) << r.err;
+}
+
+}  // namespace
