@@ -31,14 +31,18 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts
 }
 
 // Throws if a rank we wait for has left the group or its process is gone.
-void check_alive(const WaitTarget& w, const std::vector<int>& missing, const OpContext& ctx) {
+// A rank departs (release) after everything it published, so a peer that
+// arrived and then left between our look at ready() and at `missing` shows
+// its arrival to ready() once its departure is seen (acquire): that is no error.
+void check_alive(const WaitTarget& w, const std::vector<int>& missing, const std::function<bool()>& ready,
+                 const OpContext& ctx) {
   for (int r : missing) {
     RankControl* rc = w.layout->rank_control(w.base, r);
-    if (rc->departed.load(std::memory_order_acquire))
+    if (rc->departed.load(std::memory_order_acquire) && !ready())
       throw Error(ctx.describe() + ": rank " + std::to_string(r) + " left the group (its group was destroyed) before arriving",
                   "every rank must issue the same collectives before destroying the group");
     int pid = rc->pid.load(std::memory_order_relaxed);
-    if (pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH && !ready())
       throw Error(ctx.describe() + ": rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died",
                   "see that worker's output for the cause");
   }
@@ -100,7 +104,7 @@ void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const O
     futex(&h->futex, FUTEX_WAIT, word, &ts);
     h->sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (ready()) return;
-    check_alive(w, missing(), ctx);
+    check_alive(w, missing(), ready, ctx);
   }
 }
 

@@ -131,6 +131,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
         grads.push_back({plan_[b].offsets[j], rows, rows ? numel / rows : 0});
       }
       PowerSgdOptions o = *opts_.powersgd;
+      o.algorithm = opts_.all_reduce_algorithm;
       o.seed += 1000003 * b;  // each bucket's Qs their own draws
       powersgd_[b] = std::make_unique<PowerSgdBucket>(std::move(grads), group_, o);
     }
@@ -321,7 +322,7 @@ void DistributedDataParallel::launch_ready_buckets() {
         if (in_flight_.size() > kStagedInFlight) complete(in_flight_.front());
       }
     } else {
-      work_[b] = group_.all_reduce(reduced, {.op = comm::ReduceOp::avg});
+      work_[b] = group_.all_reduce(reduced, {.op = comm::ReduceOp::avg, .algorithm = opts_.all_reduce_algorithm});
     }
   }
 }

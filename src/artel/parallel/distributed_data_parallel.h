@@ -78,6 +78,9 @@ struct DdpOptions {
   // feedback, after its first start_step steps. Not with shard_gradients
   // (no whole gradient is kept to compress) nor a bf16 wire.
   std::optional<PowerSgdOptions> powersgd;
+  // The gradients' all-reduces (PowerSGD's too): "auto" or an algorithm of
+  // docs/COLLECTIVES.md, e.g. "native" for MPI's own against "hierarchical".
+  std::string all_reduce_algorithm = "auto";
 };
 
 class DistributedDataParallel {

@@ -77,7 +77,7 @@ comm::WorkPtr PowerSgdBucket::begin(float* bucket) {
     // P (rows, r) = M (rows, cols) · Q (cols, r)
     kernels::gemm(false, false, c.m.rows, r, c.m.cols, 1.0f, m, c.q.data<float>(), 0.0f, packed + c.p_offset);
   }
-  return group_.all_reduce(first_, {.op = comm::ReduceOp::avg});
+  return group_.all_reduce(first_, {.op = comm::ReduceOp::avg, .algorithm = opts_.algorithm});
 }
 
 comm::WorkPtr PowerSgdBucket::middle(float* bucket) {
@@ -94,7 +94,7 @@ comm::WorkPtr PowerSgdBucket::middle(float* bucket) {
     // Q (cols, r) = Mᵀ (cols, rows) · P (rows, r)
     kernels::gemm(true, false, c.m.cols, r, c.m.rows, 1.0f, bucket + c.m.offset, p, 0.0f, c.q.data<float>());
   }
-  return group_.all_reduce(second_, {.op = comm::ReduceOp::avg});
+  return group_.all_reduce(second_, {.op = comm::ReduceOp::avg, .algorithm = opts_.algorithm});
 }
 
 void PowerSgdBucket::end(float* bucket) {

@@ -38,6 +38,7 @@ struct PowerSgdOptions {
   int rank = 4;             // r: columns of P and Q
   int64_t start_step = 10;  // steps averaged uncompressed before compression starts
   uint64_t seed = 0;        // Q's first values (every rank draws the same)
+  std::string algorithm = "auto";  // of both all-reduces (comm::AllReduceOptions)
 };
 
 // A gradient in a bucket: its elements from `offset`, viewed as rows x cols.

@@ -44,6 +44,7 @@ const std::vector<Field>& fields() {
       {"grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "fp32 | bf16 (the same as --grad-compression bf16)"},
       {"powersgd_rank", &TrainConfig::powersgd_rank, "--grad-compression powersgd: the approximation's rank"},
       {"powersgd_start_step", &TrainConfig::powersgd_start_step, "--grad-compression powersgd: steps reduced uncompressed first"},
+      {"grad_all_reduce", &TrainConfig::grad_all_reduce, "the gradient all-reduce's algorithm (--zero 0; docs/COLLECTIVES.md): auto | hierarchical | native | ring | ..."},
       {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
       {"lr", &TrainConfig::lr, "peak learning rate"},
       {"momentum", &TrainConfig::momentum, "SGD momentum"},
@@ -177,6 +178,7 @@ parallel::BucketOptions TrainConfig::bucket_options() const {
 parallel::DdpOptions TrainConfig::ddp_options() const {
   parallel::DdpOptions ddp;
   ddp.buckets = bucket_options();
+  ddp.all_reduce_algorithm = grad_all_reduce;
   if (grad_reduce_dtype == "bf16" || grad_compression == "bf16") ddp.wire = DType::bf16;
   if (grad_compression == "powersgd")
     ddp.powersgd = parallel::PowerSgdOptions{.rank = static_cast<int>(powersgd_rank), .start_step = powersgd_start_step,

@@ -54,6 +54,9 @@ struct TrainConfig {
   std::string grad_reduce_dtype = "fp32";  // fp32 | bf16
   int64_t powersgd_rank = 4;               // >= 1: columns of PowerSGD's P and Q
   int64_t powersgd_start_step = 10;        // >= 0: steps reduced uncompressed before PowerSGD starts
+  // The gradient all-reduce's algorithm (docs/COLLECTIVES.md): auto, or one
+  // forced, e.g. native (MPI's own) against hierarchical across hosts.
+  std::string grad_all_reduce = "auto";
 
   // ---- optimizer (PyTorch semantics)
   std::string optimizer = "adamw";  // adamw | sgd

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Gradient compression across hosts (issue 24), from `artel train` runs on
+scripts/cluster.sh's hosts (network namespaces joined by tbf-limited links):
+
+  step   the data-parallel step with --grad-compression none | bf16 | powersgd,
+         2 hosts x 2 ranks at each --rate: median step and sync ms, bytes handed
+         to the gradient collectives per step (metrics.jsonl's grad_bytes), and
+         the speed-up over none. --workload w2 (the default GPT) or gpt2
+         (--preset gpt2 on 4 x 256 tokens of the bundled text's bytes);
+  algo   the same step uncompressed with the gradient all-reduce forced to
+         hierarchical (host-local over shared memory, 1/g across hosts) and to
+         native (MPI's own, flat), at each --rate;
+  loss   W2's validation loss after --steps (1000) steps, each compression
+         against none, on the cluster at the first --rate.
+
+Usage: python3 tools/grad_compression.py [--artel build/artel] [--out runs/compression]
+         [--rates 1gbit,10gbit] [--workload w2|gpt2] [--steps N] [step] [algo] [loss]
+Needs root (network namespaces). Every run's metrics.jsonl stays under --out.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = ["none", "bf16", "powersgd"]
+
+
+def token_file(out):
+    """The bundled text's bytes as uint16 token ids (nanoGPT's raw layout), as `artel bench`'s gpt2 workload uses."""
+    path = os.path.join(out, "bytes.bin")
+    if not os.path.exists(path):
+        text = open(os.path.join(ROOT, "data", "tinyshakespeare.txt"), "rb").read()
+        with open(path, "wb") as f:
+            f.write(b"".join(b.to_bytes(2, "little") for b in text))
+    return path
+
+
+def workload_args(workload, out):
+    if workload == "w2":
+        return ["--zero", "0"]
+    return ["--preset", "gpt2", "--data", token_file(out), "--block-size", "256", "--batch-size", "4",
+            "--zero", "0", "--eval-batches", "1", "--warmup-steps", "1"]
+
+
+def run(artel, out, rate, args):
+    cmd = ["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "--ranks", "2,2", "--rate", rate, "--",
+           artel, "train", "--backend", "mpi", "--timeout", "600", "--generate", "0", "--out", out] + args
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}")
+    return [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+
+
+def steps_of(records, skip):
+    return [r for r in records if "step_ms" in r and r["step"] > skip]
+
+
+def step(a):
+    steps = a.steps or (60 if a.workload == "w2" else 8)
+    skip = steps // 3  # warm-up, and PowerSGD's uncompressed first steps
+    print(f"# {a.workload}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps {skip + 1}..{steps}")
+    print(f"# {'rate':>7} {'compression':>12} {'step ms':>9} {'sync ms':>9} {'grad bytes':>12} {'speed-up':>9}")
+    for rate in a.rates.split(","):
+        base = None
+        for case in CASES:
+            extra = ["--powersgd-start-step", str(skip // 2)] if case == "powersgd" else []
+            out = os.path.join(a.out, f"{a.workload}_{rate}_{case}")
+            rec = steps_of(run(a.artel, out, rate, workload_args(a.workload, a.out) +
+                               ["--steps", str(steps), "--grad-compression", case] + extra), skip)
+            ms = statistics.median(r["step_ms"] for r in rec)
+            sync = statistics.median(r["t_sync_ms"] for r in rec)
+            base = base or ms
+            print(f"  {rate:>7} {case:>12} {ms:9.1f} {sync:9.1f} {rec[-1]['grad_bytes']:12d} {base / ms:8.2f}x")
+
+
+def algo(a):
+    steps = a.steps or (60 if a.workload == "w2" else 8)
+    skip = steps // 3
+    print(f"# {a.workload}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps {skip + 1}..{steps}")
+    print(f"# {'rate':>7} {'all-reduce':>13} {'step ms':>9} {'sync ms':>9} {'speed-up':>9}")
+    for rate in a.rates.split(","):
+        base = None
+        for name in ["native", "hierarchical"]:
+            out = os.path.join(a.out, f"{a.workload}_{rate}_{name}")
+            rec = steps_of(run(a.artel, out, rate, workload_args(a.workload, a.out) +
+                               ["--steps", str(steps), "--grad-all-reduce", name]), skip)
+            ms = statistics.median(r["step_ms"] for r in rec)
+            sync = statistics.median(r["t_sync_ms"] for r in rec)
+            base = base or ms
+            print(f"  {rate:>7} {name:>13} {ms:9.1f} {sync:9.1f} {base / ms:8.2f}x")
+
+
+def loss(a):
+    steps = a.steps or 1000
+    rate = a.rates.split(",")[0]
+    print(f"# W2 validation loss after {steps} steps, 2 hosts x 2 ranks at {rate}")
+    base = None
+    for case in CASES:
+        out = os.path.join(a.out, f"loss_{case}")
+        rec = run(a.artel, out, rate, ["--zero", "0", "--steps", str(steps), "--grad-compression", case])
+        val = [r["val_loss"] for r in rec if "val_loss" in r][-1]
+        base = base or val
+        print(f"  {case:>9}: val_loss {val:.4f} ({100 * (val - base) / base:+.2f}% against none)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--artel", default=os.path.join(ROOT, "build", "artel"))
+    p.add_argument("--out", default="runs/compression")
+    p.add_argument("--rates", default="1gbit,10gbit")
+    p.add_argument("--workload", default="w2", choices=["w2", "gpt2"])
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("parts", nargs="*", default=["step", "algo", "loss"])
+    a = p.parse_args()
+    a.artel = os.path.abspath(a.artel)
+    os.makedirs(a.out, exist_ok=True)
+    a.out = os.path.abspath(a.out)
+    for part in a.parts:
+        {"step": step, "algo": algo, "loss": loss}[part](a)
+
+
+if __name__ == "__main__":
+    main()
