@@ -7,8 +7,9 @@
     limit and write a sharded checkpoint at --checkpoint-at;
   - 8 workers resume from that checkpoint (the same global batch) and their losses
     are compared with the 4-worker run's for the steps after it;
-  - the same model at --zero 1 under the same limit stops with the one-line
-    out-of-memory error.
+  - the same model at --zero 1 under the same limit is refused before it starts,
+    with the planner's numbers (artel plan's memory model), and with
+    --no-memory-check starts and stops with the one-line out-of-memory error.
 
   /usr/bin/python3 tools/train_beyond_one_worker.py [--artel build/artel] [--limit 3G]
 
@@ -102,9 +103,15 @@ def main():
         print(f"largest difference {worst:.2e}")
         ok &= worst <= 1e-4 and len(resumed) == args.steps - args.checkpoint_at
 
-        # The same model at --zero 1 under the same limit.
-        r = run([args.artel, "train"] + gpt(1) + ["--nproc", "4", "--batch-size", "2", "--steps", "2",
-                "--memory-per-worker", args.limit, "--out", os.path.join(args.dir, "zero1")], expect_ok=False)
+        # The same model at --zero 1 under the same limit: refused up front by
+        # the planner, then, forced past it, out of memory while it runs.
+        zero1 = gpt(1) + ["--nproc", "4", "--batch-size", "2", "--steps", "2", "--memory-per-worker", args.limit,
+                          "--out", os.path.join(args.dir, "zero1")]
+        r = run([args.artel, "train"] + zero1, expect_ok=False)
+        refused = [l for l in r.stderr.splitlines() if "the planner predicts" in l]
+        print("\n".join(refused) if refused else r.stderr[-2000:])
+        ok &= r.returncode != 0 and bool(refused)
+        r = run([args.artel, "train"] + zero1 + ["--no-memory-check"], expect_ok=False)
         oom = [l for l in r.stderr.splitlines() + r.stdout.splitlines() if "out of memory" in l]
         print("\n".join(oom[:2]) if oom else r.stderr[-2000:])
         ok &= r.returncode != 0 and bool(oom)

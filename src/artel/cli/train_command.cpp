@@ -42,6 +42,7 @@
 
 #include "artel/cli/command.h"
 #include "artel/cli/parse_flags.h"
+#include "artel/cli/planned_run.h"
 #include "artel/comm/process_group.h"
 #include "artel/core/error.h"
 #include "artel/kernels/gemm.h"
@@ -98,6 +99,7 @@ struct JobFlags {
   int max_restarts = 0;
   std::string bind_to = "none";  // core: each worker on its own cores when they fit | none
   std::string memory_per_worker;  // SIZE (launch/memory_size.h); "" = no limit
+  bool no_memory_check = false;   // start even when the planner predicts the layout does not fit (planned_run.h)
 };
 
 // The main job's global batch (W2's 12 rows) split over as many workers as
@@ -317,6 +319,8 @@ int run_train(int argc, char** argv) {
   app.add_option("--memory-per-worker", job.memory_per_worker,
                  "SIZE (3G, 512MiB, bytes): each worker runs in its own memory cgroup with this limit and stops "
                  "with an out-of-memory error before going over it [default none]");
+  app.add_flag("--no-memory-check", job.no_memory_check,
+               "start even when the planner (artel plan) predicts that a worker's memory cannot hold the layout");
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   for (const auto& k : train::config_keys())
@@ -340,6 +344,12 @@ int run_train(int argc, char** argv) {
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
   train::check_parameter_server(cfg);
+  // Before any worker starts: a layout the planner predicts not to fit is
+  // refused with its numbers (planned_run.h), once, by the process that launches.
+  if (!comm::launched_as_worker() && job.backend != "mpi" && !job.no_memory_check) {
+    if (std::optional<WorkerMemory> memory = worker_memory(job.memory_per_worker, job.nproc))
+      check_predicted_memory(cfg, job.nproc, *memory);
+  }
   const bool limited = !job.memory_per_worker.empty();
   if ((job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi")) && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);

@@ -1,0 +1,226 @@
+// `artel plan`: predict the step time and memory per worker of a layout of a
+// model on a cluster (plan/step_model.h), or rank every valid layout
+// (--search). The model is a GPT — `artel train`'s own (--model gpt: W2),
+// a preset, both from the definitions `artel train` uses
+// (train::default_config, train::apply_preset), or its dimensions — or a
+// user's per-layer costs (--model-costs FILE.json); the cluster is a JSON
+// file (data/clusters/selene.json; docs/PLAN.md).
+//
+//   artel plan --model gpt --cluster data/clusters/selene.json --workers 8 --global-batch 96
+//   artel plan --preset gpt2 --cluster data/clusters/selene.json --workers 8 --global-batch 64 --tp 2
+//   artel plan --preset gpt2 --cluster c.json --global-batch 64 --search --top 10 --json
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <optional>
+
+#include "artel/cli/command.h"
+#include "artel/cli/parse_flags.h"
+#include "artel/cli/planned_run.h"
+#include "artel/core/error.h"
+#include "artel/plan/layout_search.h"
+#include "artel/plan/plan_report.h"
+#include "artel/train/train_config.h"
+
+namespace artel::cli {
+namespace {
+
+// A check whose error ends with how to fix it (ARTEL_CHECK has no hint).
+template <class... Args>
+void require(bool ok, const char* hint, const Args&... what) {
+  if (!ok) throw Error(detail::concat(what...), hint);
+}
+
+struct PlanArgs {
+  // model
+  std::string model, preset, model_costs, data;
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, seq = 0, vocab = 0, vocab_multiple = 0;
+  double dropout = -1;  // < 0: the run's default
+  // cluster and workload
+  std::string cluster;
+  int64_t workers = 0, global_batch = 0;
+  std::string precision = "fp32", state = "artel";
+  bool no_grad_overlap = false, scatter_gather_sends = false;
+  // layout
+  int64_t dp = 0, tp = 1, pp = 1, micro_batches = 1, chunks = 0;
+  std::string schedule = "1f1b", recompute = "none", grad_compression = "none";
+  int zero = 0;
+  bool sequence_parallel = false;
+  // output
+  bool search = false, json = false;
+  size_t top = 20;
+  int powersgd_rank = 4;
+};
+
+// GPT-2's vocabulary, as `artel train` takes it for token files.
+constexpr int64_t kGpt2Vocabulary = 50257;
+
+// The data's vocabulary, as `artel train` reads it: --vocab; else GPT-2's
+// tokens for a preset without --data (a preset is for token files); else
+// --data's classes, or the bundled text's, which the run with no --data
+// trains on (W2).
+int64_t vocabulary_of(const PlanArgs& a, train::TrainConfig c) {
+  if (a.vocab) return a.vocab;
+  if (a.data.empty() && !a.preset.empty()) return kGpt2Vocabulary;
+  c.data = a.data;
+  return data_vocabulary(c);
+}
+
+// The run's config as `artel train` resolves it: its defaults for --model
+// gpt (W2), a preset applied over them (train::apply_preset), then any
+// dimension or dropout given.
+train::TrainConfig gpt_config(const PlanArgs& a) {
+  train::TrainConfig c = train::default_config("gpt");
+  train::apply_preset(c, a.preset);
+  if (a.n_layer) c.n_layer = a.n_layer;
+  if (a.n_head) c.n_head = a.n_head;
+  if (a.n_embd) c.n_embd = a.n_embd;
+  if (a.seq) c.block_size = a.seq;
+  if (a.vocab_multiple) c.vocab_multiple = a.vocab_multiple;
+  if (a.dropout >= 0) c.dropout = a.dropout;
+  return c;
+}
+
+plan::ModelDescription model_of(const PlanArgs& a) {
+  if (!a.model_costs.empty()) {
+    ARTEL_CHECK(a.model.empty() && a.preset.empty() && a.n_layer == 0,
+                "give --model-costs or a GPT (--model gpt, --preset, --n-layer ...), not both");
+    return plan::read_model_costs(a.model_costs);
+  }
+  require(a.model.empty() || a.model == "gpt",
+          "--model gpt is the GPT `artel train` trains by default (W2); other models: --model-costs FILE.json",
+          "artel plan cannot derive costs for --model ", a.model);
+  require(!a.model.empty() || !a.preset.empty() || a.n_layer > 0,
+          "give --model gpt (W2), --preset gpt2, GPT dimensions (--n-layer, --n-head, --n-embd, --seq) or "
+          "--model-costs FILE.json",
+          "no model to plan");
+  const train::TrainConfig c = gpt_config(a);
+  const std::string name = !a.preset.empty() ? a.preset : a.n_layer ? "gpt" : "gpt (W2)";
+  return plan::transformer_model(name, gpt_shape(c, vocabulary_of(a, c)));
+}
+
+plan::Workload workload_of(const PlanArgs& a) {
+  ARTEL_CHECK(a.global_batch >= 1, "--global-batch is required (sequences per optimizer step, >= 1)");
+  plan::Workload w;
+  w.global_batch = a.global_batch;
+  w.precision = plan::parse_precision(a.precision);
+  if (a.state == "artel") {
+    w.state = plan::StateBytes::artel_adamw();
+  } else if (a.state == "mixed") {
+    w.state = plan::StateBytes::mixed_adamw();
+  } else {
+    throw Error("unknown --state '" + a.state + "'",
+                "use artel (fp32 weights, gradients, AdamW: 4+4+8 bytes) or mixed (2+2+12)");
+  }
+  w.overlap_grad_reduce = !a.no_grad_overlap;
+  w.scatter_gather_sends = a.scatter_gather_sends;
+  w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
+  return w;
+}
+
+plan::Layout layout_of(const PlanArgs& a, int64_t workers) {
+  plan::Layout l;
+  l.tp = a.tp;
+  l.pp = a.pp;
+  ARTEL_CHECK(a.tp >= 1 && a.pp >= 1, "--tp and --pp must be >= 1");
+  l.dp = a.dp ? a.dp : workers / (a.tp * a.pp);
+  if (a.dp == 0) {
+    require(workers % (a.tp * a.pp) == 0, "choose tp and pp whose product divides the worker count, or pass --dp",
+            "tp·pp = ", a.tp * a.pp, " does not divide the ", workers, " workers");
+  }
+  l.micro_batches = a.micro_batches;
+  l.schedule = plan::parse_schedule(a.schedule);
+  l.chunks = a.chunks ? a.chunks : (l.schedule == plan::Schedule::interleaved ? 2 : 1);
+  l.zero = a.zero;
+  l.recompute = plan::parse_recompute(a.recompute);
+  l.sequence_parallel = a.sequence_parallel;
+  l.compression = plan::parse_compression(a.grad_compression, a.powersgd_rank);
+  return l;
+}
+
+void add_flags(CLI::App& app, PlanArgs& a) {
+  app.add_option("--model", a.model, "gpt: the GPT `artel train` trains by default (W2: its shape and data)");
+  app.add_option("--preset", a.preset, "gpt2 (124M) or gpt2-medium (350M): `artel train --preset`'s shapes");
+  app.add_option("--n-layer", a.n_layer, "GPT blocks (overrides the preset)");
+  app.add_option("--n-head", a.n_head, "attention heads");
+  app.add_option("--n-embd", a.n_embd, "model width");
+  app.add_option("--seq", a.seq, "tokens per sequence (the block size)");
+  app.add_option("--vocab", a.vocab,
+                 "token ids, padded to --vocab-multiple [--data's; presets: GPT-2's 50,257; else the bundled text's]");
+  app.add_option("--data", a.data, "the vocabulary of this data, read as `artel train --data` reads it");
+  app.add_option("--dropout", a.dropout, "the GPT's dropout: > 0 keeps its masks (Megatron-LM's 0.1) [artel's 0]");
+  app.add_option("--vocab-multiple", a.vocab_multiple, "pad the vocabulary to a multiple [gpt2 presets: 64]");
+  app.add_option("--model-costs", a.model_costs, "a user's model as per-layer costs (JSON; docs/PLAN.md)");
+  app.add_option("--cluster", a.cluster, "the cluster (JSON), e.g. data/clusters/selene.json")->required();
+  app.add_option("--workers", a.workers, "use this many of the cluster's workers (whole hosts) [default all]");
+  app.add_option("--global-batch", a.global_batch, "sequences per optimizer step")->required();
+  app.add_option("--precision", a.precision, "fp32 | bf16: the matrix products' rate and activation size [fp32]");
+  app.add_option("--state", a.state, "artel (4+4+8 bytes a parameter) | mixed (2+2+12, the ZeRO paper's) [artel]");
+  app.add_flag("--no-grad-overlap", a.no_grad_overlap,
+               "data-parallel reductions only after backward (Megatron-LM 2021)");
+  app.add_flag("--scatter-gather-sends", a.scatter_gather_sends, "pipeline sends split over tp (Megatron-LM)");
+  app.add_option("--dp", a.dp, "data-parallel degree [default workers / (tp·pp)]");
+  app.add_option("--tp", a.tp, "tensor-parallel degree [1]");
+  app.add_option("--pp", a.pp, "pipeline stages [1]");
+  app.add_option("--micro-batches", a.micro_batches, "micro-batches per replica and step [1]");
+  app.add_option("--schedule", a.schedule, "gpipe | 1f1b | interleaved [1f1b]");
+  app.add_option("--chunks", a.chunks, "model chunks per stage, interleaved only [2]");
+  app.add_option("--zero", a.zero, "ZeRO stage 0-3 [0]");
+  app.add_option("--recompute", a.recompute, "none | selective | full [none]");
+  app.add_flag("--sequence-parallel", a.sequence_parallel, "Megatron's sequence parallelism (with --tp)");
+  app.add_option("--grad-compression", a.grad_compression, "none | bf16 | powersgd, as `artel train` takes it [none]");
+  app.add_flag("--search", a.search, "rank every valid layout instead of predicting one");
+  app.add_option("--top", a.top, "rows of the ranking to print [20]");
+  app.add_option("--powersgd-rank", a.powersgd_rank, "PowerSGD's rank r (--search tries PowerSGD at it) [4]");
+  app.add_flag("--json", a.json, "print JSON instead of text");
+}
+
+int run_plan(int argc, char** argv) {
+  PlanArgs a;
+  CLI::App app{"Predict the step time and memory of a layout on a cluster, or rank every layout.", "artel plan"};
+  add_flags(app, a);
+  app.footer(
+      "examples:\n"
+      "  artel plan --model gpt --cluster data/clusters/selene.json --workers 8 --global-batch 96\n"
+      "  artel plan --preset gpt2 --cluster data/clusters/selene.json --workers 8 --global-batch 64 --tp 2 "
+      "--micro-batches 4\n"
+      "  artel plan --preset gpt2 --cluster data/clusters/selene.json --workers 16 --global-batch 64 --search --top "
+      "10\n"
+      "docs/PLAN.md explains the model of time and memory and the file formats.");
+  if (!parse_flags(app, argc, argv, "see `artel plan --help`")) return 0;
+
+  const plan::ModelDescription model = model_of(a);
+  plan::Cluster cluster = plan::read_cluster(a.cluster);
+  if (a.workers) cluster = cluster.with_workers(a.workers);
+  const plan::Workload workload = workload_of(a);
+
+  if (a.search) {
+    plan::SearchSpace space;
+    if (workload.state.gradient > 2) space.compressions.push_back({plan::Compression::Kind::bf16, 0});
+    space.compressions.push_back(plan::parse_compression("powersgd", a.powersgd_rank));
+    const std::vector<plan::Prediction> ranked = plan::search_layouts(model, cluster, workload, space);
+    ARTEL_CHECK(!ranked.empty(), "no valid layout of ", model.name, " on ", cluster.workers(),
+                " workers with global batch ", workload.global_batch,
+                "; the batch must split over dp and micro-batches, tp divide the heads and pp the layers");
+    if (a.json) {
+      std::cout << plan::ranking_json(ranked, workload, a.top).dump(2) << "\n";
+    } else {
+      std::cout << ranked.size() << " valid layouts of " << model.name << " on " << cluster.workers()
+                << " workers, global batch " << workload.global_batch << ", fastest first:\n"
+                << plan::ranking_text(ranked, a.top);
+    }
+    return 0;
+  }
+  const plan::Prediction p = plan::predict(model, cluster, layout_of(a, cluster.workers()), workload);
+  if (a.json) {
+    std::cout << plan::prediction_json(p, workload).dump(2) << "\n";
+  } else {
+    std::cout << plan::prediction_text(p, model, cluster, workload);
+  }
+  return 0;
+}
+
+const bool kRegistered = register_command(
+    "plan", "predict a layout's step time and memory on a cluster; --search ranks every layout", run_plan);
+
+}  // namespace
+}  // namespace artel::cli

@@ -1,0 +1,112 @@
+#include "artel/cli/planned_run.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "artel/core/error.h"
+#include "artel/core/memory_limit.h"
+#include "artel/data/dataset.h"
+#include "artel/launch/memory_size.h"
+#include "artel/plan/memory_model.h"
+#include "artel/train/bundled_data.h"
+#include "artel/train/recipe.h"
+
+namespace artel::cli {
+
+int64_t data_vocabulary(const train::TrainConfig& c) {
+  const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
+  return data::open_dataset(path, train::dataset_options(c))->num_classes();
+}
+
+plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocabulary) {
+  return {c.n_layer, c.n_head, c.n_embd, c.block_size, train::model_vocab(c, data_vocabulary)};
+}
+
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes; nothing when it cannot be read.
+std::optional<double> mem_available() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    double kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+// The machine as predict_memory needs it: `workers` on one host, each with
+// `bytes`. The rates only time a step, which the check does not look at.
+plan::Cluster this_machine(int workers, double bytes) {
+  const nlohmann::json rate = {{"value", 1.0}, {"source", "not used: the memory check times nothing"}};
+  const nlohmann::json link = {{"alpha", rate}, {"beta", rate}};
+  return plan::parse_cluster({{"name", "this machine"},
+                              {"hosts", 1},
+                              {"workers_per_host", workers},
+                              {"device",
+                               {{"name", "cpu"},
+                                {"peak_flops", {{"fp32", rate}, {"bf16", rate}}},
+                                {"gemm_efficiency", rate},
+                                {"memory_bytes", bytes},
+                                {"memory_bandwidth", rate},
+                                {"memory_efficiency", rate}}},
+                              {"links", {{"intra_host", link}, {"inter_host", link}}}},
+                             "this machine");
+}
+
+std::string gib(double bytes) {
+  std::ostringstream os;
+  os.precision(2);
+  os << std::fixed << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return os.str();
+}
+
+}  // namespace
+
+std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers) {
+  if (!memory_per_worker.empty()) {
+    return WorkerMemory{static_cast<double>(launch::parse_memory_size(memory_per_worker)), "--memory-per-worker"};
+  }
+  const std::optional<double> available = mem_available();
+  if (!available) return std::nullopt;
+  return WorkerMemory{*available / workers,
+                      "MemAvailable" + (workers > 1 ? " / " + std::to_string(workers) + " workers" : std::string())};
+}
+
+void check_predicted_memory(const train::TrainConfig& cfg, int workers, const WorkerMemory& memory) {
+  if (cfg.model != "gpt" || cfg.ps_servers > 0) return;
+  plan::Layout l;
+  l.tp = cfg.tp;
+  l.pp = cfg.pp;
+  l.dp = workers / (cfg.tp * cfg.pp);
+  l.micro_batches = cfg.micro_batches;
+  l.schedule = plan::parse_schedule(cfg.schedule);
+  l.zero = static_cast<int>(cfg.zero);
+  l.recompute = plan::parse_recompute(cfg.recompute);
+  plan::Workload w;
+  w.global_batch = cfg.batch_size * l.dp;  // per micro-step: --accum repeats it, holding no more
+  // artel keeps activations in fp32 under --precision bf16 too: only the
+  // products' inputs are rounded.
+  w.precision = plan::Precision::fp32;
+  w.state = plan::StateBytes::artel_adamw();
+  w.bucket_bytes = cfg.bucket_mb * (1 << 20);
+  w.dropout = cfg.dropout > 0;
+  const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
+  const plan::Cluster machine = this_machine(workers, memory.bytes);
+  try {
+    plan::validate_layout(model, l, w, machine.workers());
+  } catch (const Error&) {
+    return;  // a layout the planner does not model: not checked
+  }
+  const plan::MemoryPrediction m = plan::predict_memory(model, machine, l, w);
+  if (m.fits()) return;
+  throw Error("the planner predicts " + gib(m.total()) + " a worker (stage " + std::to_string(m.stage) + " of " +
+                  plan::describe(l) + ": parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) +
+                  ", optimizer state " + gib(m.optimizer_state) + ", activations " + gib(m.activations) +
+                  ", communication " + gib(m.communication) + ") but a worker has " + gib(memory.bytes) + " (" +
+                  memory.source + ")",
+              std::string(kOutOfMemoryHint) + "; --no-memory-check starts it anyway");
+}
+
+}  // namespace artel::cli

@@ -1,0 +1,48 @@
+// An `artel train` run as the planner sees it (plan/), and the check that
+// `artel train` runs before any worker starts: a layout plan::predict_memory
+// says does not fit in the memory a worker has is refused, with the
+// planner's numbers, unless --no-memory-check.
+//
+// The model is the run's GPT — its shape from the run's config, its
+// vocabulary the data's as the run reads it, padded as the run pads it
+// (train::model_vocab) — so `artel plan --model gpt` and the check predict
+// the model `artel train` builds. Other models (mlp, cnn, wordlm) and
+// parameter-server jobs are not planned, and neither is a layout the
+// planner cannot model (validate_layout refuses it, e.g. pipeline stages of
+// unequal blocks): those runs start unchecked, as before.
+//
+//   check_predicted_memory(cfg, /*workers=*/4, memory_per_worker(job));   // throws Error when it does not fit
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "artel/plan/transformer_shape.h"
+#include "artel/train/train_config.h"
+
+namespace artel::cli {
+
+// The classes of the run's data (c.data, or the bundled data of its model
+// when empty), opened as the run opens it: characters, words or token ids.
+int64_t data_vocabulary(const train::TrainConfig& c);
+
+// The GPT of a run's config over data of `data_vocabulary` classes.
+plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocabulary);
+
+// The memory one worker has, and where that figure comes from.
+struct WorkerMemory {
+  double bytes = 0;
+  std::string source;  // "--memory-per-worker", "MemAvailable / 4 workers"
+};
+
+// --memory-per-worker when given, else the machine's MemAvailable
+// (/proc/meminfo) shared by the workers; nothing when neither is known.
+std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers);
+
+// Throws Error — one line with the planner's peak per worker by kind
+// against what a worker has — when the run's layout over `workers`
+// processes (dp = workers / (tp·pp)) is predicted not to fit.
+void check_predicted_memory(const train::TrainConfig& cfg, int workers, const WorkerMemory& memory);
+
+}  // namespace artel::cli

@@ -1,0 +1,204 @@
+#include "artel/plan/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "artel/core/error.h"
+
+namespace artel::plan {
+
+namespace {
+
+// A check whose error ends with how to fix it (ARTEL_CHECK has no hint).
+template <class... Args>
+void require(bool ok, const char* hint, const Args&... what) {
+  if (!ok) throw Error(detail::concat(what...), hint);
+}
+
+}  // namespace
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  throw Error("unknown precision '" + name + "'", "use fp32 or bf16");
+}
+
+const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" : "bf16"; }
+
+namespace {
+
+// `key` of object `j`: a number, or {"value": number, "source": text}.
+Sourced sourced(const nlohmann::json& j, const char* key, const std::string& where) {
+  ARTEL_CHECK(j.is_object() && j.contains(key), where, ": needs \"", key, "\"",
+              " (a number, or {\"value\": number, \"source\": text})");
+  const nlohmann::json& v = j[key];
+  if (v.is_number()) return {v.get<double>(), ""};
+  ARTEL_CHECK(v.is_object() && v.contains("value") && v["value"].is_number(), where, ": \"", key,
+              "\" must be a number or {\"value\": number, \"source\": text}");
+  return {v["value"].get<double>(), v.value("source", std::string())};
+}
+
+Link parse_link(const nlohmann::json& j, const char* key, const std::string& where) {
+  ARTEL_CHECK(j.contains(key) && j[key].is_object(), where, ": needs an object \"", key,
+              "\" with \"alpha\" (s) and \"beta\" (bytes/s)");
+  const std::string here = where + ": " + key;
+  return {sourced(j[key], "alpha", here), sourced(j[key], "beta", here)};
+}
+
+nlohmann::ordered_json sourced_json(const Sourced& s) {
+  nlohmann::ordered_json j;
+  j["value"] = s.value;
+  j["source"] = s.source;
+  return j;
+}
+
+void check_positive(const Sourced& s, const char* what) {
+  ARTEL_CHECK(std::isfinite(s.value) && s.value > 0, "cluster: ", what, " must be positive, got ", s.value);
+}
+
+}  // namespace
+
+void Cluster::validate() const {
+  check_positive(hosts, "hosts");
+  check_positive(workers_per_host, "workers_per_host");
+  ARTEL_CHECK(hosts.value == std::floor(hosts.value) && workers_per_host.value == std::floor(workers_per_host.value),
+              "cluster: hosts and workers_per_host must be whole numbers");
+  check_positive(device.peak_fp32, "device.peak_flops.fp32");
+  check_positive(device.peak_bf16, "device.peak_flops.bf16");
+  check_positive(device.gemm_efficiency, "device.gemm_efficiency");
+  ARTEL_CHECK(device.gemm_efficiency.value <= 1, "cluster: device.gemm_efficiency must be <= 1");
+  check_positive(device.memory_bytes, "device.memory_bytes");
+  check_positive(device.memory_bandwidth, "device.memory_bandwidth");
+  check_positive(device.memory_efficiency, "device.memory_efficiency");
+  ARTEL_CHECK(device.memory_efficiency.value <= 1, "cluster: device.memory_efficiency must be <= 1");
+  for (const Link* l : {&intra_host, &inter_host}) {
+    ARTEL_CHECK(l->alpha.value >= 0, "cluster: a link's alpha must be >= 0, got ", l->alpha.value);
+    check_positive(l->beta, "a link's beta");
+  }
+  for (const GemmRate& g : device.gemm_table) {
+    ARTEL_CHECK(g.m > 0 && g.n > 0 && g.k > 0 && g.flops_per_s > 0,
+                "cluster: every gemm_table entry needs positive m, n, k and flops_per_s");
+  }
+}
+
+Cluster Cluster::with_workers(int64_t workers) const {
+  ARTEL_CHECK(workers >= 1, "the job needs at least one worker, got ", workers);
+  ARTEL_CHECK(workers <= this->workers(), "the job asks for ", workers, " workers but cluster ", name, " has ",
+              this->workers());
+  Cluster c = *this;
+  if (workers < per_host()) {
+    c.workers_per_host.value = static_cast<double>(workers);
+    c.hosts.value = 1;
+    return c;
+  }
+  require(workers % per_host() == 0, "use a multiple of workers_per_host", "the job's ", workers,
+          " workers do not fill whole hosts of ", per_host(), " workers");
+  c.hosts.value = static_cast<double>(workers / per_host());
+  return c;
+}
+
+double achieved_flops(const Device& device, Precision precision) {
+  const double peak = precision == Precision::bf16 ? device.peak_bf16.value : device.peak_fp32.value;
+  return peak * device.gemm_efficiency.value;
+}
+
+double gemm_seconds(const Device& device, Precision precision, double m, double n, double k) {
+  const double flops = 2 * m * n * k;
+  if (flops <= 0) return 0;
+  const GemmRate* nearest = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  for (const GemmRate& g : device.gemm_table) {
+    if (g.precision != precision) continue;
+    const double d = std::pow(std::log(m / g.m), 2) + std::pow(std::log(n / g.n), 2) + std::pow(std::log(k / g.k), 2);
+    if (d < best) best = d, nearest = &g;
+  }
+  if (nearest) return flops / nearest->flops_per_s;
+  // Roofline: a product cannot beat the time to read its operands and write
+  // its result once (thin products, such as attention's per-head Q·Kᵀ with
+  // k = h/a, are bound by memory, not by the multipliers).
+  const double element = precision == Precision::bf16 ? 2.0 : 4.0;
+  const double bytes = (m * k + k * n + m * n) * element;
+  return std::max(flops / achieved_flops(device, precision),
+                  bytes / (device.memory_bandwidth.value * device.memory_efficiency.value));
+}
+
+Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
+  ARTEL_CHECK(j.is_object(), origin, ": a cluster file holds one JSON object");
+  Cluster c;
+  c.name = j.value("name", origin);
+  c.hosts = sourced(j, "hosts", origin);
+  c.workers_per_host = sourced(j, "workers_per_host", origin);
+  ARTEL_CHECK(j.contains("device") && j["device"].is_object(), origin, ": needs an object \"device\"");
+  const nlohmann::json& d = j["device"];
+  const std::string dw = origin + ": device";
+  c.device.name = d.value("name", std::string("worker"));
+  ARTEL_CHECK(d.contains("peak_flops") && d["peak_flops"].is_object(), dw,
+              ": needs \"peak_flops\" with \"fp32\" and \"bf16\"");
+  c.device.peak_fp32 = sourced(d["peak_flops"], "fp32", dw + ".peak_flops");
+  c.device.peak_bf16 = sourced(d["peak_flops"], "bf16", dw + ".peak_flops");
+  c.device.gemm_efficiency = sourced(d, "gemm_efficiency", dw);
+  c.device.memory_bytes = sourced(d, "memory_bytes", dw);
+  c.device.memory_bandwidth = sourced(d, "memory_bandwidth", dw);
+  c.device.memory_efficiency = sourced(d, "memory_efficiency", dw);
+  if (d.contains("gemm_table")) {
+    ARTEL_CHECK(d["gemm_table"].is_array(), dw, ": \"gemm_table\" must be an array");
+    for (const nlohmann::json& g : d["gemm_table"]) {
+      ARTEL_CHECK(g.is_object(), dw, ": every gemm_table entry is an object {precision, m, n, k, flops_per_s}");
+      c.device.gemm_table.push_back({parse_precision(g.value("precision", std::string("bf16"))),
+                                     g.value("m", int64_t{0}), g.value("n", int64_t{0}), g.value("k", int64_t{0}),
+                                     g.value("flops_per_s", 0.0)});
+    }
+  }
+  ARTEL_CHECK(j.contains("links") && j["links"].is_object(), origin,
+              ": needs an object \"links\" with \"intra_host\" and \"inter_host\"");
+  c.intra_host = parse_link(j["links"], "intra_host", origin + ": links");
+  c.inter_host = parse_link(j["links"], "inter_host", origin + ": links");
+  c.validate();
+  return c;
+}
+
+Cluster read_cluster(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error("cannot open cluster file " + path,
+                "check the path passed to --cluster (e.g. data/clusters/selene.json)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is not valid JSON: " + e.what(), "see docs/PLAN.md for the cluster format");
+  }
+  return parse_cluster(j, path);
+}
+
+nlohmann::ordered_json to_json(const Cluster& c) {
+  nlohmann::ordered_json j;
+  j["name"] = c.name;
+  j["hosts"] = sourced_json(c.hosts);
+  j["workers_per_host"] = sourced_json(c.workers_per_host);
+  nlohmann::ordered_json d;
+  d["name"] = c.device.name;
+  d["peak_flops"] = {{"fp32", sourced_json(c.device.peak_fp32)}, {"bf16", sourced_json(c.device.peak_bf16)}};
+  d["gemm_efficiency"] = sourced_json(c.device.gemm_efficiency);
+  d["memory_bytes"] = sourced_json(c.device.memory_bytes);
+  d["memory_bandwidth"] = sourced_json(c.device.memory_bandwidth);
+  d["memory_efficiency"] = sourced_json(c.device.memory_efficiency);
+  d["gemm_table"] = nlohmann::ordered_json::array();
+  for (const GemmRate& g : c.device.gemm_table) {
+    d["gemm_table"].push_back({{"precision", precision_name(g.precision)},
+                               {"m", g.m},
+                               {"n", g.n},
+                               {"k", g.k},
+                               {"flops_per_s", g.flops_per_s}});
+  }
+  j["device"] = d;
+  for (const auto& [key, link] :
+       {std::pair<const char*, const Link*>{"intra_host", &c.intra_host}, {"inter_host", &c.inter_host}}) {
+    j["links"][key] = {{"alpha", sourced_json(link->alpha)}, {"beta", sourced_json(link->beta)}};
+  }
+  return j;
+}
+
+}  // namespace artel::plan

@@ -1,0 +1,87 @@
+// Cluster: the machines a plan runs on — hosts, workers per host, each
+// worker's compute and memory, and the two kinds of link between workers
+// (inside a host, between hosts), each by the alpha-beta model: a message of
+// S bytes over a link takes alpha + S / beta seconds.
+//
+// Read from JSON (docs/PLAN.md; data/clusters/selene.json). Every number is
+// either plain or {"value": x, "source": "where it comes from"}; the sources
+// travel with the cluster so a report can say where each rate came from.
+// A calibrated file (a later `artel plan calibrate`) adds a GEMM table by
+// shape, which gemm_seconds() prefers over peak × efficiency.
+//
+//   Cluster c = read_cluster("data/clusters/selene.json");
+//   c.workers();                                       // hosts × workers_per_host
+//   gemm_seconds(c.device, Precision::bf16, 2048, 12288, 36864);
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace artel::plan {
+
+enum class Precision { fp32, bf16 };
+Precision parse_precision(const std::string& name);  // "fp32" | "bf16"
+const char* precision_name(Precision p);
+
+// A number and where it comes from.
+struct Sourced {
+  double value = 0;
+  std::string source;
+};
+
+// One measured (or vendor-published) matrix product: C (m×n) += A (m×k)·B (k×n).
+struct GemmRate {
+  Precision precision = Precision::bf16;
+  int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;
+};
+
+struct Device {
+  std::string name;
+  Sourced peak_fp32;                 // FLOP/s of fp32 matrix products
+  Sourced peak_bf16;                 // FLOP/s of bf16 matrix products (dense)
+  Sourced gemm_efficiency;           // achieved / peak for large products, when no table entry applies
+  std::vector<GemmRate> gemm_table;  // calibrated rates by shape; empty for vendor-spec files
+  Sourced memory_bytes;              // what one worker may hold
+  Sourced memory_bandwidth;          // bytes/s of its memory, for the kernels that only stream data
+  Sourced memory_efficiency;         // achieved / peak for those streaming kernels
+};
+
+struct Link {
+  Sourced alpha;  // seconds per message (per ring step)
+  Sourced beta;   // bytes/s one worker sends over it, each way
+};
+
+struct Cluster {
+  std::string name;
+  Sourced hosts;
+  Sourced workers_per_host;
+  Device device;
+  Link intra_host;  // between two workers of one host
+  Link inter_host;  // one worker's own share of its host's network, to another host
+
+  int64_t host_count() const { return static_cast<int64_t>(hosts.value); }
+  int64_t per_host() const { return static_cast<int64_t>(workers_per_host.value); }
+  int64_t workers() const { return host_count() * per_host(); }
+  // The same machines, `workers` of them (a job on part of the cluster):
+  // whole hosts, so `workers` must be a multiple of workers_per_host (or
+  // fewer than one host holds).
+  Cluster with_workers(int64_t workers) const;
+  void validate() const;  // throws Error naming the first bad number
+};
+
+// Seconds of one matrix product on one worker: the calibrated rate of the
+// nearest table entry of the same precision (by log-distance of m, n, k),
+// else the roofline max(2·m·n·k / (peak × gemm_efficiency),
+// (m·k + k·n + m·n)·element bytes / (memory bandwidth × memory efficiency)).
+double gemm_seconds(const Device& device, Precision precision, double m, double n, double k);
+// Peak × efficiency: the rate of a large product with no table entry.
+double achieved_flops(const Device& device, Precision precision);
+
+Cluster parse_cluster(const nlohmann::json& j, const std::string& origin);
+Cluster read_cluster(const std::string& path);  // throws Error naming the file
+nlohmann::ordered_json to_json(const Cluster& c);
+
+}  // namespace artel::plan

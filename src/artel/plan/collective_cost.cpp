@@ -1,0 +1,56 @@
+#include "artel/plan/collective_cost.h"
+
+#include <algorithm>
+
+#include "artel/core/error.h"
+
+namespace artel::plan {
+
+GroupPlacement place_group(const Cluster& c, int64_t size, int64_t stride, Route route) {
+  ARTEL_CHECK(size >= 1 && stride >= 1, "place_group: size and stride must be >= 1");
+  const int64_t per_host_ranks = c.per_host();
+  // Members of one host: those within one host's span of consecutive ranks.
+  const int64_t per_host = std::clamp<int64_t>(per_host_ranks / stride, 1, size);
+  return {size, per_host, (size + per_host - 1) / per_host, route};
+}
+
+namespace {
+
+// Per-worker bandwidth and per-step latency of a ring over the group.
+struct Ring {
+  double alpha, beta;
+};
+
+Ring ring_of(const Cluster& c, const GroupPlacement& g) {
+  if (!g.crosses_hosts()) return {c.intra_host.alpha.value, c.intra_host.beta.value};
+  if (g.route == Route::own_network_share || g.per_host == 1) return {c.inter_host.alpha.value, c.inter_host.beta.value};
+  const double across = static_cast<double>(g.per_host) * c.inter_host.beta.value;
+  const double beta = std::min(c.intra_host.beta.value, across);
+  return {c.inter_host.alpha.value, beta};
+}
+
+// One pass of a ring (reduce-scatter or all-gather): n−1 steps of S/n bytes.
+double ring_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  const Ring r = ring_of(c, g);
+  const double n = static_cast<double>(g.size);
+  return (n - 1) * r.alpha + (n - 1) / n * bytes / r.beta;
+}
+
+}  // namespace
+
+double all_reduce_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
+  return 2 * ring_pass(c, g, bytes);
+}
+double reduce_scatter_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
+  return ring_pass(c, g, bytes);
+}
+double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double bytes) { return ring_pass(c, g, bytes); }
+
+double send_seconds(const Cluster& c, bool crosses_hosts, double bytes) {
+  if (bytes <= 0) return 0;
+  const Link& l = crosses_hosts ? c.inter_host : c.intra_host;
+  return l.alpha.value + bytes / l.beta.value;
+}
+
+}  // namespace artel::plan

@@ -1,0 +1,59 @@
+// Collective costs by the alpha-beta model, for a group of workers placed on
+// a cluster (docs/COLLECTIVES.md has the algorithms; these are their costs).
+//
+// A group of n workers with k of them on each of H hosts (n = k·H). A ring
+// inside one host runs at the intra-host link. A ring that crosses hosts
+// runs as k rings side by side, each leaving a host through a different
+// worker's share of the network (NCCL's channels over one NIC per GPU), so
+// per worker it moves data at min(beta_intra, k · beta_inter): the slowest
+// link the rings cross sets the rate. Every ring step pays alpha of the
+// slowest link it crosses.
+//
+//   ring all-reduce of S bytes:       2(n−1)·alpha + 2(n−1)/n · S / beta
+//   reduce-scatter or all-gather:      (n−1)·alpha +  (n−1)/n · S / beta
+//   a send of S bytes:                     alpha   +            S / beta
+//
+// S is the whole buffer (an all-gather's output, a reduce-scatter's input).
+//
+// Route::own_network_share is the other way a ring can cross hosts: one
+// flat ring over the group in which each worker's traffic leaves its host
+// only through that worker's own share of the network, beta = beta_inter
+// (the host's network rate / workers a host). ZeRO-3 is costed this way
+// (Note [ZeRO-3 over each worker's own network share], step_model.cpp).
+//
+//   GroupPlacement g = place_group(cluster, /*size=*/8, /*stride=*/1);   // a tp group
+//   all_reduce_seconds(cluster, g, 64 << 20);
+#pragma once
+
+#include <cstdint>
+
+#include "artel/plan/cluster.h"
+
+namespace artel::plan {
+
+// How a ring that spans hosts reaches the network.
+enum class Route {
+  all_network_shares,  // k rings side by side, one per member of a host: beta = min(beta_intra, k·beta_inter)
+  own_network_share,   // every worker's traffic through its own share alone: beta = beta_inter
+};
+
+struct GroupPlacement {
+  int64_t size = 1;      // n
+  int64_t per_host = 1;  // k: members on one host
+  int64_t hosts = 1;     // H
+  Route route = Route::all_network_shares;
+  bool crosses_hosts() const { return hosts > 1; }
+};
+
+// The placement of a group of `size` ranks `stride` apart (ranks fill hosts
+// in order): tp has stride 1, pp stride tp, dp stride tp·pp.
+GroupPlacement place_group(const Cluster& c, int64_t size, int64_t stride,
+                           Route route = Route::all_network_shares);
+
+double all_reduce_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
+double reduce_scatter_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
+double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
+// One point-to-point message, over the link between hosts when it crosses one.
+double send_seconds(const Cluster& c, bool crosses_hosts, double bytes);
+
+}  // namespace artel::plan

@@ -1,0 +1,71 @@
+#include "artel/plan/memory_model.h"
+
+#include <algorithm>
+
+#include "artel/plan/pipeline_timeline.h"
+
+namespace artel::plan {
+
+nlohmann::ordered_json MemoryPrediction::to_json() const {
+  nlohmann::ordered_json j;
+  j["stage"] = stage;
+  j["parameters"] = parameters;
+  j["gradients"] = gradients;
+  j["optimizer_state"] = optimizer_state;
+  j["activations"] = activations;
+  j["communication"] = communication;
+  j["gathered"] = gathered;
+  j["total"] = total();
+  j["capacity"] = capacity;
+  j["fits"] = fits();
+  return j;
+}
+
+namespace {
+
+MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,
+                              const Workload& w) {
+  const double n = static_cast<double>(l.dp);
+  MemoryPrediction m;
+  m.capacity = cluster.device.memory_bytes.value;
+  m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
+  if (l.zero >= 3) {
+    // Two units whole at once: the one computing and the one prefetched.
+    std::vector<double> units = st.unit_parameters;
+    std::sort(units.rbegin(), units.rend());
+    for (size_t i = 0; i < std::min<size_t>(2, units.size()); ++i) m.gathered += w.state.weight * units[i];
+    m.parameters += m.gathered;
+  }
+  m.gradients = w.state.gradient * st.parameters / (l.zero >= 2 ? n : 1.0);
+  m.optimizer_state = w.state.optimizer * st.parameters / (l.zero >= 1 ? n : 1.0);
+  const double per_instruction = st.activation_bytes / static_cast<double>(l.chunks);
+  m.activations = peak_live * per_instruction + st.working_bytes;
+  if (l.dp > 1 && l.zero <= 2) m.communication += 2 * w.bucket_bytes;
+  m.communication += st.tensor_parallel_message_bytes;
+  m.communication += 2 * peak_live * st.boundary_bytes / static_cast<double>(l.chunks);
+  return m;
+}
+
+}  // namespace
+
+MemoryPrediction memory_of(const std::vector<StageWork>& stages, const std::vector<int>& peak_live,
+                           const Cluster& cluster, const Layout& layout, const Workload& workload) {
+  MemoryPrediction worst;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    MemoryPrediction m = stage_memory(stages[s], peak_live[s], cluster, layout, workload);
+    m.stage = static_cast<int64_t>(s);
+    if (s == 0 || m.total() > worst.total()) worst = m;
+  }
+  return worst;
+}
+
+MemoryPrediction predict_memory(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+                                const Workload& workload) {
+  validate_layout(model, layout, workload, cluster.workers());
+  const std::vector<StageWork> stages = stage_work(model, cluster, layout, workload);
+  // Which micro-batches are alive depends on the order alone, so unit costs do.
+  const parallel::SimulationResult sim = simulate_layout(layout, parallel::CostModel{});
+  return memory_of(stages, sim.peak_live_activations, cluster, layout, workload);
+}
+
+}  // namespace artel::plan

@@ -1,0 +1,55 @@
+// The memory one worker needs for a layout, by kind, as artel's memory
+// report counts it (train/memory_report.h): parameters, gradients,
+// optimizer state, activations, communication buffers — and, under ZeRO-3,
+// the parameters gathered at once beyond the worker's shard.
+//
+// With P the parameters a worker's stage holds after the tp split, N = dp
+// and the workload's bytes per parameter (w, g, o; artel's AdamW 4/4/8,
+// mixed precision 2/2/12):
+//   parameters  w·P           (ZeRO-3: w·P/N, plus two units gathered)
+//   gradients   g·P           (ZeRO-2, -3: g·P/N)
+//   optimizer   o·P           (ZeRO-1, -2, -3: o·P/N)
+//   activations the stage's bytes per micro-batch × the most micro-batches
+//               the schedule keeps alive there (parallel::simulate's
+//               peak_live_activations: GPipe M, 1F1B min(P − s, M)), plus
+//               one layer's rebuilt activations under recomputation
+//   communication  two gradient buckets in flight (dp > 1, ZeRO 0-2), one
+//               (b, s, h) message for tp, and the pipeline messages of the
+//               micro-batches alive.
+// The worker that needs most (its stage) is the one reported.
+//
+//   MemoryPrediction m = predict_memory(model, cluster, layout, workload);
+//   if (!m.fits()) ...;   // what `artel train` checks before it starts
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "artel/plan/cluster.h"
+#include "artel/plan/layout.h"
+#include "artel/plan/model_description.h"
+#include "artel/plan/stage_work.h"
+
+namespace artel::plan {
+
+struct MemoryPrediction {
+  int64_t stage = 0;  // the pipeline stage of the worker reported
+  double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
+  double gathered = 0;  // ZeRO-3: parameters gathered beyond the shard (included in `parameters`)
+  double capacity = 0;  // the worker's memory
+  double total() const { return parameters + gradients + optimizer_state + activations + communication; }
+  bool fits() const { return total() <= capacity; }
+  nlohmann::ordered_json to_json() const;  // bytes
+};
+
+// Validates the layout, then predicts. The library entry point for refusing
+// a layout before a run starts.
+MemoryPrediction predict_memory(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+                                const Workload& workload);
+
+// From work already computed: each stage's work and the live micro-batches
+// (chunks, under the interleaved schedule) the simulated schedule keeps.
+MemoryPrediction memory_of(const std::vector<StageWork>& stages, const std::vector<int>& peak_live,
+                           const Cluster& cluster, const Layout& layout, const Workload& workload);
+
+}  // namespace artel::plan

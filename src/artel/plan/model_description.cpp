@@ -1,0 +1,67 @@
+#include "artel/plan/model_description.h"
+
+#include <fstream>
+
+#include "artel/core/error.h"
+
+namespace artel::plan {
+
+int64_t ModelDescription::pipeline_layers() const {
+  return transformer ? transformer->n_layer : static_cast<int64_t>(layers.size());
+}
+
+double ModelDescription::parameters() const {
+  if (transformer) return total_parameters(*transformer);
+  double sum = 0;
+  for (const LayerCosts& l : layers) sum += l.parameters;
+  return sum;
+}
+
+ModelDescription transformer_model(const std::string& name, const TransformerShape& shape) {
+  shape.validate();
+  return {.name = name, .transformer = shape, .layers = {}};
+}
+
+namespace {
+
+double non_negative(const nlohmann::json& layer, const char* key, const std::string& where) {
+  ARTEL_CHECK(layer.contains(key) && layer[key].is_number(), where, ": needs a number \"", key, "\"");
+  const double v = layer[key].get<double>();
+  ARTEL_CHECK(v >= 0, where, ": \"", key, "\" must be >= 0, got ", v);
+  return v;
+}
+
+}  // namespace
+
+ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& origin) {
+  ARTEL_CHECK(j.is_object(), origin, ": a model-costs file holds one JSON object");
+  ARTEL_CHECK(j.contains("layers") && j["layers"].is_array() && !j["layers"].empty(), origin,
+              ": needs a non-empty array \"layers\"");
+  ModelDescription m;
+  m.name = j.value("name", std::string("model"));
+  for (size_t i = 0; i < j["layers"].size(); ++i) {
+    const nlohmann::json& l = j["layers"][i];
+    const std::string where = detail::concat(origin, ": layers[", i, "]");
+    ARTEL_CHECK(l.is_object(), where, " must be an object");
+    m.layers.push_back({.name = l.value("name", detail::concat("layer", i)),
+                        .forward_flops = non_negative(l, "forward_flops", where),
+                        .parameters = non_negative(l, "parameters", where),
+                        .activation_bytes = non_negative(l, "activation_bytes", where),
+                        .output_bytes = non_negative(l, "output_bytes", where)});
+  }
+  return m;
+}
+
+ModelDescription read_model_costs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open model-costs file " + path, "check the path passed to --model-costs");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is not valid JSON: " + e.what(), "see docs/PLAN.md for the model-costs format");
+  }
+  return parse_model_costs(j, path);
+}
+
+}  // namespace artel::plan

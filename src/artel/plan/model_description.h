@@ -1,0 +1,58 @@
+// ModelDescription: what the planner knows of a model — either a GPT's
+// dimensions (TransformerShape: every cost follows from them, under any
+// tensor-parallel split, recomputation and sequence parallelism), or a
+// user's own model as a list of per-layer costs read from JSON, for which
+// the planner splits nothing inside a layer (tensor parallelism needs the
+// GPT's shape).
+//
+// The per-layer JSON (--model-costs FILE.json), every number per sample
+// (one sequence, or one row of the batch):
+//
+//   {"name": "my-mlp",
+//    "layers": [{"name": "fc1", "forward_flops": 1.6e6, "parameters": 200960,
+//                "activation_bytes": 4096, "output_bytes": 1024}, ...]}
+//
+// forward_flops: matrix-product FLOPs of the forward (backward costs twice);
+// activation_bytes: what the forward keeps for backward; output_bytes: the
+// tensor handed to the next layer (a pipeline send when a stage ends there).
+//
+//   ModelDescription m = read_model_costs("costs.json");
+//   ModelDescription g = transformer_model("gpt2", {12, 12, 768, 1024, 50304});
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artel/plan/transformer_shape.h"
+
+namespace artel::plan {
+
+struct LayerCosts {
+  std::string name;
+  double forward_flops = 0;  // per sample
+  double parameters = 0;
+  double activation_bytes = 0;  // per sample, kept for backward
+  double output_bytes = 0;      // per sample, passed to the next layer
+};
+
+struct ModelDescription {
+  std::string name;
+  std::optional<TransformerShape> transformer;  // a GPT: costs derived from its shape
+  std::vector<LayerCosts> layers;               // otherwise: the user's per-layer costs
+
+  // The units a pipeline cuts between: a GPT's blocks, or the listed layers.
+  int64_t pipeline_layers() const;
+  // Every parameter once (a GPT's tied embedding counted once).
+  double parameters() const;
+};
+
+ModelDescription transformer_model(const std::string& name, const TransformerShape& shape);
+
+// Parses the per-layer JSON above; `origin` names the file in errors.
+ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& origin);
+// Reads and parses a per-layer JSON file; throws Error naming the file.
+ModelDescription read_model_costs(const std::string& path);
+
+}  // namespace artel::plan

@@ -1,0 +1,25 @@
+// What `artel plan` prints: one prediction as a breakdown of step time and
+// memory per worker, a search as a ranked table with a "fits" column, and
+// both as JSON for tools.
+//
+//   std::cout << prediction_text(p, model, workload);
+//   std::cout << ranking_text(ranked, /*top=*/20);
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "artel/plan/step_model.h"
+
+namespace artel::plan {
+
+std::string prediction_text(const Prediction& p, const ModelDescription& model, const Cluster& cluster,
+                            const Workload& workload);
+std::string ranking_text(const std::vector<Prediction>& ranked, size_t top);
+
+nlohmann::ordered_json layout_json(const Layout& l, const Workload& w);
+nlohmann::ordered_json prediction_json(const Prediction& p, const Workload& w);
+nlohmann::ordered_json ranking_json(const std::vector<Prediction>& ranked, const Workload& w, size_t top);
+
+}  // namespace artel::plan

@@ -1,0 +1,230 @@
+#include "artel/plan/stage_work.h"
+
+#include <algorithm>
+
+#include "artel/core/error.h"
+#include "artel/plan/collective_cost.h"
+
+namespace artel::plan {
+
+double activation_element_bytes(Precision p) { return p == Precision::bf16 ? 2.0 : 4.0; }
+
+namespace {
+
+// What every cost of a GPT stage needs: the shape, the split and the rates.
+struct GptContext {
+  const TransformerShape& shape;
+  const Cluster& cluster;
+  const Layout& layout;
+  const Workload& workload;
+  double b, s, h, a, v, t;  // micro-batch sequences, tokens, width, heads, vocabulary, tp
+  double e;                 // bytes of an activation element
+  double tokens() const { return b * s; }
+  // Layer norms, dropouts and residual adds: split over tp only under sequence parallelism.
+  double replicated_split() const { return layout.sequence_parallel ? t : 1.0; }
+  double gemm(double m, double n, double k) const { return gemm_seconds(cluster.device, workload.precision, m, n, k); }
+  double stream(double bytes) const {
+    return bytes / (cluster.device.memory_bandwidth.value * cluster.device.memory_efficiency.value);
+  }
+  // One tp all-reduce of the (b, s, h) activation; under sequence
+  // parallelism an all-gather plus a reduce-scatter of it, the same time.
+  double activation_all_reduce() const {
+    if (t <= 1) return 0;
+    const GroupPlacement g = place_group(cluster, layout.tp, 1);
+    return all_reduce_seconds(cluster, g, tokens() * h * e);
+  }
+  double scale16() const { return e / 2; }  // Korthikanti's byte counts are at 16 bits
+};
+
+// The attention core of one block: Q·Kᵀ (s×s over h/a) and P·V per head,
+// b·a/t of them on this worker.
+double attention_core_gemm_seconds(const GptContext& c) {
+  const double dh = c.h / c.a;
+  return c.b * c.a / c.t * (c.gemm(c.s, c.s, dh) + c.gemm(c.s, dh, c.s));
+}
+
+// Scale-mask-softmax (read and write the scores) and its dropout (again):
+// 4·a·s/t elements a token.
+double attention_core_stream_bytes(const GptContext& c) { return c.tokens() * c.e * 4 * c.a * c.s / c.t; }
+
+struct BlockCost {
+  double forward = 0, recompute = 0, forward_tp = 0, recompute_tp = 0, flops = 0, kept = 0, working = 0;
+};
+
+BlockCost block_cost(const GptContext& c) {
+  const double T = c.tokens(), h = c.h, t = c.t;
+  // (T, h) x (h, 3h/t) -> q, k, v;  (T, h/t) x (h/t, h) -> proj;  (T, h) x (h, 4h/t) -> fc;  (T, 4h/t) x (4h/t, h).
+  const double weights =
+      c.gemm(T, 3 * h / t, h) + c.gemm(T, h, h / t) + c.gemm(T, 4 * h / t, h) + c.gemm(T, h, 4 * h / t);
+  const double core = attention_core_gemm_seconds(c);
+  // Per token: ln_1, ln_2 (read h, write h each), two dropout+residual adds
+  // (read 2h, write h each) = 10h, split over tp only with sp; GELU with its
+  // bias (read 4h, write 4h) and the q/k/v transposes (read 3h, write 3h) =
+  // 14h/t; the attention core's 4·a·s/t.
+  const double streams = T * c.e * (10 * h / c.replicated_split() + 14 * h / t) + attention_core_stream_bytes(c);
+  BlockCost b;
+  b.forward = weights + core + c.stream(streams);
+  b.forward_tp = 2 * c.activation_all_reduce();
+  const double fwd_flops = block_forward_flops(c.shape, c.b) / t;
+  const double a_s_h = c.a * c.s / c.h;
+  const double sbh = c.s * c.b * h;
+  // Korthikanti's bytes a token-width: 10 replicated (8 without the two
+  // dropout masks), 24 split over tp, and per score 5 (2: softmax's output
+  // alone without dropout's mask and dropped copy).
+  const double replicated = c.workload.dropout ? 10 : 8, per_score = c.workload.dropout ? 5 : 2;
+  const double none_kept = c.layout.sequence_parallel ? sbh * (replicated + 24 + per_score * a_s_h) / t
+                                                      : sbh * (replicated + 24 / t + per_score * a_s_h / t);
+  switch (c.layout.recompute) {
+    case Recompute::none:
+      b.kept = none_kept;
+      b.flops = 3 * fwd_flops;
+      break;
+    case Recompute::selective:
+      b.recompute = core + c.stream(attention_core_stream_bytes(c));
+      b.kept = c.layout.sequence_parallel ? (replicated + 24) * sbh / t : sbh * (replicated + 24 / t);
+      b.working = per_score * c.a * c.s * c.s * c.b / t;
+      b.flops = 3 * fwd_flops + attention_core_forward_flops(c.shape, c.b) / t;
+      break;
+    case Recompute::full:
+      b.recompute = b.forward;
+      b.recompute_tp = b.forward_tp;
+      b.kept = 2 * sbh / c.replicated_split();
+      b.working = none_kept;
+      b.flops = 4 * fwd_flops;
+      break;
+  }
+  b.kept *= c.scale16();
+  b.working *= c.scale16();
+  return b;
+}
+
+void add_blocks(StageWork& w, const GptContext& c, int64_t count) {
+  const BlockCost b = block_cost(c);
+  const double n = static_cast<double>(count);
+  w.forward_compute += n * b.forward;
+  w.recompute_compute += n * b.recompute;
+  w.backward_compute += n * (2 * b.forward + b.recompute);
+  w.forward_tensor_parallel += n * b.forward_tp;
+  w.backward_tensor_parallel += n * (b.forward_tp + b.recompute_tp);
+  w.flops += n * b.flops;
+  w.activation_bytes += n * b.kept;
+  w.working_bytes = std::max(w.working_bytes, b.working);
+  const double h = c.h, t = c.t;
+  for (int64_t i = 0; i < count; ++i) {
+    w.unit_parameters.push_back((12 * h * h + 7 * h) / t +
+                                6 * h);  // split matrices and biases; norms and row biases whole
+    for (Matrix m : {Matrix{h, 3 * h / t}, Matrix{h / t, h}, Matrix{h, 4 * h / t}, Matrix{4 * h / t, h}}) {
+      w.matrices.push_back(m);
+    }
+  }
+}
+
+// wte (vocabulary-parallel) and wpe: a row gather, the position add and the
+// dropout (3 streams of the (T, h) activation); vocabulary-parallel lookups
+// are summed over tp (an all-reduce; a reduce-scatter with sp).
+void add_embedding(StageWork& w, const GptContext& c) {
+  const double T = c.tokens();
+  const double params = c.v / c.t * c.h + c.s * c.h;
+  w.parameters += params;
+  w.unit_parameters.push_back(params);
+  w.matrices.push_back({c.v / c.t, c.h});
+  w.matrices.push_back({c.s, c.h});
+  const double fwd = c.stream(3 * T * c.h * c.e);
+  w.forward_compute += fwd;
+  w.backward_compute += 2 * fwd;
+  w.forward_tensor_parallel += c.activation_all_reduce();
+  if (c.workload.dropout) w.activation_bytes += c.s * c.b * c.h / c.replicated_split();  // its mask, a byte an element
+}
+
+// ln_f and the output layer x·wteᵀ over this worker's V/t rows, then
+// vocabulary-parallel cross-entropy on fp32 logits: write the logits, read
+// them and write fp32 probabilities (2e + 4 bytes an element).
+void add_head(StageWork& w, const GptContext& c) {
+  const double T = c.tokens(), h = c.h, t = c.t;
+  const double params = 2 * h + (c.layout.pp > 1 ? c.v / t * h : 0);  // the last stage's copy of the tied wte
+  w.parameters += params;
+  w.unit_parameters.push_back(params);
+  if (c.layout.pp > 1) w.matrices.push_back({c.v / t, h});
+  const double fwd =
+      c.gemm(T, c.v / t, h) + c.stream(2 * T * h * c.e / c.replicated_split()) + c.stream(T * c.v / t * (2 * c.e + 4));
+  w.forward_compute += fwd;
+  w.backward_compute += 2 * fwd;
+  w.flops += 3 * logits_forward_flops(c.shape, c.b) / t;
+  if (t > 1) {
+    const GroupPlacement g = place_group(c.cluster, c.layout.tp, 1);
+    // cross-entropy's max, sum and target logit: three all-reduces of T floats
+    w.forward_tensor_parallel += 3 * all_reduce_seconds(c.cluster, g, T * 4);
+    if (c.layout.sequence_parallel) w.forward_tensor_parallel += c.activation_all_reduce();  // all-gather ln_f's output
+    w.backward_tensor_parallel += c.activation_all_reduce();                                 // x's gradient summed
+  }
+  w.activation_bytes += 4 * c.s * c.b * (h + c.v) / t * c.scale16();
+}
+
+std::vector<StageWork> gpt_stages(const TransformerShape& shape, const Cluster& cluster, const Layout& l,
+                                  const Workload& w) {
+  const GptContext c{shape,
+                     cluster,
+                     l,
+                     w,
+                     static_cast<double>(micro_batch_size(l, w)),
+                     static_cast<double>(shape.seq),
+                     static_cast<double>(shape.n_embd),
+                     static_cast<double>(shape.n_head),
+                     static_cast<double>(shape.vocab),
+                     static_cast<double>(l.tp),
+                     activation_element_bytes(w.precision)};
+  std::vector<StageWork> stages(l.pp);
+  const int64_t per_stage = shape.n_layer / l.pp;
+  const double block_params = (12 * c.h * c.h + 7 * c.h) / c.t + 6 * c.h;
+  for (int64_t s = 0; s < l.pp; ++s) {
+    StageWork& st = stages[s];
+    if (s == 0) add_embedding(st, c);
+    add_blocks(st, c, per_stage);
+    st.parameters += static_cast<double>(per_stage) * block_params;
+    if (s == l.pp - 1) add_head(st, c);
+    const bool scatter = w.scatter_gather_sends || l.sequence_parallel;
+    st.boundary_bytes = s == l.pp - 1 ? 0 : c.tokens() * c.h * c.e / (scatter ? c.t : 1.0);
+    st.tensor_parallel_message_bytes = l.tp > 1 ? c.tokens() * c.h * c.e : 0;
+  }
+  return stages;
+}
+
+std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluster& cluster, const Layout& l,
+                                     const Workload& w) {
+  const double b = static_cast<double>(micro_batch_size(l, w));
+  const double rate = achieved_flops(cluster.device, w.precision);
+  const size_t per_stage = model.layers.size() / static_cast<size_t>(l.pp);
+  std::vector<StageWork> stages(l.pp);
+  for (int64_t s = 0; s < l.pp; ++s) {
+    StageWork& st = stages[s];
+    double flops = 0, kept = 0, inputs = 0, largest = 0;
+    for (size_t i = s * per_stage; i < (s + 1) * per_stage; ++i) {
+      const LayerCosts& layer = model.layers[i];
+      flops += layer.forward_flops;
+      kept += layer.activation_bytes;
+      inputs += i == 0 ? 0 : model.layers[i - 1].output_bytes;
+      largest = std::max(largest, layer.activation_bytes);
+      st.parameters += layer.parameters;
+      st.unit_parameters.push_back(layer.parameters);
+    }
+    const double forward = b * flops / rate;
+    st.forward_compute = forward;
+    st.recompute_compute = l.recompute == Recompute::full ? forward : 0;
+    st.backward_compute = 2 * forward + st.recompute_compute;
+    st.flops = b * flops * (l.recompute == Recompute::full ? 4 : 3);
+    st.activation_bytes = b * (l.recompute == Recompute::full ? inputs : kept);
+    st.working_bytes = l.recompute == Recompute::full ? b * largest : 0;
+    st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[(s + 1) * per_stage - 1].output_bytes;
+  }
+  return stages;
+}
+
+}  // namespace
+
+std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+                                  const Workload& workload) {
+  if (model.transformer) return gpt_stages(*model.transformer, cluster, layout, workload);
+  return listed_stages(model, cluster, layout, workload);
+}
+
+}  // namespace artel::plan

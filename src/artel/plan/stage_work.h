@@ -1,0 +1,70 @@
+// StageWork: what one worker of one pipeline stage does for one micro-batch
+// — seconds of computation and of tensor-parallel collectives in forward
+// and backward, the FLOPs, the activation bytes it keeps until backward,
+// the parameters it holds and what it sends to the next stage. Built from a
+// GPT's shape (every product and streaming kernel of Megatron's block,
+// split over tp) or from a user's per-layer costs.
+//
+// Time of a kernel: matrix products by gemm_seconds() (the cluster's rate
+// for that shape, or peak × efficiency); the kernels that only stream
+// memory — layer norms, GELU, softmax, dropout, residual adds, the q/k/v
+// transposes, cross-entropy — by their bytes read and written over the
+// worker's memory bandwidth. Backward is twice forward (products and
+// streams alike).
+//
+// Activations kept per block and micro-batch of b sequences (Korthikanti et
+// al. 2022, arXiv 2205.05198, §4, bytes at 16 bits; ×2 at fp32), with dropout:
+//   none:       s·b·h·(10 + 24/t + 5·a·s/(h·t))     with sp: s·b·h·(34 + 5·a·s/h)/t
+//   selective:  s·b·h·(10 + 24/t)                    with sp: 34·s·b·h/t
+//   full:       2·s·b·h (the block's input)          with sp: 2·s·b·h/t
+// plus, on the first stage, the embedding's dropout mask (s·b·h, /t with sp)
+// and on the last the output layer's 4·s·b·(h + V)/t. Without dropout
+// (Workload::dropout false, artel's default) the two 1-byte masks of the
+// block's dropouts (2·s·b·h of the 10), the attention dropout's mask
+// (a·s²·b) and its output (2·a·s²·b) are not kept: 10 → 8 and 5·a·s/h → 2·a·s/h
+// (34 → 32 with sp), and the embedding keeps no mask.
+//
+//   std::vector<StageWork> w = stage_work(model, cluster, layout, workload);
+//   w[s].forward_compute + w[s].forward_tensor_parallel;   // seconds, one micro-batch
+#pragma once
+
+#include <vector>
+
+#include "artel/plan/cluster.h"
+#include "artel/plan/layout.h"
+#include "artel/plan/model_description.h"
+
+namespace artel::plan {
+
+// A weight matrix n × m as one worker holds it (PowerSGD compresses these).
+struct Matrix {
+  double n = 0, m = 0;
+};
+
+struct StageWork {
+  // seconds, one micro-batch, one worker
+  double forward_compute = 0;
+  double backward_compute = 0;          // recomputation included
+  double recompute_compute = 0;         // of which the recomputation
+  double forward_tensor_parallel = 0;   // tp collectives of forward
+  double backward_tensor_parallel = 0;  // of backward, recomputation's forward included
+  double flops = 0;                     // matrix-product FLOPs: forward + backward + recomputation
+  // bytes, one micro-batch, one worker
+  double activation_bytes = 0;  // kept from forward until backward
+  double working_bytes = 0;     // transient: one layer's full activations, rebuilt in backward under recompute
+  double boundary_bytes = 0;    // sent to the next stage (or its gradient received back)
+  double tensor_parallel_message_bytes = 0;  // one tp collective's (b, s, h) buffer; 0 without tp
+  // parameters one worker holds for this stage (after tp, before ZeRO)
+  double parameters = 0;
+  std::vector<double> unit_parameters;  // by unit (embedding, each layer, head): ZeRO-3 gathers one at a time
+  std::vector<Matrix> matrices;         // the weight matrices among them (GPT only)
+};
+
+// One entry per pipeline stage. Validate the layout first (validate_layout).
+std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+                                  const Workload& workload);
+
+// Bytes of one activation element at this precision (bf16 2, fp32 4).
+double activation_element_bytes(Precision p);
+
+}  // namespace artel::plan

@@ -1,0 +1,183 @@
+#include "artel/plan/step_model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "artel/parallel/powersgd.h"
+#include "artel/plan/collective_cost.h"
+#include "artel/plan/pipeline_timeline.h"
+#include "artel/plan/stage_work.h"
+
+namespace artel::plan {
+
+nlohmann::ordered_json StepTime::to_json() const {
+  nlohmann::ordered_json j;
+  j["step_s"] = step;
+  j["compute_s"] = compute;
+  j["recompute_s"] = recompute;
+  j["tensor_parallel_s"] = tensor_parallel;
+  j["zero_gathers_s"] = zero_gathers;
+  j["bubble_s"] = bubble;
+  j["pipeline_sends_s"] = pipeline_sends;
+  j["data_parallel_s"] = data_parallel;
+  j["optimizer_s"] = optimizer;
+  j["critical_stage"] = critical_stage;
+  j["flops_per_worker"] = flops_per_worker;
+  return j;
+}
+
+namespace {
+
+double micro_batch_work(const StageWork& s) {
+  return s.forward_compute + s.backward_compute + s.forward_tensor_parallel + s.backward_tensor_parallel;
+}
+
+// ZeRO-3, one micro-batch: each unit's weights all-gathered in forward and
+// again in backward, its gradients reduce-scattered in backward, each
+// overlapped with the compute of the pass; the first gather of a pass waits.
+//
+// Note [ZeRO-3 over each worker's own network share]. ZeRO-3's collectives
+// are costed as one flat ring over the data-parallel group in which each
+// worker's traffic crosses only its own share of its host's network
+// (Route::own_network_share: beta_inter, the host's rate / its workers),
+// not as k rings side by side through all of a host's shares (how the
+// gradient all-reduce of data parallelism is costed). Why: DeepSpeed's
+// ZeRO-3 as Narayanan et al. 2021 measured it (Table 2) keeps its step
+// time near constant as the GPUs double at a fixed batch — 175B: 81 s on
+// 384 GPUs, 67 s on 768 and on 1536 — while its compute halves, so its
+// per-worker traffic (weights gathered twice, gradients reduce-scattered:
+// ~3 × parameters × 2 bytes a step, whatever the GPU count) ran at about
+// one worker's network share (~16 GB/s of Selene's 25), not at the 200 GB/s
+// a DGX node's eight adapters give a hierarchical collective. artel's own
+// ZeRO-3 (parallel/fully_sharded.h) gathers and reduce-scatters over flat
+// rings too (docs/COLLECTIVES.md: only all-reduce is hierarchical).
+struct ZeroGathers {
+  double forward = 0, backward = 0;
+};
+
+ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
+  if (l.zero < 3 || l.dp <= 1) return {};
+  const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp, Route::own_network_share);
+  double gather = 0, scatter = 0, first = 0;
+  for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
+    const double ag = all_gather_seconds(c, g, st.unit_parameters[i] * w.state.weight);
+    if (i == 0) first = ag;
+    gather += ag;
+    scatter += reduce_scatter_seconds(c, g, st.unit_parameters[i] * w.state.gradient);
+  }
+  return {first + std::max(0.0, gather - first - st.forward_compute),
+          first + std::max(0.0, gather - first + scatter - st.backward_compute)};
+}
+
+// Bytes of a worker's gradient synchronisation as its all-reduces send them:
+// one buffer, or PowerSGD's two (parallel/powersgd.h) — the Ps with every
+// gradient sent whole (vectors, and the matrices parallel::powersgd_compresses
+// leaves whole), then the Qs — and PowerSGD's own products.
+struct DpBuffers {
+  double first = 0, second = 0;
+  double compression_flops = 0;
+};
+
+DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
+  const double wire =
+      l.compression.kind == Compression::Kind::bf16 ? std::min(2.0, w.state.gradient) : w.state.gradient;
+  if (l.compression.kind != Compression::Kind::powersgd) return {st.parameters * wire, 0, 0};
+  const double r = l.compression.rank;
+  DpBuffers b;
+  double compressed = 0;
+  for (const Matrix& m : st.matrices) {
+    if (!parallel::powersgd_compresses(static_cast<int64_t>(m.n), static_cast<int64_t>(m.m), l.compression.rank)) {
+      continue;
+    }
+    compressed += m.n * m.m;
+    b.first += m.n * r * wire;                                         // P = M·Q: (n, r)
+    b.second += m.m * r * wire;                                        // Q = Mᵀ·P: (m, r)
+    b.compression_flops += 2 * (2 * m.n * m.m * r) + 2 * m.n * r * r;  // two products, P's orthonormalisation
+  }
+  b.first += (st.parameters - compressed) * wire;
+  return b;
+}
+
+double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
+  double exposed = 0;
+  if (l.dp > 1 && l.zero <= 2) {
+    const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp);
+    const DpBuffers b = dp_buffers(st, l, w);
+    double overlappable = 0, after_step = 0;
+    if (l.compression.kind == Compression::Kind::powersgd) {
+      overlappable = all_reduce_seconds(c, g, b.first) + all_reduce_seconds(c, g, b.second) +
+                     b.compression_flops / achieved_flops(c.device, Precision::fp32);
+    } else if (l.zero == 0) {
+      overlappable = all_reduce_seconds(c, g, b.first);
+    } else {
+      overlappable = reduce_scatter_seconds(c, g, b.first);
+      after_step = all_gather_seconds(c, g, st.parameters * w.state.weight);  // the updated weights
+    }
+    const double window = w.overlap_grad_reduce ? st.backward_compute + st.backward_tensor_parallel : 0;
+    exposed += std::max(0.0, overlappable - window) + after_step;
+  }
+  return exposed;
+}
+
+// The tied embedding's two copies (first and last stage) summed after backward.
+double tied_embedding_seconds(const std::vector<StageWork>& stages, const ModelDescription& model, const Cluster& c,
+                              const Layout& l, const Workload& w) {
+  if (!model.transformer || l.pp <= 1) return 0;
+  const GroupPlacement pipeline = place_group(c, l.pp, l.tp);
+  const GroupPlacement pair{2, pipeline.crosses_hosts() ? 1 : 2, pipeline.crosses_hosts() ? 2 : 1};
+  const double rows = static_cast<double>(model.transformer->vocab) / static_cast<double>(l.tp);
+  return all_reduce_seconds(c, pair, rows * static_cast<double>(model.transformer->n_embd) * w.state.gradient);
+}
+
+double optimizer_seconds(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
+  const double updated = st.parameters / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
+  const double bytes = updated * (2 * (w.state.weight + w.state.optimizer) + w.state.gradient);
+  return bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+}
+
+}  // namespace
+
+Prediction predict(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+                   const Workload& workload) {
+  validate_layout(model, layout, workload, cluster.workers());
+  const std::vector<StageWork> stages = stage_work(model, cluster, layout, workload);
+  const auto critical_it = std::max_element(stages.begin(), stages.end(), [](const StageWork& a, const StageWork& b) {
+    return micro_batch_work(a) < micro_batch_work(b);
+  });
+  const StageWork& st = *critical_it;
+  const ZeroGathers zero = zero3_exposed(st, cluster, layout, workload);
+
+  double boundary = 0;
+  for (const StageWork& s : stages) boundary = std::max(boundary, s.boundary_bytes);
+  const bool crosses = place_group(cluster, layout.pp, layout.tp).crosses_hosts();
+  const double chunks = static_cast<double>(layout.chunks);
+  parallel::CostModel cost;
+  cost.forward = (st.forward_compute + st.forward_tensor_parallel + zero.forward) / chunks;
+  cost.backward = (st.backward_compute + st.backward_tensor_parallel + zero.backward) / chunks;
+  cost.transfer = layout.pp > 1 ? send_seconds(cluster, crosses, boundary) : 0;
+  const parallel::SimulationResult with_sends = simulate_layout(layout, cost);
+  parallel::CostModel no_sends = cost;
+  no_sends.transfer = 0;
+  const double without = cost.transfer > 0 ? simulate_layout(layout, no_sends).total_time : with_sends.total_time;
+
+  const double m = static_cast<double>(layout.micro_batches);
+  Prediction p;
+  p.layout = layout;
+  StepTime& t = p.time;
+  t.critical_stage = critical_it - stages.begin();
+  t.compute = m * (st.forward_compute + st.backward_compute);
+  t.recompute = m * st.recompute_compute;
+  t.tensor_parallel = m * (st.forward_tensor_parallel + st.backward_tensor_parallel);
+  t.zero_gathers = m * (zero.forward + zero.backward);
+  t.bubble = std::max(0.0, without - m * chunks * (cost.forward + cost.backward));
+  t.pipeline_sends = with_sends.total_time - without;
+  t.data_parallel = data_parallel_exposed(st, cluster, layout, workload) +
+                    tied_embedding_seconds(stages, model, cluster, layout, workload);
+  t.optimizer = optimizer_seconds(st, cluster, layout, workload);
+  t.step = with_sends.total_time + t.data_parallel + t.optimizer;
+  t.flops_per_worker = m * st.flops;
+  p.memory = memory_of(stages, with_sends.peak_live_activations, cluster, layout, workload);
+  return p;
+}
+
+}  // namespace artel::plan

@@ -1,0 +1,56 @@
+// Collective costs against the alpha-beta formulas of collective_cost.h.
+#include "artel/plan/collective_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "test_cluster.h"
+
+namespace artel::plan {
+namespace {
+
+using testing::test_cluster;
+
+TEST(CollectiveCost, RingInsideOneHost) {
+  const Cluster c = test_cluster();
+  const GroupPlacement g = place_group(c, 4, 1);
+  EXPECT_EQ(g.hosts, 1);
+  const double S = 1e8, n = 4;
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, g, S), 2 * (n - 1) * 1e-6 + 2 * (n - 1) / n * S / 1e10);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, g, S), (n - 1) * 1e-6 + (n - 1) / n * S / 1e10);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, g, S), reduce_scatter_seconds(c, g, S));
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, place_group(c, 1, 1), S), 0.0);
+}
+
+TEST(CollectiveCost, RingAcrossHostsRunsAtTheSlowestLink) {
+  const Cluster c = test_cluster();
+  // All 8 workers: 4 a host, 4 rings side by side through 4 workers' network shares.
+  const GroupPlacement all = place_group(c, 8, 1);
+  EXPECT_EQ(all.per_host, 4);
+  EXPECT_EQ(all.hosts, 2);
+  const double S = 1e8, n = 8;
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, all, S), 2 * (n - 1) * 1e-5 + 2 * (n - 1) / n * S / std::min(1e10, 4 * 1e9));
+  // A group of 2 strided by 4 (a dp group over tp·pp = 4): one member a host.
+  const GroupPlacement dp = place_group(c, 2, 4);
+  EXPECT_EQ(dp.per_host, 1);
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, dp, S), 2 * 1e-5 + S / 1e9);
+}
+
+TEST(CollectiveCost, OwnNetworkShareRunsAtOneWorkersShare) {
+  const Cluster c = test_cluster();
+  // ZeRO-3's route: 8 workers over 2 hosts, each worker's traffic through its own 1 GB/s share.
+  const GroupPlacement flat = place_group(c, 8, 1, Route::own_network_share);
+  const double S = 1e8, n = 8;
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, flat, S), (n - 1) * 1e-5 + (n - 1) / n * S / 1e9);
+  // Inside one host the route changes nothing.
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, place_group(c, 4, 1, Route::own_network_share), S),
+                   all_gather_seconds(c, place_group(c, 4, 1), S));
+}
+
+TEST(CollectiveCost, SendIsAlphaPlusBytesOverBeta) {
+  const Cluster c = test_cluster();
+  EXPECT_DOUBLE_EQ(send_seconds(c, false, 1e6), 1e-6 + 1e6 / 1e10);
+  EXPECT_DOUBLE_EQ(send_seconds(c, true, 1e6), 1e-5 + 1e6 / 1e9);
+}
+
+}  // namespace
+}  // namespace artel::plan

@@ -1,0 +1,56 @@
+// The pipeline part of the planner is parallel::simulate: GPipe's bubble is
+// (p − 1)/(m + p − 1) of the step, the interleaved schedule's is V times
+// smaller, and a prediction's bubble is the simulator's.
+#include "artel/plan/pipeline_timeline.h"
+
+#include <gtest/gtest.h>
+
+#include "artel/plan/interleaved_schedule.h"
+#include "artel/plan/step_model.h"
+#include "test_cluster.h"
+
+namespace artel::plan {
+namespace {
+
+using testing::test_cluster;
+
+TEST(PipelineTimeline, GpipeBubbleIsPMinusOneOverMPlusPMinusOne) {
+  for (int p : {2, 4}) {
+    for (int m : {1, 4, 8}) {
+      const Layout l{.pp = p, .micro_batches = m, .schedule = Schedule::gpipe};
+      const parallel::SimulationResult sim = simulate_layout(l, parallel::CostModel{.forward = 1, .backward = 2});
+      for (int s = 0; s < p; ++s) {
+        EXPECT_NEAR(sim.bubble_share[s], (p - 1.0) / (m + p - 1.0), 1e-12) << "p=" << p << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(PipelineTimeline, InterleavingShrinksTheBubbleByTheChunks) {
+  const int p = 4, m = 8, v = 2;
+  // Each chunk is half a stage: forward 0.5, backward 1.
+  const parallel::SimulationResult sim =
+      parallel::simulate(interleaved_all_stages(m, p, v), parallel::CostModel{.forward = 0.5, .backward = 1.0});
+  const double ideal = m * 3.0;
+  // Megatron's bubble for the interleaved schedule: (p − 1)/v of a micro-batch's time.
+  EXPECT_NEAR(sim.total_time, ideal + (p - 1) * 3.0 / v, 1e-9);
+  // Warm-up keeps more chunks alive on early stages: 2(p − s − 1) + (v − 1)p + 1 at most.
+  EXPECT_EQ(sim.peak_live_activations[0], 2 * (p - 1) + (v - 1) * p + 1);
+}
+
+TEST(PipelineTimeline, PredictionsBubbleIsTheSimulatorsGpipeBubble) {
+  // A model of 4 equal layers with nothing to send or synchronise.
+  ModelDescription model;
+  model.name = "four";
+  for (const char* name : {"l0", "l1", "l2", "l3"}) model.layers.push_back({name, 1e9, 10, 0, 0});
+  const Cluster c = test_cluster(64e9, 1, 4);
+  Workload w;
+  w.global_batch = 8;
+  const Layout l{.dp = 1, .pp = 4, .micro_batches = 8, .schedule = Schedule::gpipe};
+  const Prediction pr = predict(model, c, l, w);
+  EXPECT_NEAR(pr.time.bubble / (pr.time.bubble + pr.time.compute), 3.0 / 11.0, 1e-9);
+  EXPECT_DOUBLE_EQ(pr.time.pipeline_sends, 0.0);
+}
+
+}  // namespace
+}  // namespace artel::plan

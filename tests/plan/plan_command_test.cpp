@@ -1,0 +1,124 @@
+// `artel plan` through the real program: a prediction and a search as JSON,
+// and bad input as one line on stderr with a non-zero exit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "artel/data/char_text.h"
+#include "artel/train/train_config.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result plan(const std::string& args) {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("artel_plan_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  fs::create_directories(dir);
+  const std::string cmd = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 60 " + ARTEL_BINARY + " plan " + args +
+                          " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
+  const int status = std::system(cmd.c_str());
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout"), slurp(dir / "stderr")};
+  fs::remove_all(dir);
+  return r;
+}
+
+const std::string kGpt2 = "--preset gpt2 --cluster data/clusters/selene.json --workers 8 --global-batch 32 ";
+
+TEST(PlanCommand, PredictsOneLayoutAsJson) {
+  const Result r = plan(kGpt2 + "--tp 2 --micro-batches 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layout"]["dp"], 4);
+  EXPECT_EQ(j["layout"]["tp"], 2);
+  EXPECT_GT(j["time"]["step_s"].get<double>(), 0);
+  EXPECT_GT(j["time"]["tensor_parallel_s"].get<double>(), 0);
+  EXPECT_GT(j["memory"]["parameters"].get<double>(), 0);
+  EXPECT_TRUE(j["memory"]["fits"].get<bool>());
+}
+
+TEST(PlanCommand, PrintsTheBreakdownAsText) {
+  const Result r = plan(kGpt2 + "--pp 2 --micro-batches 4 --schedule gpipe");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"step time", "pipeline bubble", "data-parallel comm", "optimizer state", "activations"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing from:\n" << r.out;
+  }
+}
+
+TEST(PlanCommand, PredictsAUsersModelFromPerLayerCosts) {
+  const Result r = plan(
+      "--model-costs tests/plan/data/mlp_costs.json --cluster data/clusters/selene.json --workers 8 "
+      "--global-batch 256 --pp 2 --micro-batches 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layout"]["dp"], 4);
+  EXPECT_GT(j["time"]["bubble_s"].get<double>(), 0);
+  EXPECT_GT(j["memory"]["activations"].get<double>(), 0);
+}
+
+TEST(PlanCommand, SearchRanksLayoutsFastestFirst) {
+  const Result r = plan(kGpt2 + "--search --top 5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 5u);
+  for (size_t i = 1; i < j.size(); ++i) {
+    EXPECT_LE(j[i - 1]["time"]["step_s"].get<double>(), j[i]["time"]["step_s"].get<double>());
+  }
+}
+
+TEST(PlanCommand, ModelGptIsTheGptArtelTrainTrainsByDefault) {
+  // W2 without a dimension typed: the same prediction as its dimensions
+  // spelled out from train's defaults and the bundled text's vocabulary.
+  const artel::train::TrainConfig c = artel::train::default_config("gpt");
+  const int64_t chars = artel::data::load_char_text(std::string(ARTEL_SOURCE_DIR) + "/data/tinyshakespeare.txt").vocab.size();
+  const std::string cluster = " --cluster data/clusters/selene.json --workers 8 --global-batch 96 --json";
+  const Result w2 = plan("--model gpt" + cluster);
+  const Result spelled = plan("--n-layer " + std::to_string(c.n_layer) + " --n-head " + std::to_string(c.n_head) +
+                              " --n-embd " + std::to_string(c.n_embd) + " --seq " + std::to_string(c.block_size) +
+                              " --vocab " + std::to_string(chars) + " --vocab-multiple " +
+                              std::to_string(c.vocab_multiple) + cluster);
+  ASSERT_EQ(w2.code, 0) << w2.err;
+  ASSERT_EQ(spelled.code, 0) << spelled.err;
+  EXPECT_EQ(nlohmann::json::parse(w2.out), nlohmann::json::parse(spelled.out));
+}
+
+TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--preset gpt5 --cluster data/clusters/selene.json --global-batch 8", "unknown preset"},
+      {"--preset gpt2 --cluster no/such/cluster.json --global-batch 8", "cannot open cluster file"},
+      {kGpt2 + "--dp 3 --tp 2", "dp·tp·pp"},
+      {kGpt2 + "--tp 8", "does not divide the 12 attention heads"},
+      {kGpt2 + "--grad-compression zip", "unknown gradient compression"},
+      {"--model-costs no/such/costs.json --cluster data/clusters/selene.json --global-batch 8",
+       "cannot open model-costs"},
+      {"--model mlp --cluster data/clusters/selene.json --global-batch 8", "cannot derive costs for --model mlp"},
+      {"--cluster data/clusters/selene.json --global-batch 8", "no model to plan"},
+  };
+  for (const auto& [args, what] : cases) {
+    const Result r = plan(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(what), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
