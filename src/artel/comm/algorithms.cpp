@@ -30,8 +30,10 @@ const std::vector<Algorithm>& algorithms() {
       {OpKind::broadcast, "binomial_tree", false, broadcast_binomial_tree},
       {OpKind::all_gather, "shared", true, all_gather_shared},
       {OpKind::all_gather, "ring", false, all_gather_ring},
+      {OpKind::all_gather, "hierarchical", false, all_gather_hierarchical},
       {OpKind::reduce_scatter, "shared", true, reduce_scatter_shared},
       {OpKind::reduce_scatter, "ring", false, reduce_scatter_ring},
+      {OpKind::reduce_scatter, "hierarchical", false, reduce_scatter_hierarchical},
       {OpKind::all_to_all, "pairwise", false, all_to_all_pairwise},
       {OpKind::gather, "linear", false, gather_linear},
       {OpKind::scatter, "linear", false, scatter_linear},
@@ -83,7 +85,7 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   bool shared = t.shared() != nullptr;
   bool native = t.native() && t.native()->supports(c);
   if (c.algorithm.empty() || c.algorithm == "auto") {
-    if (c.kind == OpKind::all_reduce && hierarchical_fits(c, t)) return *find(c.kind, "hierarchical");
+    if (hierarchical_fits(c, t)) return *find(c.kind, "hierarchical");
     return *find(c.kind, native ? "native" : auto_name(c, shared, t.size()));
   }
   const Algorithm* a = find(c.kind, c.algorithm);

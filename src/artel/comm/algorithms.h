@@ -57,7 +57,10 @@ void all_reduce_two_shot(Transport&, const Collective&, const OpContext&);
 void all_reduce_ring(Transport&, const Collective&, const OpContext&);
 void all_reduce_all_pairs(Transport&, const Collective&, const OpContext&);
 void all_reduce_hierarchical(Transport&, const Collective&, const OpContext&);
-// Whether all_reduce_hierarchical can run `c` on `t` (a group over several hosts, an op its links reduce).
+void reduce_scatter_hierarchical(Transport&, const Collective&, const OpContext&);
+void all_gather_hierarchical(Transport&, const Collective&, const OpContext&);
+// Whether the hierarchical algorithm of `c`'s kind can run `c` on `t` (a
+// group over several hosts, an op its links reduce).
 bool hierarchical_fits(const Collective& c, Transport& t);
 void reduce_shared(Transport&, const Collective&, const OpContext&);
 void reduce_binomial_tree(Transport&, const Collective&, const OpContext&);

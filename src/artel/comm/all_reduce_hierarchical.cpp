@@ -33,7 +33,8 @@ Collective in_place(const Collective& c, OpKind kind, std::byte* data, size_t co
 
 bool hierarchical_fits(const Collective& c, Transport& t) {
   Hierarchy* h = t.hierarchy();
-  if (!h || c.kind != OpKind::all_reduce) return false;
+  const bool kind = c.kind == OpKind::all_reduce || c.kind == OpKind::reduce_scatter || c.kind == OpKind::all_gather;
+  if (!h || !kind) return false;
   Collective across = c;
   across.op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
   return h->carries(across);

@@ -39,6 +39,8 @@ class CountedTransport : public Transport {
   Tensor alloc(const Shape& shape, DType dtype) override { return inner_->alloc(shape, dtype); }
   SharedMemory* shared() override { return inner_->shared(); }
   NativeCollectives* native() override { return inner_->native(); }
+  // The hierarchy's host-local and cross-host steps go around this counter, as native collectives do.
+  Hierarchy* hierarchy() override { return inner_->hierarchy(); }
 
   int64_t bytes_sent() const { return sent_.load(std::memory_order_relaxed); }
   int64_t bytes_received() const { return received_.load(std::memory_order_relaxed); }

@@ -135,6 +135,9 @@ class Hierarchy {
   virtual Transport& local() = 0;
   // This rank's slice: the ranks of its local rank on every host.
   virtual NativeCollectives& across() = 0;
+  // The group rank of local rank `local` on the host that is rank `host` of
+  // every slice: where a reduce-scatter's or all-gather's blocks belong.
+  virtual int group_rank(int local, int host) const = 0;
   // Whether across() reduces `c`'s dtype and op at its size; the same answer on every rank.
   virtual bool carries(const Collective& c) const = 0;
   // "2 hosts (2,2 ranks)"

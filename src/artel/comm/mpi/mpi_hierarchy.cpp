@@ -58,7 +58,17 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
 
   check(MPI_Comm_split(world, local_rank, rank, &h->across_comm_), "MPI_Comm_split (across hosts)");
   MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);
-  h->across_ = MpiNative(h->across_comm_);
+  h->across_ = MpiRingAcross(h->across_comm_);
+  // Who is where: every rank's (local rank, rank in its slice), gathered.
+  int host_of_mine = 0;
+  MPI_Comm_rank(h->across_comm_, &host_of_mine);
+  const int place[2] = {local_rank, host_of_mine};
+  std::vector<int> places(2 * static_cast<size_t>(size));
+  check(MPI_Allgather(place, 2, MPI_INT, places.data(), 2, MPI_INT, world), "MPI_Allgather (ranks' places)");
+  h->hosts_ = static_cast<int>(per_host.size());
+  h->group_rank_.assign(static_cast<size_t>(size), -1);
+  for (int r = 0; r < size; ++r)
+    h->group_rank_[static_cast<size_t>(places[2 * r] * h->hosts_ + places[2 * r + 1])] = r;
   return h;
 }
 
@@ -69,9 +79,6 @@ MpiHierarchy::~MpiHierarchy() {
   if (!finalized && across_comm_ != MPI_COMM_NULL) MPI_Comm_free(&across_comm_);
 }
 
-bool MpiHierarchy::carries(const Collective& c) const {
-  // What MpiNative::supports says for a reduction, asked without a communicator so every rank answers alike.
-  return c.dtype != DType::bf16 && c.count <= static_cast<size_t>(INT_MAX);
-}
+bool MpiHierarchy::carries(const Collective& c) const { return across_.supports(c); }
 
 }  // namespace artel::comm::mpi

@@ -1,7 +1,8 @@
 // The hosts of an MPI job as transport.h's Hierarchy: the ranks that share a
 // host (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED) talk through artel's
-// shared-memory transport, and the links between hosts carry MPI's own
-// collectives over one communicator per slice (the ranks of one local rank).
+// shared-memory transport, and the links between hosts carry a ring of
+// 1 MiB pieces over one communicator per slice (the ranks of one local rank;
+// mpi_ring_across.h).
 // Built once, for the world group.
 //
 //   auto h = MpiHierarchy::of_world(comm, opts);   // nullptr: no hosts of equal counts > 1
@@ -10,8 +11,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "artel/comm/mpi/mpi_native.h"
+#include "artel/comm/mpi/mpi_ring_across.h"
 #include "artel/comm/transport.h"
 
 namespace artel::comm::mpi {
@@ -29,13 +31,16 @@ class MpiHierarchy : public Hierarchy {
   Transport& local() override { return *local_; }
   NativeCollectives& across() override { return across_; }
   bool carries(const Collective& c) const override;
+  int group_rank(int local, int host) const override { return group_rank_[static_cast<size_t>(local * hosts_ + host)]; }
   std::string describe() const override { return describe_; }
 
  private:
   MpiHierarchy() = default;
   std::unique_ptr<Transport> local_;
   MPI_Comm across_comm_ = MPI_COMM_NULL;
-  MpiNative across_;
+  MpiRingAcross across_;
+  int hosts_ = 0;
+  std::vector<int> group_rank_;  // [local rank · hosts + rank in the slice]
   std::string describe_;
 };
 

@@ -1,0 +1,42 @@
+// all_gather "hierarchical": for a group over H hosts of g ranks each (see
+// all_reduce_hierarchical.cpp), with N = H·g blocks of `count`:
+//   1. local rank l all-gathers its block with its slice across the hosts
+//      (the ranks of local rank l on every host): it holds its slice's H blocks;
+//   2. all-gather inside the host (shared memory): every rank holds every
+//      slice's H blocks;
+//   3. the blocks are put in group-rank order.
+// A host's link carries (H−1)/H · S, what an all-gather between H hosts must
+// move, in g flows; the host-local step moves S through shared memory.
+#include <vector>
+
+#include "artel/comm/algorithms.h"
+#include "artel/comm/reduce.h"
+
+namespace artel::comm {
+
+void all_gather_hierarchical(Transport& t, const Collective& c, const OpContext& ctx) {
+  Hierarchy& h = *t.hierarchy();
+  Transport& local = h.local();
+  const int g = local.size(), l = local.rank(), hosts = t.size() / g;
+  const size_t block = c.block_bytes(), slice = static_cast<size_t>(hosts) * block;
+  local.enter(ctx.seq);
+
+  std::vector<std::byte> by_slice(static_cast<size_t>(g) * slice);
+  Collective across = c;  // 1.
+  across.out = by_slice.data() + static_cast<size_t>(l) * slice;
+  h.across().run(across, ctx);
+
+  Collective in_host = c;  // 2. in place: local rank l's slice is its block of the host's buffer
+  in_host.in = by_slice.data() + static_cast<size_t>(l) * slice;
+  in_host.out = by_slice.data();
+  in_host.count = c.count * static_cast<size_t>(hosts);
+  in_host.algorithm = "auto";
+  run_collective(local, in_host, ctx);
+
+  for (int sl = 0; sl < g; ++sl)  // 3.
+    for (int host = 0; host < hosts; ++host)
+      stream_copy(c.out + static_cast<size_t>(h.group_rank(sl, host)) * block,
+                  by_slice.data() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block, block);
+}
+
+}  // namespace artel::comm
