@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 
+#include "artel/comm/hosts.h"
 #include "artel/comm/process_group.h"
 #include "collective_suite.h"
 
@@ -117,6 +118,34 @@ void check_errors(int rank, int size) {
   init_process_group(mpi_options())->barrier()->wait();  // everyone is past the timeout before the next checks
 }
 
+// Over hosts of equal rank counts > 1 (scripts/cluster.sh) the hierarchical
+// algorithms run when named (auto picks them too, and the suite above checks
+// their results); elsewhere naming them is refused, saying why.
+void check_hierarchy(ProcessGroup& pg) {
+  const HostMap hosts = host_map(pg);
+  bool equal = hosts.ranks.size() > 1 && hosts.ranks[0].size() > 1;
+  for (const auto& on_host : hosts.ranks) equal = equal && on_host.size() == hosts.ranks[0].size();
+  const int r = pg.rank(), n = pg.size();
+  const int64_t count = 1031;
+  Tensor x = Tensor::full({count * n}, static_cast<float>(r + 1)), block = Tensor::empty({count});
+  const float sum = static_cast<float>(n * (n + 1) / 2);
+  if (!equal) {
+    expect_error("hierarchical all_reduce on " + hosts.describe(), "not spread",
+                 [&] { pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait(); });
+    return;
+  }
+  pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
+  for (int64_t i = 0; i < count * n; i += 97) check_equal(x, i, sum, "hierarchical all_reduce");
+  Tensor parts = Tensor::empty({count * n});
+  for (int64_t i = 0; i < count * n; ++i) parts.data<float>()[i] = static_cast<float>(i / count + r);
+  pg.reduce_scatter(parts, block, {ReduceOp::sum, "hierarchical"})->wait();
+  for (int64_t i = 0; i < count; i += 13) check_equal(block, i, static_cast<double>(r) * n + n * (n - 1) / 2, "hierarchical reduce_scatter");
+  Tensor mine = Tensor::full({count}, static_cast<float>(r)), all = Tensor::empty({count * n});
+  pg.all_gather(mine, all, {"hierarchical"})->wait();
+  for (int64_t i = 0; i < count * n; i += 31) check_equal(all, i, static_cast<double>(i / count), "hierarchical all_gather");
+  if (r == 0) std::printf("hierarchical all_reduce, reduce_scatter and all_gather on %s\n", hosts.describe().c_str());
+}
+
 int run() {
   auto pg = init_process_group(mpi_options());
   const int r = pg->rank(), n = pg->size();
@@ -129,6 +158,7 @@ int run() {
   testing::run_collective_suite(*pg, so);
   check_subgroups(*pg);
   check_in_flight(*pg);
+  check_hierarchy(*pg);
   check_errors(r, n);
   pg->barrier()->wait();
   if (r == 0) std::printf("mpi collective suite: passed on %d ranks\n", n);
