@@ -122,3 +122,44 @@ TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
 }
 
 }  // namespace
+
+namespace {
+
+// `artel plan calibrate` on W2 alone (a few seconds; all three GPTs take
+// about a minute on 2 cores): a cluster file whose every measured number
+// says so, which `artel plan` then reads.
+TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
+  const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_calibrated.json";
+  const Result cal = plan("calibrate --workloads w2 --workers 4 --out " + file.string());
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  const nlohmann::json c = nlohmann::json::parse(slurp(file));
+  EXPECT_EQ(c["workers_per_host"]["value"], 4);
+  EXPECT_GE(c["cores_per_host"]["value"].get<double>(), 1);
+  ASSERT_FALSE(c["device"]["gemm_table"].empty());
+  for (const nlohmann::json& g : c["device"]["gemm_table"]) {
+    EXPECT_GT(g["flops_per_s"].get<double>(), 0);
+    EXPECT_EQ(g["source"].get<std::string>().rfind("measured: ", 0), 0u) << g.dump();
+  }
+  for (const char* key : {"memory_bandwidth", "runtime_bytes"}) {
+    EXPECT_GT(c["device"][key]["value"].get<double>(), 0) << key;
+    EXPECT_NE(c["device"][key]["source"].get<std::string>().find("artel plan calibrate"), std::string::npos);
+  }
+  EXPECT_GT(c["links"]["intra_host"]["beta"]["value"].get<double>(), 0);
+
+  const Result p = plan("--model gpt --cluster " + file.string() + " --workers 2 --global-batch 24 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const nlohmann::json j = nlohmann::json::parse(p.out);
+  EXPECT_GT(j["time"]["step_s"].get<double>(), 0);
+  EXPECT_EQ(j["memory"]["runtime"], c["device"]["runtime_bytes"]["value"]);
+  fs::remove(file);
+}
+
+TEST(PlanCommand, CalibrateRefusesBadFlagsInOneLine) {
+  for (const std::string args : {"calibrate --workers -2", "calibrate --workloads w9"}) {
+    const Result r = plan(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace

@@ -15,6 +15,7 @@
 
 #include "artel/cli/command.h"
 #include "artel/cli/parse_flags.h"
+#include "artel/cli/plan_calibrate.h"
 #include "artel/cli/planned_run.h"
 #include "artel/core/error.h"
 #include "artel/plan/layout_search.h"
@@ -24,12 +25,6 @@
 namespace artel::cli {
 namespace {
 
-// A check whose error ends with how to fix it (ARTEL_CHECK has no hint).
-template <class... Args>
-void require(bool ok, const char* hint, const Args&... what) {
-  if (!ok) throw Error(detail::concat(what...), hint);
-}
-
 struct PlanArgs {
   // model
   std::string model, preset, model_costs, data;
@@ -37,7 +32,7 @@ struct PlanArgs {
   double dropout = -1;  // < 0: the run's default
   // cluster and workload
   std::string cluster;
-  int64_t workers = 0, global_batch = 0;
+  int64_t workers = 0, global_batch = 0, threads = 0;
   std::string precision = "fp32", state = "artel";
   bool no_grad_overlap = false, scatter_gather_sends = false;
   // layout
@@ -114,6 +109,8 @@ plan::Workload workload_of(const PlanArgs& a) {
   w.overlap_grad_reduce = !a.no_grad_overlap;
   w.scatter_gather_sends = a.scatter_gather_sends;
   w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
+  ARTEL_CHECK(a.threads >= 0, "--threads must be >= 0 (0: the host's cores split over its workers), got ", a.threads);
+  w.threads = a.threads;
   return w;
 }
 
@@ -153,6 +150,9 @@ void add_flags(CLI::App& app, PlanArgs& a) {
   app.add_option("--cluster", a.cluster, "the cluster (JSON), e.g. data/clusters/selene.json")->required();
   app.add_option("--workers", a.workers, "use this many of the cluster's workers (whole hosts) [default all]");
   app.add_option("--global-batch", a.global_batch, "sequences per optimizer step")->required();
+  app.add_option("--threads", a.threads,
+                 "threads a worker runs on, CPU clusters only (cores_per_host) [0: the host's cores split over its "
+                 "workers, as `artel train --nproc`]");
   app.add_option("--precision", a.precision, "fp32 | bf16: the matrix products' rate and activation size [fp32]");
   app.add_option("--state", a.state, "artel (4+4+8 bytes a parameter) | mixed (2+2+12, the ZeRO paper's) [artel]");
   app.add_flag("--no-grad-overlap", a.no_grad_overlap,
@@ -175,6 +175,7 @@ void add_flags(CLI::App& app, PlanArgs& a) {
 }
 
 int run_plan(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "calibrate") return run_plan_calibrate(argc - 1, argv + 1);
   PlanArgs a;
   CLI::App app{"Predict the step time and memory of a layout on a cluster, or rank every layout.", "artel plan"};
   add_flags(app, a);
@@ -185,6 +186,7 @@ int run_plan(int argc, char** argv) {
       "--micro-batches 4\n"
       "  artel plan --preset gpt2 --cluster data/clusters/selene.json --workers 16 --global-batch 64 --search --top "
       "10\n"
+      "  artel plan calibrate --out this.json   (measure this machine: a cluster file with its rates)\n"
       "docs/PLAN.md explains the model of time and memory and the file formats.");
   if (!parse_flags(app, argc, argv, "see `artel plan --help`")) return 0;
 
@@ -220,7 +222,10 @@ int run_plan(int argc, char** argv) {
 }
 
 const bool kRegistered = register_command(
-    "plan", "predict a layout's step time and memory on a cluster; --search ranks every layout", run_plan);
+    "plan",
+    "predict a layout's step time and memory on a cluster; --search ranks every layout; `plan calibrate` measures "
+    "this machine",
+    run_plan);
 
 }  // namespace
 }  // namespace artel::cli

@@ -90,7 +90,6 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   // products' inputs are rounded.
   w.precision = plan::Precision::fp32;
   w.state = plan::StateBytes::artel_adamw();
-  w.bucket_bytes = cfg.bucket_mb * (1 << 20);
   w.dropout = cfg.dropout > 0;
   const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
   const plan::Cluster machine = this_machine(workers, memory.bytes);

@@ -37,6 +37,12 @@ std::string concat(const Args&... args) {
 }
 }  // namespace detail
 
+// ARTEL_CHECK with a hint: throws Error(what..., hint) unless `ok`.
+template <class... Args>
+void require(bool ok, const char* hint, const Args&... what) {
+  if (!ok) throw Error(detail::concat(what...), hint);
+}
+
 }  // namespace artel
 
 #define ARTEL_CHECK(cond, ...)                                      \

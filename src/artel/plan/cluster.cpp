@@ -9,16 +9,6 @@
 
 namespace artel::plan {
 
-namespace {
-
-// A check whose error ends with how to fix it (ARTEL_CHECK has no hint).
-template <class... Args>
-void require(bool ok, const char* hint, const Args&... what) {
-  if (!ok) throw Error(detail::concat(what...), hint);
-}
-
-}  // namespace
-
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
   if (name == "bf16") return Precision::bf16;
@@ -71,15 +61,23 @@ void Cluster::validate() const {
   ARTEL_CHECK(device.gemm_efficiency.value <= 1, "cluster: device.gemm_efficiency must be <= 1");
   check_positive(device.memory_bytes, "device.memory_bytes");
   check_positive(device.memory_bandwidth, "device.memory_bandwidth");
+  ARTEL_CHECK(device.runtime_bytes.value >= 0, "cluster: device.runtime_bytes must be >= 0, got ",
+              device.runtime_bytes.value);
   check_positive(device.memory_efficiency, "device.memory_efficiency");
   ARTEL_CHECK(device.memory_efficiency.value <= 1, "cluster: device.memory_efficiency must be <= 1");
   for (const Link* l : {&intra_host, &inter_host}) {
     ARTEL_CHECK(l->alpha.value >= 0, "cluster: a link's alpha must be >= 0, got ", l->alpha.value);
     check_positive(l->beta, "a link's beta");
   }
+  ARTEL_CHECK(cores_per_host.value >= 0 && cores_per_host.value == std::floor(cores_per_host.value),
+              "cluster: cores_per_host must be a whole number >= 1 (or absent), got ", cores_per_host.value);
   for (const GemmRate& g : device.gemm_table) {
     ARTEL_CHECK(g.m > 0 && g.n > 0 && g.k > 0 && g.flops_per_s > 0,
                 "cluster: every gemm_table entry needs positive m, n, k and flops_per_s");
+  }
+  for (const AttentionRate& a : device.attention_table) {
+    ARTEL_CHECK(a.seq > 0 && a.head_size > 0 && a.forward_s > 0 && a.backward_s > 0,
+                "cluster: every attention_table entry needs positive seq, head_size, forward_s and backward_s");
   }
 }
 
@@ -97,6 +95,39 @@ Cluster Cluster::with_workers(int64_t workers) const {
           " workers do not fill whole hosts of ", per_host(), " workers");
   c.hosts.value = static_cast<double>(workers / per_host());
   return c;
+}
+
+double worker_speed(const Cluster& c, int64_t threads) {
+  const double cores = c.cores_per_host.value;
+  if (cores <= 0) return 1;
+  const double share = cores / static_cast<double>(c.per_host());
+  const double t = threads > 0 ? static_cast<double>(threads) : std::max(1.0, std::floor(share));
+  return std::min(t, share);
+}
+
+Cluster with_worker_speed(const Cluster& c, double speed) {
+  ARTEL_CHECK(std::isfinite(speed) && speed > 0, "a worker's speed must be positive, got ", speed);
+  Cluster s = c;
+  s.device.peak_fp32.value *= speed;
+  s.device.peak_bf16.value *= speed;
+  s.device.memory_bandwidth.value *= speed;
+  for (GemmRate& g : s.device.gemm_table) g.flops_per_s *= speed;
+  for (AttentionRate& a : s.device.attention_table) a.forward_s /= speed, a.backward_s /= speed;
+  return s;
+}
+
+std::optional<AttentionSeconds> attention_seconds(const Device& device, double items, double seq,
+                                                  double head_size) {
+  const AttentionRate* nearest = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  for (const AttentionRate& a : device.attention_table) {
+    const double d = std::pow(std::log(seq / a.seq), 2) + std::pow(std::log(head_size / a.head_size), 2);
+    if (d < best) best = d, nearest = &a;
+  }
+  if (!nearest) return std::nullopt;
+  const double scale = items * (seq * seq * head_size) /
+                       (static_cast<double>(nearest->seq * nearest->seq) * static_cast<double>(nearest->head_size));
+  return AttentionSeconds{nearest->forward_s * scale, nearest->backward_s * scale};
 }
 
 double achieved_flops(const Device& device, Precision precision) {
@@ -130,6 +161,7 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   c.name = j.value("name", origin);
   c.hosts = sourced(j, "hosts", origin);
   c.workers_per_host = sourced(j, "workers_per_host", origin);
+  if (j.contains("cores_per_host")) c.cores_per_host = sourced(j, "cores_per_host", origin);
   ARTEL_CHECK(j.contains("device") && j["device"].is_object(), origin, ": needs an object \"device\"");
   const nlohmann::json& d = j["device"];
   const std::string dw = origin + ": device";
@@ -140,6 +172,7 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   c.device.peak_bf16 = sourced(d["peak_flops"], "bf16", dw + ".peak_flops");
   c.device.gemm_efficiency = sourced(d, "gemm_efficiency", dw);
   c.device.memory_bytes = sourced(d, "memory_bytes", dw);
+  if (d.contains("runtime_bytes")) c.device.runtime_bytes = sourced(d, "runtime_bytes", dw);
   c.device.memory_bandwidth = sourced(d, "memory_bandwidth", dw);
   c.device.memory_efficiency = sourced(d, "memory_efficiency", dw);
   if (d.contains("gemm_table")) {
@@ -148,7 +181,16 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
       ARTEL_CHECK(g.is_object(), dw, ": every gemm_table entry is an object {precision, m, n, k, flops_per_s}");
       c.device.gemm_table.push_back({parse_precision(g.value("precision", std::string("bf16"))),
                                      g.value("m", int64_t{0}), g.value("n", int64_t{0}), g.value("k", int64_t{0}),
-                                     g.value("flops_per_s", 0.0)});
+                                     g.value("flops_per_s", 0.0), g.value("source", std::string())});
+    }
+  }
+  if (d.contains("attention_table")) {
+    ARTEL_CHECK(d["attention_table"].is_array(), dw, ": \"attention_table\" must be an array");
+    for (const nlohmann::json& a : d["attention_table"]) {
+      ARTEL_CHECK(a.is_object(), dw, ": every attention_table entry is an object {seq, head_size, forward_s, backward_s}");
+      c.device.attention_table.push_back({a.value("seq", int64_t{0}), a.value("head_size", int64_t{0}),
+                                          a.value("forward_s", 0.0), a.value("backward_s", 0.0),
+                                          a.value("source", std::string())});
     }
   }
   ARTEL_CHECK(j.contains("links") && j["links"].is_object(), origin,
@@ -178,11 +220,13 @@ nlohmann::ordered_json to_json(const Cluster& c) {
   j["name"] = c.name;
   j["hosts"] = sourced_json(c.hosts);
   j["workers_per_host"] = sourced_json(c.workers_per_host);
+  if (c.cores_per_host.value > 0) j["cores_per_host"] = sourced_json(c.cores_per_host);
   nlohmann::ordered_json d;
   d["name"] = c.device.name;
   d["peak_flops"] = {{"fp32", sourced_json(c.device.peak_fp32)}, {"bf16", sourced_json(c.device.peak_bf16)}};
   d["gemm_efficiency"] = sourced_json(c.device.gemm_efficiency);
   d["memory_bytes"] = sourced_json(c.device.memory_bytes);
+  if (c.device.runtime_bytes.value > 0) d["runtime_bytes"] = sourced_json(c.device.runtime_bytes);
   d["memory_bandwidth"] = sourced_json(c.device.memory_bandwidth);
   d["memory_efficiency"] = sourced_json(c.device.memory_efficiency);
   d["gemm_table"] = nlohmann::ordered_json::array();
@@ -191,7 +235,18 @@ nlohmann::ordered_json to_json(const Cluster& c) {
                                {"m", g.m},
                                {"n", g.n},
                                {"k", g.k},
-                               {"flops_per_s", g.flops_per_s}});
+                               {"flops_per_s", g.flops_per_s},
+                               {"source", g.source}});
+  }
+  if (!c.device.attention_table.empty()) {
+    d["attention_table"] = nlohmann::ordered_json::array();
+    for (const AttentionRate& a : c.device.attention_table) {
+      d["attention_table"].push_back({{"seq", a.seq},
+                                      {"head_size", a.head_size},
+                                      {"forward_s", a.forward_s},
+                                      {"backward_s", a.backward_s},
+                                      {"source", a.source}});
+    }
   }
   j["device"] = d;
   for (const auto& [key, link] :

@@ -6,16 +6,6 @@
 
 namespace artel::plan {
 
-namespace {
-
-// A check whose error ends with how to fix it (ARTEL_CHECK has no hint).
-template <class... Args>
-void require(bool ok, const char* hint, const Args&... what) {
-  if (!ok) throw Error(detail::concat(what...), hint);
-}
-
-}  // namespace
-
 Schedule parse_schedule(const std::string& name) {
   if (name == "gpipe") return Schedule::gpipe;
   if (name == "1f1b") return Schedule::one_f_one_b;

@@ -82,7 +82,12 @@ struct Workload {
   // Data-parallel reductions start during the last micro-batch's backward
   // (artel's DDP buckets, PyTorch DDP) or only after it (Megatron-LM 2021).
   bool overlap_grad_reduce = true;
-  double bucket_bytes = 25.0 * (1 << 20);  // a gradient bucket (artel's default, PyTorch's)
+  // Bytes of a gradient bucket held as a copy of the gradients while it is
+  // reduced (PyTorch's DDP without gradient_as_bucket_view: its 25 MiB
+  // buckets, two in flight). 0 for artel: its DDP reduces the buckets that
+  // hold the gradients themselves (train/data_parallel.h), which its memory
+  // report counts as gradients.
+  double bucket_copy_bytes = 0;
   // Under tensor parallelism each tp rank sends only its 1/tp of a stage's
   // output to the next stage, which all-gathers it over its own fast links
   // (Megatron-LM's scatter/gather, Narayanan et al. 2021 §4.1); artel's
@@ -93,6 +98,10 @@ struct Workload {
   // probabilities until backward; artel's GPT defaults to none (nanoGPT's
   // GPT-2 recipe too), and then keeps neither (stage_work.h).
   bool dropout = false;
+  // Threads each worker runs on (`artel train --threads`); only CPU clusters
+  // (Cluster::cores_per_host) use it, through worker_speed(). 0 = what
+  // `artel train --nproc` picks: the host's cores split evenly, at least 1.
+  int64_t threads = 0;
 };
 
 // Throws Error naming the first rule the layout breaks for this model,

@@ -14,6 +14,7 @@ nlohmann::ordered_json MemoryPrediction::to_json() const {
   j["optimizer_state"] = optimizer_state;
   j["activations"] = activations;
   j["communication"] = communication;
+  j["runtime"] = runtime;
   j["gathered"] = gathered;
   j["total"] = total();
   j["capacity"] = capacity;
@@ -28,6 +29,7 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   const double n = static_cast<double>(l.dp);
   MemoryPrediction m;
   m.capacity = cluster.device.memory_bytes.value;
+  m.runtime = cluster.device.runtime_bytes.value;
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
   if (l.zero >= 3) {
     // Two units whole at once: the one computing and the one prefetched.
@@ -40,7 +42,7 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   m.optimizer_state = w.state.optimizer * st.parameters / (l.zero >= 1 ? n : 1.0);
   const double per_instruction = st.activation_bytes / static_cast<double>(l.chunks);
   m.activations = peak_live * per_instruction + st.working_bytes;
-  if (l.dp > 1 && l.zero <= 2) m.communication += 2 * w.bucket_bytes;
+  if (l.dp > 1 && l.zero <= 2) m.communication += 2 * w.bucket_copy_bytes;
   m.communication += st.tensor_parallel_message_bytes;
   m.communication += 2 * peak_live * st.boundary_bytes / static_cast<double>(l.chunks);
   return m;

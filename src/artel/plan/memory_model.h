@@ -12,10 +12,15 @@
 //   activations the stage's bytes per micro-batch × the most micro-batches
 //               the schedule keeps alive there (parallel::simulate's
 //               peak_live_activations: GPipe M, 1F1B min(P − s, M)), plus
-//               one layer's rebuilt activations under recomputation
-//   communication  two gradient buckets in flight (dp > 1, ZeRO 0-2), one
+//               one block's activation gradients in its backward and what
+//               recomputation rebuilds there
+//   communication  two gradient bucket copies in flight (dp > 1, ZeRO 0-2;
+//               none for artel, whose buckets are the gradients), one
 //               (b, s, h) message for tp, and the pipeline messages of the
-//               micro-batches alive.
+//               micro-batches alive
+//   runtime     the program itself (code, libraries, data): the cluster's
+//               runtime_bytes, measured by `artel plan calibrate` (0 in
+//               vendor-spec files, which count the model's memory alone).
 // The worker that needs most (its stage) is the one reported.
 //
 //   MemoryPrediction m = predict_memory(model, cluster, layout, workload);
@@ -35,9 +40,10 @@ namespace artel::plan {
 struct MemoryPrediction {
   int64_t stage = 0;  // the pipeline stage of the worker reported
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
+  double runtime = 0;   // the program's own memory (Device::runtime_bytes)
   double gathered = 0;  // ZeRO-3: parameters gathered beyond the shard (included in `parameters`)
   double capacity = 0;  // the worker's memory
-  double total() const { return parameters + gradients + optimizer_state + activations + communication; }
+  double total() const { return parameters + gradients + optimizer_state + activations + communication + runtime; }
   bool fits() const { return total() <= capacity; }
   nlohmann::ordered_json to_json() const;  // bytes
 };

@@ -54,7 +54,8 @@ std::string prediction_text(const Prediction& p, const ModelDescription& model, 
   const std::pair<const char*, double> mem[] = {
       {"parameters", m.parameters},   {"  of which ZeRO-3 gathered", m.gathered},
       {"gradients", m.gradients},     {"optimizer state", m.optimizer_state},
-      {"activations", m.activations}, {"communication buffers", m.communication}};
+      {"activations", m.activations}, {"communication buffers", m.communication},
+      {"runtime (program, data)", m.runtime}};
   for (const auto& [name, v] : mem) {
     os << "  " << name << std::string(30 - std::string(name).size(), ' ') << pad(gib(v), 14) << "\n";
   }

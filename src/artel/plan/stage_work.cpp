@@ -1,6 +1,7 @@
 #include "artel/plan/stage_work.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "artel/core/error.h"
 #include "artel/plan/collective_cost.h"
@@ -48,7 +49,7 @@ double attention_core_gemm_seconds(const GptContext& c) {
 double attention_core_stream_bytes(const GptContext& c) { return c.tokens() * c.e * 4 * c.a * c.s / c.t; }
 
 struct BlockCost {
-  double forward = 0, recompute = 0, forward_tp = 0, recompute_tp = 0, flops = 0, kept = 0, working = 0;
+  double forward = 0, backward = 0, recompute = 0, forward_tp = 0, recompute_tp = 0, flops = 0, kept = 0, working = 0;
 };
 
 BlockCost block_cost(const GptContext& c) {
@@ -56,14 +57,21 @@ BlockCost block_cost(const GptContext& c) {
   // (T, h) x (h, 3h/t) -> q, k, v;  (T, h/t) x (h/t, h) -> proj;  (T, h) x (h, 4h/t) -> fc;  (T, 4h/t) x (4h/t, h).
   const double weights =
       c.gemm(T, 3 * h / t, h) + c.gemm(T, h, h / t) + c.gemm(T, 4 * h / t, h) + c.gemm(T, h, 4 * h / t);
-  const double core = attention_core_gemm_seconds(c);
+  // The attention core: measured as artel's fused kernel runs it where the
+  // cluster has an attention table (its backward is not twice its forward:
+  // it recomputes nothing but multiplies four products to forward's two),
+  // else its per-head products and the softmax's streams.
+  const std::optional<AttentionSeconds> fused = attention_seconds(c.cluster.device, c.b * c.a / t, c.s, h / c.a);
+  const double core = fused ? fused->forward : attention_core_gemm_seconds(c) + c.stream(attention_core_stream_bytes(c));
+  const double core_backward = fused ? fused->backward : 2 * core;
   // Per token: ln_1, ln_2 (read h, write h each), two dropout+residual adds
   // (read 2h, write h each) = 10h, split over tp only with sp; GELU with its
   // bias (read 4h, write 4h) and the q/k/v transposes (read 3h, write 3h) =
-  // 14h/t; the attention core's 4·a·s/t.
-  const double streams = T * c.e * (10 * h / c.replicated_split() + 14 * h / t) + attention_core_stream_bytes(c);
+  // 14h/t.
+  const double streams = T * c.e * (10 * h / c.replicated_split() + 14 * h / t);
   BlockCost b;
   b.forward = weights + core + c.stream(streams);
+  b.backward = 2 * (weights + c.stream(streams)) + core_backward;
   b.forward_tp = 2 * c.activation_all_reduce();
   const double fwd_flops = block_forward_flops(c.shape, c.b) / t;
   const double a_s_h = c.a * c.s / c.h;
@@ -74,22 +82,27 @@ BlockCost block_cost(const GptContext& c) {
   const double replicated = c.workload.dropout ? 10 : 8, per_score = c.workload.dropout ? 5 : 2;
   const double none_kept = c.layout.sequence_parallel ? sbh * (replicated + 24 + per_score * a_s_h) / t
                                                       : sbh * (replicated + 24 / t + per_score * a_s_h / t);
+  // While one block runs backward, the gradients of what it kept are alive
+  // next to it: one block's activations more, whatever is recomputed (what
+  // artel's memory report shows at the start of backward: W2 and the 50M GPT
+  // peak 0.9-1.2 blocks above what forward kept).
+  b.working = none_kept;
   switch (c.layout.recompute) {
     case Recompute::none:
       b.kept = none_kept;
       b.flops = 3 * fwd_flops;
       break;
     case Recompute::selective:
-      b.recompute = core + c.stream(attention_core_stream_bytes(c));
+      b.recompute = core;
       b.kept = c.layout.sequence_parallel ? (replicated + 24) * sbh / t : sbh * (replicated + 24 / t);
-      b.working = per_score * c.a * c.s * c.s * c.b / t;
+      b.working += per_score * c.a * c.s * c.s * c.b / t;  // the scores, rebuilt
       b.flops = 3 * fwd_flops + attention_core_forward_flops(c.shape, c.b) / t;
       break;
     case Recompute::full:
       b.recompute = b.forward;
       b.recompute_tp = b.forward_tp;
       b.kept = 2 * sbh / c.replicated_split();
-      b.working = none_kept;
+      b.working += none_kept;  // the block, rebuilt
       b.flops = 4 * fwd_flops;
       break;
   }
@@ -103,7 +116,7 @@ void add_blocks(StageWork& w, const GptContext& c, int64_t count) {
   const double n = static_cast<double>(count);
   w.forward_compute += n * b.forward;
   w.recompute_compute += n * b.recompute;
-  w.backward_compute += n * (2 * b.forward + b.recompute);
+  w.backward_compute += n * (b.backward + b.recompute);
   w.forward_tensor_parallel += n * b.forward_tp;
   w.backward_tensor_parallel += n * (b.forward_tp + b.recompute_tp);
   w.flops += n * b.flops;

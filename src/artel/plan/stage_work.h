@@ -51,7 +51,7 @@ struct StageWork {
   double flops = 0;                     // matrix-product FLOPs: forward + backward + recomputation
   // bytes, one micro-batch, one worker
   double activation_bytes = 0;  // kept from forward until backward
-  double working_bytes = 0;     // transient: one layer's full activations, rebuilt in backward under recompute
+  double working_bytes = 0;     // transient: one block's activation gradients in its backward, plus what recomputation rebuilds
   double boundary_bytes = 0;    // sent to the next stage (or its gradient received back)
   double tensor_parallel_message_bytes = 0;  // one tp collective's (b, s, h) buffer; 0 without tp
   // parameters one worker holds for this stage (after tp, before ZeRO)

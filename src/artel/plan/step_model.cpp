@@ -137,9 +137,11 @@ double optimizer_seconds(const StageWork& st, const Cluster& c, const Layout& l,
 
 }  // namespace
 
-Prediction predict(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
+Prediction predict(const ModelDescription& model, const Cluster& machines, const Layout& layout,
                    const Workload& workload) {
-  validate_layout(model, layout, workload, cluster.workers());
+  validate_layout(model, layout, workload, machines.workers());
+  // On CPU hosts the workers share the cores: every rate below is this worker's share.
+  const Cluster cluster = with_worker_speed(machines, worker_speed(machines, workload.threads));
   const std::vector<StageWork> stages = stage_work(model, cluster, layout, workload);
   const auto critical_it = std::max_element(stages.begin(), stages.end(), [](const StageWork& a, const StageWork& b) {
     return micro_batch_work(a) < micro_batch_work(b);

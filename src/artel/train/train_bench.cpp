@@ -103,7 +103,11 @@ BenchResult bench_artel(const BenchCase& c) {
 
 double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t steps, int repeats) {
   if (steps <= 0 || calls.empty() || calls.size() % static_cast<size_t>(steps) != 0) return 0;
-  std::vector<kernels::GemmArgs> step(calls.end() - static_cast<int64_t>(calls.size()) / steps, calls.end());
+  return replay_gemms_ms({calls.end() - static_cast<int64_t>(calls.size()) / steps, calls.end()}, repeats);
+}
+
+double replay_gemms_ms(std::vector<kernels::GemmArgs> step, int repeats) {
+  ARTEL_CHECK(!step.empty() && repeats >= 1, "a replay needs products and repeats >= 1");
   int64_t a = 0, b = 0, c = 0;
   for (const kernels::GemmArgs& g : step) {
     a = std::max(a, (g.trans_a ? g.k : g.m) * g.lda);

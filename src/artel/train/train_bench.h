@@ -59,6 +59,11 @@ BenchResult bench_artel(const BenchCase& c);
 // / `steps` of them (every step makes the same ones) run `repeats` times on
 // scratch operands. 0 when the calls do not split evenly into steps.
 double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t steps, int repeats);
+// Median milliseconds of `calls` run one after another `repeats` times on
+// scratch operands (their shapes, strides and transposes; their own
+// pointers are not read): the replay behind replay_step_gemms_ms, and
+// `artel plan calibrate`'s rate of one shape.
+double replay_gemms_ms(std::vector<kernels::GemmArgs> calls, int repeats);
 
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
 double median_after_warmup(const std::vector<double>& ms, int64_t warmup);

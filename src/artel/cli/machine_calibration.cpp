@@ -1,0 +1,311 @@
+#include "artel/cli/machine_calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "artel/core/error.h"
+#include "artel/core/threads.h"
+#include "artel/kernels/activation.h"
+#include "artel/kernels/attention.h"
+#include "artel/kernels/layernorm.h"
+#include "artel/kernels/gemm.h"
+#include "artel/train/train_bench.h"
+#include "artel/train/trainer.h"
+
+namespace artel::cli {
+
+std::string MachineFacts::source(const std::string& what) const {
+  return "measured: " + what + "; on " + cpu + "; " + when + "; `" + command + "`";
+}
+
+MachineFacts this_machine_facts(const std::string& command) {
+  MachineFacts f;
+  f.command = command;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    f.cpu = colon == std::string::npos ? line : line.substr(std::min(line.size(), colon + 2));
+    break;
+  }
+  if (f.cpu.empty()) f.cpu = "an unnamed CPU (/proc/cpuinfo has no model name)";
+  const std::string bf16 = kernels::bf16_instructions();
+  f.cpu += " (" + std::to_string(available_cores()) + " cores" + (bf16.empty() ? "" : ", " + bf16) + ")";
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  f.when = when;
+  return f;
+}
+
+namespace {
+
+// One step of the workload at `batch` sequences, one thread: every product it
+// makes, as GemmRecorder saw them.
+std::vector<kernels::GemmArgs> record_step_gemms(const std::string& workload, int64_t batch,
+                                                 plan::Precision precision) {
+  train::BenchCase c{.workload = workload, .threads = 1, .steps = 1, .warmup = 0,
+                     .precision = plan::precision_name(precision)};
+  train::TrainConfig cfg = train::bench_config(c);
+  cfg.batch_size = batch;
+  cfg.validate();
+  std::ostringstream quiet;
+  train::RunOptions run;
+  run.out = &quiet;
+  run.write_files = false;
+  run.evaluate = false;
+  run.sample = false;
+  train::Trainer trainer(cfg, run);
+  kernels::GemmRecorder recorder;
+  trainer.run();
+  return recorder.calls();
+}
+
+// The fastest of enough replays for ~0.2 s of timing (3 to 20): the
+// machine's rate, not its other users'. Calibration shares the cores with
+// whatever else runs, and a replay that lost its core for a time slice is
+// slow for a reason the planner cannot know.
+double timed_ms(const std::vector<kernels::GemmArgs>& calls) {
+  double best = train::replay_gemms_ms(calls, 1);
+  const int repeats = static_cast<int>(std::clamp(200.0 / std::max(best, 1e-3), 3.0, 20.0));
+  for (int i = 1; i < repeats; ++i) best = std::min(best, train::replay_gemms_ms(calls, 1));
+  return best;
+}
+
+}  // namespace
+
+std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int64_t batch, plan::Precision precision,
+                                               const MachineFacts& facts) {
+  const std::vector<kernels::GemmArgs> calls = record_step_gemms(workload, batch, precision);
+  kernels::set_gemm_precision(precision == plan::Precision::bf16 ? kernels::GemmPrecision::bf16
+                                                                 : kernels::GemmPrecision::fp32);
+  // A shape's products in every orientation the step makes them (forward,
+  // and backward's two transposed ones share m, n, k only sometimes): the
+  // table's rate of (m, n, k) is their FLOPs over their time together.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::map<std::pair<bool, bool>, kernels::GemmArgs>> shapes;
+  for (const kernels::GemmArgs& g : calls) shapes[{g.m, g.n, g.k}].emplace(std::pair{g.trans_a, g.trans_b}, g);
+  std::vector<plan::GemmRate> rates;
+  for (const auto& [mnk, orientations] : shapes) {
+    const auto [m, n, k] = mnk;
+    std::vector<kernels::GemmArgs> one;
+    for (const auto& [_, g] : orientations) one.push_back(g);
+    const double seconds = timed_ms(one) / 1e3;
+    const double flops = 2.0 * static_cast<double>(m * n * k) * static_cast<double>(one.size());
+    rates.push_back({precision, m, n, k, flops / seconds,
+                     facts.source("one thread, " + std::to_string(one.size()) + " orientation(s) of this product in " +
+                                  workload + " at batch " + std::to_string(batch) +
+                                  ", replayed alone (train::replay_gemms_ms), fastest of 3-20")});
+  }
+  kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  return rates;
+}
+
+plan::AttentionRate measure_attention(const std::string& workload, const MachineFacts& facts) {
+  const train::TrainConfig cfg = train::bench_config({.workload = workload, .steps = 1, .warmup = 0});
+  set_num_threads(1);
+  const kernels::AttentionDims d{cfg.batch_size, cfg.block_size, cfg.n_embd, cfg.n_head};
+  std::vector<float> qkv(static_cast<size_t>(d.batch * d.time * 3 * d.channels), 0.01f);
+  std::vector<float> y(qkv.size() / 3), dy(y.size(), 0.01f), dqkv(qkv.size());
+  std::vector<float> probs(static_cast<size_t>(d.probs_numel()));
+  double forward = 1e30, backward = 1e30;  // the fastest of 5 rounds, as timed_ms
+  for (int round = 0; round < 5; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    kernels::attention_forward(d, qkv.data(), y.data(), probs.data());
+    const auto middle = std::chrono::steady_clock::now();
+    kernels::attention_backward(d, qkv.data(), probs.data(), dy.data(), dqkv.data());
+    const auto end = std::chrono::steady_clock::now();
+    forward = std::min(forward, std::chrono::duration<double>(middle - start).count());
+    backward = std::min(backward, std::chrono::duration<double>(end - middle).count());
+  }
+  const double items = static_cast<double>(d.batch * d.n_head);
+  return {cfg.block_size, d.head_size(), forward / items, backward / items,
+          facts.source("one thread, kernels::attention_forward and _backward of " + workload + " (" +
+                       std::to_string(d.batch) + " sequences x " + std::to_string(d.n_head) +
+                       " heads), fastest of 5, per (sequence, head)")};
+}
+
+double measure_memory_bandwidth() {
+  // 3 × 64 MiB: far beyond any last-level cache, as a training step's activations are.
+  const size_t n = size_t{16} << 20;
+  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    const float s = 0.5f + static_cast<float>(round);
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 3.0 * 4.0 * static_cast<double>(n) / seconds);
+  }
+  ARTEL_CHECK(a[n / 2] > 0, "memory bandwidth: the triad wrote nothing");  // keeps the loop
+  return best;
+}
+
+namespace {
+
+// The lines `command` prints (stdout and stderr); throws when it fails.
+std::vector<std::string> run_program(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
+  ARTEL_CHECK(pipe != nullptr, "cannot run `", command, "`");
+  std::vector<std::string> lines;
+  std::string output;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe.get())) lines.push_back(line), output += line;
+  if (pclose(pipe.release()) != 0)
+    throw Error("`" + command + "` failed: " + output.substr(0, 400), "run it by hand to see why");
+  return lines;
+}
+
+}  // namespace
+
+double measure_kernel_stream_rate() {
+  // (rows, C) of GPT-2's width; 16 Mi elements, 64 MiB an operand: beyond the caches.
+  const int64_t C = 768, rows = (int64_t{16} << 20) / C, n = rows * C;
+  std::vector<float> x(static_cast<size_t>(n), 0.5f), y(x.size()), dy(x.size(), 0.01f), dx(x.size());
+  std::vector<float> w(static_cast<size_t>(C), 1.0f), b(w.size()), dw(w.size()), db(w.size());
+  std::vector<float> mean(static_cast<size_t>(rows)), rstd(mean.size());
+  set_num_threads(1);
+  // Bytes as the planner counts them: GELU reads and writes (forward) and
+  // reads x and dy and writes dx (backward); the layer norm likewise.
+  const double bytes = 4.0 * static_cast<double>(n) * (2 + 3 + 2 + 3);
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    kernels::gelu_forward(n, x.data(), y.data());
+    kernels::gelu_backward(n, x.data(), dy.data(), dx.data());
+    kernels::layer_norm_forward(rows, C, x.data(), w.data(), b.data(), 1e-5f, y.data(), mean.data(), rstd.data());
+    kernels::layer_norm_backward(rows, C, x.data(), w.data(), mean.data(), rstd.data(), dy.data(), dx.data(),
+                                 dw.data(), db.data());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return bytes / best;
+}
+
+plan::Link measure_intra_host_link(const std::string& artel_program, const MachineFacts& facts) {
+  const std::string command =
+      artel_program + " bench comm --op all_reduce --backend shm -n 2 --min-bytes 8 --max-bytes 16M --json";
+  std::vector<std::pair<double, double>> rows;  // (bytes, seconds)
+  for (const std::string& line : run_program(command)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("size") && j.contains("time_us"))
+      rows.emplace_back(j["size"].get<double>(), j["time_us"].get<double>() / 1e6);
+  }
+  ARTEL_CHECK(rows.size() >= 2, "`", command, "` printed fewer than two sizes");
+  std::sort(rows.begin(), rows.end());
+  // A ring all-reduce over 2 workers costs 2·alpha + S/beta (2(n−1)/n = 1):
+  // alpha from the smallest message, beta from the largest.
+  const double alpha = rows.front().second / 2;
+  const double beta = rows.back().first / std::max(rows.back().second - 2 * alpha, 1e-12);
+  const std::string how = "shared-memory all-reduce between 2 workers, `" + command + "`, fitted to 2·alpha + S/beta";
+  return {{alpha, facts.source("alpha: half the " + std::to_string(static_cast<int64_t>(rows.front().first)) +
+                               "-byte time of a " + how)},
+          {beta, facts.source("beta: the " + std::to_string(static_cast<int64_t>(rows.back().first)) +
+                              "-byte time of a " + how)}};
+}
+
+plan::Sourced measure_runtime_bytes(const std::string& artel_program, const MachineFacts& facts) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("artel-calibrate-runtime-" + std::to_string(getpid()));
+  const std::string command = artel_program + " train --steps 2 --threads 1 --eval-batches 1 --generate 0 --out " +
+                              out.string();
+  run_program(command);
+  std::ifstream in(out / "metrics.jsonl");
+  double runtime = -1;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("memory") || j["memory"].empty()) continue;
+    const nlohmann::json& m = j["memory"][0];
+    double kinds = 0;
+    for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "communication"})
+      kinds += m.value(k, 0.0);
+    runtime = m.value("peak_resident", 0.0) - kinds;
+  }
+  std::filesystem::remove_all(out);
+  ARTEL_CHECK(runtime > 0, "`", command, "` wrote no memory report with a peak resident set above its model's");
+  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds, `" + command + "`")};
+}
+
+namespace {
+
+double mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    double kib = 0;
+    if (key == "MemTotal:" && in >> kib) return kib * 1024;
+  }
+  throw Error("cannot read MemTotal from /proc/meminfo", "calibrate runs on Linux");
+}
+
+// The fastest rate in the table of `precision`, 0 when it has none.
+double fastest(const std::vector<plan::GemmRate>& table, plan::Precision precision) {
+  double best = 0;
+  for (const plan::GemmRate& g : table)
+    if (g.precision == precision) best = std::max(best, g.flops_per_s);
+  return best;
+}
+
+}  // namespace
+
+plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOptions& options) {
+  const int cores = available_cores();
+  const int workers = options.workers > 0 ? options.workers : cores;
+  std::vector<plan::Precision> precisions = {plan::Precision::fp32};
+  if (!kernels::bf16_instructions().empty()) precisions.push_back(plan::Precision::bf16);
+
+  plan::Cluster c;
+  c.name = "this machine";
+  c.hosts = {1, "one machine: `artel plan calibrate` measures the host it runs on"};
+  c.workers_per_host = {static_cast<double>(workers), options.workers > 0 ? "--workers" : "the cores (the default)"};
+  c.cores_per_host = {static_cast<double>(cores), facts.source("the cores this process may use")};
+  c.device.name = facts.cpu + ", one core";
+  for (const std::string& workload : options.workloads) {
+    const int64_t bench_batch = train::bench_config({.workload = workload, .steps = 1, .warmup = 0}).batch_size;
+    c.device.attention_table.push_back(measure_attention(workload, facts));
+    for (plan::Precision p : precisions)
+      for (int64_t batch : {bench_batch, int64_t{1}}) {
+        std::vector<plan::GemmRate> rates = measure_gemm_rates(workload, batch, p, facts);
+        c.device.gemm_table.insert(c.device.gemm_table.end(), rates.begin(), rates.end());
+      }
+  }
+  const double fp32 = fastest(c.device.gemm_table, plan::Precision::fp32);
+  const double bf16 = fastest(c.device.gemm_table, plan::Precision::bf16);
+  c.device.peak_fp32 = {fp32, facts.source("the fastest fp32 rate of gemm_table (one thread)")};
+  c.device.peak_bf16 = bf16 > 0 ? plan::Sourced{bf16, facts.source("the fastest bf16 rate of gemm_table (one thread)")}
+                                : plan::Sourced{fp32, "no native bf16 here (artel refuses --precision bf16): fp32's"};
+  c.device.gemm_efficiency = {1, "the peaks above are achieved rates already"};
+  c.device.memory_bytes = {mem_total_bytes() / workers, facts.source("/proc/meminfo MemTotal / the workers")};
+  c.device.memory_bandwidth = {measure_memory_bandwidth(),
+                               facts.source("one thread's triad a = b + s·c over 3 × 64 MiB, best of 5")};
+  // The planner's streaming terms are artel's kernels (layer norms, GELU,
+  // adds), which compute as they stream (GELU's erf) and run below the
+  // triad's rate: their achieved fraction of it is the efficiency.
+  const double kernels_rate = measure_kernel_stream_rate();
+  c.device.memory_efficiency = {
+      std::min(1.0, kernels_rate / c.device.memory_bandwidth.value),
+      facts.source("one thread's GELU and layer norm forward and backward over 64 MiB operands, fastest of 3: " +
+                   std::to_string(kernels_rate / 1e9).substr(0, 5) + " GB/s as the planner counts their bytes, over "
+                   "the triad's bandwidth")};
+  // The program that measures the link and the runtime: this one.
+  const std::string program = !options.artel_program.empty()
+                                  ? options.artel_program
+                                  : std::filesystem::read_symlink("/proc/self/exe").string();
+  c.intra_host = measure_intra_host_link(program, facts);
+  c.device.runtime_bytes = measure_runtime_bytes(program, facts);
+  c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
+                  {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};
+  c.validate();
+  return c;
+}
+
+}  // namespace artel::cli

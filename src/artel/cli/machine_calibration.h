@@ -1,0 +1,72 @@
+// The measurements behind `artel plan calibrate`: this machine's rates as the
+// planner's cluster file holds them (plan/cluster.h), each with a source
+// naming what measured it, when, with which command and on which CPU.
+//
+//   - GEMM rates by shape: one step of each GPT artel trains (W2, the 50M
+//     GPT of `artel bench train`'s gpt-50m, GPT-2 at block 256) run at one
+//     thread under kernels::GemmRecorder, then every distinct product replayed
+//     alone (train::replay_gemms_ms), fp32 and, where the CPU multiplies it
+//     natively, bf16;
+//   - the fused attention core (kernels/attention.h), which runs outside the
+//     GEMM library: forward and backward per (sequence, head) at each GPT's
+//     sequence and head size;
+//   - memory bandwidth: a triad over buffers far larger than the caches, at
+//     one thread, and the fraction of it artel's own streaming kernels
+//     (GELU, layer norm) reach: memory_efficiency;
+//   - the program's own memory (runtime_bytes): a short W2 run's peak
+//     resident set less what its memory report counts;
+//   - the intra-host link: `artel bench comm`'s all-reduce over shared memory
+//     between two forked workers, fitted to the ring's alpha-beta cost.
+//
+// Rates are one core's: the file's cores_per_host says how many the workers share.
+//
+//   MachineFacts facts = this_machine_facts("artel plan calibrate --out me.json");
+//   plan::Cluster c = calibrate_machine(facts, {.workers = 2});
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "artel/plan/cluster.h"
+
+namespace artel::cli {
+
+// What a source string says about the measurement.
+struct MachineFacts {
+  std::string cpu;      // /proc/cpuinfo's model name
+  std::string when;     // UTC, ISO 8601
+  std::string command;  // the command line that measured it
+  std::string source(const std::string& what) const;  // "measured: WHAT; CPU; when; command"
+};
+MachineFacts this_machine_facts(const std::string& command);
+
+struct CalibrationOptions {
+  int workers = 0;  // workers_per_host of the file; 0 = the cores
+  std::vector<std::string> workloads = {"w2", "gpt-50m", "gpt2"};
+  std::string artel_program;  // the `artel` binary that runs `bench comm`; "" = this process's
+};
+
+// Every distinct product of one step of `workload` (train_bench.h's names) at
+// `batch` sequences, timed alone at one thread.
+std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int64_t batch, plan::Precision precision,
+                                               const MachineFacts& facts);
+// artel's fused attention core (kernels/attention.h) at the workload's
+// sequence and head size, one thread: seconds of forward and of backward
+// per (sequence, head) item.
+plan::AttentionRate measure_attention(const std::string& workload, const MachineFacts& facts);
+// Bytes/s of one thread's triad a[i] = b[i] + s·c[i] (3 × 4 bytes an element).
+double measure_memory_bandwidth();
+// alpha (s) and beta (bytes/s) of the shared-memory link between two workers.
+plan::Link measure_intra_host_link(const std::string& artel_program, const MachineFacts& facts);
+
+// Bytes/s one thread's GELU and layer norm (forward and backward) move,
+// counted as the planner counts their bytes: the rate of artel's streaming
+// kernels, below the triad's where they compute as they stream.
+double measure_kernel_stream_rate();
+// A worker's own memory before its model: peak resident set less the memory
+// report's kinds, of a 2-step W2 run of `artel train` at one thread.
+plan::Sourced measure_runtime_bytes(const std::string& artel_program, const MachineFacts& facts);
+
+plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOptions& options);
+
+}  // namespace artel::cli

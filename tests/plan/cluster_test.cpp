@@ -1,0 +1,85 @@
+// The cluster file's CPU parts: workers sharing a host's cores, the GEMM
+// table preferred over peak × efficiency, and the measured numbers and their
+// sources surviving a write and a read.
+#include "artel/plan/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "artel/core/error.h"
+#include "artel/plan/step_model.h"
+#include "artel/plan/transformer_shape.h"
+#include "test_cluster.h"
+
+namespace artel::plan {
+namespace {
+
+// One host of `per_host` workers sharing `cores` cores.
+Cluster cpu_host(int per_host, int cores) {
+  Cluster c = testing::test_cluster(64e9, 1, per_host);
+  c.cores_per_host = {static_cast<double>(cores), "test"};
+  return c;
+}
+
+TEST(Cluster, WorkersShareTheHostsCores) {
+  EXPECT_EQ(worker_speed(testing::test_cluster(), 0), 1);  // a GPU cluster: a worker is its device
+  EXPECT_EQ(worker_speed(cpu_host(1, 2), 0), 2);            // one worker takes every core
+  EXPECT_EQ(worker_speed(cpu_host(1, 2), 1), 1);            // unless told to run one thread
+  EXPECT_EQ(worker_speed(cpu_host(2, 2), 0), 1);
+  EXPECT_EQ(worker_speed(cpu_host(4, 2), 0), 0.5);          // oversubscribed: half a core each
+  EXPECT_EQ(worker_speed(cpu_host(4, 2), 3), 0.5);
+}
+
+TEST(Cluster, AWorkersShareScalesEveryRate) {
+  Cluster c = cpu_host(4, 2);
+  c.device.gemm_table.push_back({Precision::fp32, 64, 128, 128, 1e11, "test"});
+  const Cluster half = with_worker_speed(c, 0.5);
+  EXPECT_DOUBLE_EQ(gemm_seconds(half.device, Precision::fp32, 64, 128, 128),
+                   2 * gemm_seconds(c.device, Precision::fp32, 64, 128, 128));
+  EXPECT_DOUBLE_EQ(half.device.memory_bandwidth.value, c.device.memory_bandwidth.value / 2);
+  EXPECT_DOUBLE_EQ(half.device.peak_bf16.value, c.device.peak_bf16.value / 2);
+}
+
+TEST(Cluster, TheNearestMeasuredShapeWinsOverPeakTimesEfficiency) {
+  Device d = testing::test_cluster().device;
+  d.gemm_table = {{Precision::fp32, 64, 128, 128, 1e10, ""}, {Precision::fp32, 4096, 4096, 4096, 5e11, ""}};
+  EXPECT_DOUBLE_EQ(gemm_seconds(d, Precision::fp32, 64, 128, 128), 2.0 * 64 * 128 * 128 / 1e10);
+  EXPECT_DOUBLE_EQ(gemm_seconds(d, Precision::fp32, 3000, 4096, 4096), 2.0 * 3000 * 4096 * 4096 / 5e11);
+  // No bf16 entry: the roofline of peak × efficiency.
+  EXPECT_DOUBLE_EQ(gemm_seconds(d, Precision::bf16, 4096, 4096, 4096), 2.0 * 4096 * 4096 * 4096 / 2e12);
+}
+
+TEST(Cluster, MeasuredNumbersAndTheirSourcesSurviveWriteAndRead) {
+  Cluster c = cpu_host(2, 2);
+  c.device.gemm_table.push_back({Precision::bf16, 768, 384, 128, 9e11, "measured: here"});
+  c.device.runtime_bytes = {3e7, "measured: VmHWM"};
+  const Cluster back = parse_cluster(to_json(c), "round trip");
+  EXPECT_EQ(back.cores_per_host.value, 2);
+  EXPECT_EQ(back.device.runtime_bytes.source, "measured: VmHWM");
+  ASSERT_EQ(back.device.gemm_table.size(), 1u);
+  EXPECT_EQ(back.device.gemm_table[0].source, "measured: here");
+  EXPECT_EQ(back.device.gemm_table[0].precision, Precision::bf16);
+}
+
+TEST(Cluster, OversubscribedWorkersStepSlowerAndTheRuntimeCountsInMemory) {
+  const ModelDescription gpt = transformer_model("gpt", {4, 4, 128, 64, 65});
+  const Workload w{.global_batch = 24, .precision = Precision::fp32};
+  Cluster shared = cpu_host(4, 2);
+  shared.device.runtime_bytes = {3e7, "test"};
+  const Prediction on_shared = predict(gpt, shared, Layout{.dp = 4}, w);
+  const Prediction on_own = predict(gpt, cpu_host(4, 4), Layout{.dp = 4}, w);
+  // Half a core each instead of one: every kernel takes twice as long.
+  EXPECT_NEAR(on_shared.time.compute, 2 * on_own.time.compute, 1e-12);
+  EXPECT_NEAR(on_shared.time.optimizer, 2 * on_own.time.optimizer, 1e-12);
+  EXPECT_EQ(on_shared.memory.runtime, 3e7);
+  EXPECT_EQ(on_own.memory.runtime, 0);
+  EXPECT_DOUBLE_EQ(on_shared.memory.total(), on_own.memory.total() + 3e7);
+}
+
+TEST(Cluster, RefusesAFractionalCoreCount) {
+  nlohmann::ordered_json j = to_json(testing::test_cluster());
+  j["cores_per_host"] = 1.5;
+  EXPECT_THROW(parse_cluster(j, "bad"), Error);
+}
+
+}  // namespace
+}  // namespace artel::plan

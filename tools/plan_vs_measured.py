@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The planner against artel itself: predicted and measured step time and peak
+memory of layouts of W2, the 50M GPT and GPT-2 on this machine.
+
+For each layout it runs `artel plan --json` on a cluster file that `artel plan
+calibrate` wrote (this machine's measured rates) and `artel train` for a few
+steps, then prints one row per layout — predicted step, measured median step
+(metrics.jsonl's step_ms after a warm-up), their error, predicted and measured
+memory of the worker that needs most — and at the end the median and worst
+step-time error, Kendall's tau of the two rankings and the memory errors.
+The issue's targets: median step error <= 10%, worst <= 25%, tau >= 0.8,
+peak memory within 10%.
+
+Memory is compared two ways: the planner's total (its kinds plus the
+calibrated runtime: the program, its libraries and data) against the
+process's peak resident set (VmHWM), and the planner's kinds alone
+(parameters, gradients, optimizer state, activations, communication) against
+the run's memory report of the same kinds.
+
+The machine may be shared: each row also shows the cores the run got, its
+processes' CPU seconds over its wall time, against the cores it asked for
+(workers x threads, capped at the machine's). A run that got fewer was slowed
+by other work, which the planner cannot know (a pipeline's workers also idle
+in its bubble, so there fewer says less).
+
+    cmake --build build --target artel_cli
+    ./build/artel plan calibrate --out /tmp/this_machine.json --workers 2
+    nice -n 19 python3 tools/plan_vs_measured.py --artel build/artel --cluster /tmp/this_machine.json
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# The 50M GPT of `artel bench train`'s gpt-50m (train_bench.cpp's bench_config).
+GPT_50M = ["--n-layer", "8", "--n-head", "12", "--n-embd", "720"]
+
+# model -> (plan's model flags, train's model flags, steps, warm-up steps)
+MODELS = {
+    "w2": (["--model", "gpt"], [], 24, 6),
+    "gpt-50m": (GPT_50M + ["--seq", "256"], GPT_50M + ["--block-size", "256"], 8, 3),
+    # --warmup-steps 0: the preset's 2,000 warm-up steps do not fit a 5-step run's cosine schedule.
+    "gpt2": (["--preset", "gpt2", "--seq", "256"], ["--preset", "gpt2", "--block-size", "256", "--warmup-steps", "0"],
+             5, 2),
+}
+
+# (model, workers, batch a replica per step, layout flags both commands take).
+# dp = workers / (tp * pp); --zero is given to both (artel train's default is 1, the planner's 0).
+LAYOUTS = [
+    ("w2", 1, 12, []),
+    ("w2", 1, 12, ["--recompute", "full"]),
+    ("w2", 2, 12, ["--zero", "0"]),
+    ("w2", 2, 12, ["--zero", "2"]),
+    ("w2", 2, 12, ["--tp", "2"]),
+    ("w2", 2, 12, ["--pp", "2", "--micro-batches", "2"]),
+    ("w2", 2, 12, ["--pp", "2", "--micro-batches", "4", "--schedule", "gpipe"]),
+    ("w2", 4, 12, ["--zero", "1"]),
+    ("gpt-50m", 1, 4, []),
+    ("gpt-50m", 1, 4, ["--recompute", "selective"]),
+    ("gpt-50m", 2, 4, ["--zero", "1"]),
+    ("gpt-50m", 2, 4, ["--zero", "3"]),
+    ("gpt-50m", 2, 4, ["--zero", "1", "--recompute", "full"]),
+    ("gpt-50m", 2, 4, ["--tp", "2"]),
+    ("gpt-50m", 2, 4, ["--pp", "2", "--micro-batches", "2"]),
+    ("gpt2", 1, 2, []),
+    ("gpt2", 2, 1, ["--zero", "1"]),
+    ("gpt2", 2, 2, ["--tp", "2"]),
+    ("gpt2", 2, 2, ["--pp", "2", "--micro-batches", "2"]),
+]
+
+
+def flag(flags, name, default):
+    return int(flags[flags.index(name) + 1]) if name in flags else default
+
+
+def describe(model, workers, batch, flags):
+    zero = flag(flags, "--zero", 1)
+    rest = [f for f in flags if f not in ("--zero", str(zero))] if "--zero" in flags else flags
+    return f"{model} n{workers} b{batch} zero{zero} " + " ".join(f.lstrip("-") for f in rest)
+
+
+def plan(args, model, workers, batch, flags):
+    dp = workers // (flag(flags, "--tp", 1) * flag(flags, "--pp", 1))
+    layout = flags if "--zero" in flags else flags + ["--zero", "1"]
+    cmd = [args.artel, "plan", "--cluster", args.cluster, "--workers", str(workers), "--global-batch",
+           str(batch * dp), "--json"] + MODELS[model][0] + layout + data_flags(args, model)
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def data_flags(args, model):
+    return ["--data", args.gpt2_data] if model == "gpt2" else []
+
+
+def train(args, model, workers, batch, flags, out):
+    steps = MODELS[model][2]
+    cmd = ["nice", "-n", "19", args.artel, "train", "--out", out, "--steps", str(steps), "--batch-size", str(batch),
+           "--eval-batches", "1", "--eval-every", "0", "--generate", "0"] + MODELS[model][1] + flags
+    cmd += data_flags(args, model)
+    if workers > 1:
+        cmd += ["--nproc", str(workers)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if result.returncode != 0:
+        sys.exit(f"plan_vs_measured: `{' '.join(cmd)}` failed:\n{result.stderr[-2000:]}")
+    step_ms, memory = [], []
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            if "step_ms" in j:
+                step_ms.append(j["step_ms"])
+            if "memory" in j:
+                memory = j["memory"]
+    timed = sorted(step_ms[MODELS[model][3]:])
+    kinds = ("parameters", "gradients", "optimizer_state", "activations", "communication")
+    return {"step_ms": timed[len(timed) // 2],
+            "kinds": max(sum(m[k] for k in kinds) for m in memory),
+            "resident": max(m["peak_resident"] for m in memory),
+            "by_kind": {k: max(m[k] for m in memory) for k in kinds}, "cores_got": cpu / wall}
+
+
+def kendall_tau(xs, ys):
+    """Kendall's tau-b of two lists of the same items' values."""
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n = concordant + discordant
+    return (concordant - discordant) / (((n + ties_x) * (n + ties_y)) ** 0.5)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artel", default="build/artel", help="the artel program")
+    parser.add_argument("--cluster", required=True, help="the cluster file `artel plan calibrate` wrote")
+    parser.add_argument("--only", default="", help="run only the layouts of this model (w2, gpt-50m, gpt2)")
+    parser.add_argument("--json", default="", help="also write the rows here")
+    args = parser.parse_args()
+    if not os.access(args.artel, os.X_OK):
+        sys.exit(f"plan_vs_measured: {args.artel} is not a program (hint: build artel_cli, or pass --artel)")
+    if not os.path.exists(args.cluster):
+        sys.exit(f"plan_vs_measured: no cluster file {args.cluster} (hint: `artel plan calibrate --out {args.cluster}`)")
+    # GPT-2 trains on the bundled text as uint16 byte tokens, as `artel bench train`'s gpt2 workload does.
+    args.gpt2_data = os.path.join(tempfile.gettempdir(), "artel-plan-vs-measured-bytes.bin")
+    if not os.path.exists(args.gpt2_data):
+        text = open(os.path.join(os.path.dirname(__file__), "..", "data", "tinyshakespeare.txt"), "rb").read()
+        with open(args.gpt2_data, "wb") as f:
+            f.write(b"".join(bytes((c, 0)) for c in text))
+
+    rows = []
+    print(f"{'layout':44s} {'pred ms':>8s} {'meas ms':>8s} {'err':>7s} {'cores':>5s}  {'pred MiB':>8s} "
+          f"{'VmHWM':>8s} {'err':>7s}  {'kinds':>7s} {'meas':>7s} {'err':>7s}", flush=True)
+    cores = os.cpu_count()
+    with tempfile.TemporaryDirectory(prefix="plan-vs-measured-") as tmp:
+        for i, (model, workers, batch, flags) in enumerate(LAYOUTS):
+            if args.only and model != args.only:
+                continue
+            p = plan(args, model, workers, batch, flags)
+            m = train(args, model, workers, batch, flags, os.path.join(tmp, str(i)))
+            asked = min(cores, workers * max(1, cores // workers))
+            row = {"layout": describe(model, workers, batch, flags), "predicted_ms": p["time"]["step_s"] * 1e3,
+                   "cores_got": m["cores_got"], "cores_asked": asked,
+                   "measured_ms": m["step_ms"], "predicted_bytes": p["memory"]["total"], "kinds_bytes": m["kinds"],
+                   "resident_bytes": m["resident"], "measured_by_kind": m["by_kind"], "predicted": p}
+            row["step_error"] = row["predicted_ms"] / row["measured_ms"] - 1
+            row["predicted_kinds_bytes"] = row["predicted_bytes"] - p["memory"]["runtime"]
+            row["kinds_error"] = row["predicted_kinds_bytes"] / row["kinds_bytes"] - 1
+            row["resident_error"] = row["predicted_bytes"] / row["resident_bytes"] - 1
+            rows.append(row)
+            if args.json:  # after every row: a long run that fails later keeps what it measured
+                with open(args.json, "w") as f:
+                    json.dump(rows, f, indent=1)
+            mib = 1 << 20
+            print(f"{row['layout']:44s} {row['predicted_ms']:8.1f} {row['measured_ms']:8.1f} "
+                  f"{row['step_error']:+7.1%} {row['cores_got']:3.1f}/{asked:<1d}  "
+                  f"{row['predicted_bytes'] / mib:8.1f} {row['resident_bytes'] / mib:8.1f} {row['resident_error']:+7.1%}  "
+                  f"{row['predicted_kinds_bytes'] / mib:7.1f} {row['kinds_bytes'] / mib:7.1f} {row['kinds_error']:+7.1%}",
+                  flush=True)
+    summarize(rows)
+
+
+def step_summary(what, predicted, measured):
+    errors = [abs(p / m - 1) for p, m in zip(predicted, measured)]
+    return (f"{what}: median |error| {statistics.median(errors):.1%} (target <= 10%), worst {max(errors):.1%} "
+            f"(target <= 25%); Kendall tau {kendall_tau(predicted, measured):.3f} (target >= 0.8)")
+
+
+def summarize(rows):
+    """The summary lines, from the rows (also those --json wrote)."""
+    measured = [r["measured_ms"] for r in rows]
+    print(f"\n{len(rows)} layouts. " + step_summary("step time", [r["predicted_ms"] for r in rows], measured))
+    short = [r["layout"] for r in rows if r["cores_got"] < 0.75 * r["cores_asked"] and "pp" not in r["layout"]]
+    if short:  # a pipeline's workers idle in its bubble: little CPU there says nothing about other users
+        print(f"    {len(short)} runs got under 3/4 of their cores (other work on the machine?): {', '.join(short)}")
+    kinds = [abs(r["kinds_error"]) for r in rows]
+    resident = [abs(r["resident_error"]) for r in rows]
+    print(f"peak memory per worker, the planner's total against VmHWM: median |error| "
+          f"{statistics.median(resident):.1%}, worst {max(resident):.1%} (target: within 10%); its kinds against the "
+          f"run's memory report: median {statistics.median(kinds):.1%}, worst {max(kinds):.1%}")
+
+
+if __name__ == "__main__":
+    main()
