@@ -144,6 +144,18 @@ TEST(PipelineSchedule, GpipeTimelineWithTransferCost) {
   EXPECT_DOUBLE_EQ(sim.bubble_share[1], 0.4);
 }
 
+// Stages of their own cost (the one with the head is slower): GPipe's step is
+// sum(c) + (M - 1)·max(c), and the faster stage idles the difference.
+TEST(PipelineSchedule, StagesOfUnequalCostWaitForTheSlowest) {
+  CostModel cost{.stage_forward = {1, 2}, .stage_backward = {2, 4}};
+  auto sim = simulate(all_stages(ScheduleKind::gpipe, 2, 2), cost);
+  EXPECT_DOUBLE_EQ(sim.total_time, (3 + 6) + 6);
+  EXPECT_DOUBLE_EQ(sim.busy_time[0], 6);
+  EXPECT_DOUBLE_EQ(sim.bubble_share[0], 0.6);
+  EXPECT_DOUBLE_EQ(sim.bubble_share[1], 0.2);
+  EXPECT_THROW(simulate(all_stages(ScheduleKind::gpipe, 2, 3), cost), Error);  // two costs for three stages
+}
+
 TEST(PipelineSchedule, SwappedReceivesAreReportedAsDeadlock) {
   auto stages = all_stages(ScheduleKind::one_f_one_b, 3, 2);
   Schedule& s0 = stages[0];

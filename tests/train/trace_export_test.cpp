@@ -153,7 +153,7 @@ TEST(Utilisation, UnequalStagesImplyTheIdleOfTheirTimeline) {
   };
   Utilisation u = utilisation(rows);
   EXPECT_DOUBLE_EQ(u.window_ms, 10.0);
-  std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, 2);
+  std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, 2, parallel::ScheduleKind::gpipe);
   ASSERT_EQ(implied.size(), 2u);
   EXPECT_DOUBLE_EQ(implied[0], u.idle_share[0]);  // 0.6
   EXPECT_DOUBLE_EQ(implied[1], u.idle_share[1]);  // 0.2
@@ -161,15 +161,16 @@ TEST(Utilisation, UnequalStagesImplyTheIdleOfTheirTimeline) {
 }
 
 TEST(Utilisation, EqualStagesImplyTheIdealBubble) {
-  for (auto [p, m] : {std::pair{2, 8}, {4, 8}, {4, 1}, {3, 5}}) {
-    std::vector<double> implied = idle_of_unequal_stages(std::vector<double>(static_cast<size_t>(p), 7.0 * m), m);
-    for (double idle : implied) EXPECT_NEAR(idle, (p - 1.0) / (m + p - 1.0), 1e-12) << "P " << p << " M " << m;
-  }
+  for (auto kind : {parallel::ScheduleKind::gpipe, parallel::ScheduleKind::one_f_one_b})
+    for (auto [p, m] : {std::pair{2, 8}, {4, 8}, {4, 1}, {3, 5}}) {
+      std::vector<double> implied = idle_of_unequal_stages(std::vector<double>(static_cast<size_t>(p), 7.0 * m), m, kind);
+      for (double idle : implied) EXPECT_NEAR(idle, (p - 1.0) / (m + p - 1.0), 1e-12) << "P " << p << " M " << m;
+    }
   // The last stage 25 % slower: the others wait for it, it waits only to fill.
-  std::vector<double> implied = idle_of_unequal_stages({8.0, 10.0}, 8);
+  std::vector<double> implied = idle_of_unequal_stages({8.0, 10.0}, 8, parallel::ScheduleKind::gpipe);
   EXPECT_NEAR(implied[0], 3.0 / 11, 1e-12);
   EXPECT_NEAR(implied[1], 1.0 / 11, 1e-12);
-  EXPECT_EQ(idle_of_unequal_stages({0.0, 0.0}, 8), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(idle_of_unequal_stages({0.0, 0.0}, 8, parallel::ScheduleKind::gpipe), (std::vector<double>{0.0, 0.0}));
 }
 
 TEST(Utilisation, NoComputeMeansAnEmptyWindow) {

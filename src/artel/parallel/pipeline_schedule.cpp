@@ -235,12 +235,12 @@ class Simulator {
                                  " runs a forward whose activations are still alive");
                      result_.peak_live_activations[s] =
                          std::max(result_.peak_live_activations[s], static_cast<int>(st.live.size()));
-                     took = cost_.forward;
+                     took = cost_.forward_of(s);
                    },
                    [&](const Backward& b) {
                      ARTEL_CHECK(st.live.erase(b.micro_batch) == 1, where(s, st.pc, ins),
                                  " has no forward before it");
-                     took = cost_.backward;
+                     took = cost_.backward_of(s);
                    },
                    [&](const OptimizerStep&) {
                      ARTEL_CHECK(st.live.empty(), where(s, st.pc, ins), " steps while ", st.live.size(),
@@ -327,6 +327,11 @@ SimulationResult simulate(const std::vector<Schedule>& schedules, const CostMode
   ARTEL_CHECK(cost.forward >= 0 && cost.backward >= 0 && cost.send >= 0 && cost.transfer >= 0 &&
                   cost.optimizer_step >= 0,
               "simulate: costs must be non-negative");
+  for (const std::vector<double>* per : {&cost.stage_forward, &cost.stage_backward}) {
+    ARTEL_CHECK(per->empty() || per->size() == schedules.size(), "simulate: ", per->size(), " stage costs for ",
+                schedules.size(), " stages");
+    for (double c : *per) ARTEL_CHECK(c >= 0, "simulate: costs must be non-negative");
+  }
   return Simulator(schedules, cost).run();
 }
 

@@ -95,6 +95,11 @@ struct CostModel {
   double send = 0.0;            // time the sending stage is busy posting it
   double transfer = 0.0;        // from the send to the data being available
   double optimizer_step = 0.0;
+  // Stages of unequal cost (the one with the head is slower): stage s's
+  // forward and backward; empty = every stage costs forward and backward.
+  std::vector<double> stage_forward, stage_backward;
+  double forward_of(int stage) const { return stage_forward.empty() ? forward : stage_forward[static_cast<size_t>(stage)]; }
+  double backward_of(int stage) const { return stage_backward.empty() ? backward : stage_backward[static_cast<size_t>(stage)]; }
 };
 
 struct TimelineEntry {

@@ -131,7 +131,7 @@ void MeshWorker::write_trace() {
     rows.clear();
     for (int s = 0; s < P; ++s) rows.push_back({detail::concat("stage ", s), by_step[static_cast<size_t>(s)][k]});
     Utilisation u = utilisation(rows);
-    std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, M);
+    std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, M, parallel::parse_schedule_kind(cfg_.schedule));
     for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
       idle[s].push_back(u.idle_share[s]);
       unequal[s].push_back(implied[s]);
@@ -139,7 +139,9 @@ void MeshWorker::write_trace() {
     }
   }
   const size_t steps = idle[0].size();
-  const double ideal = static_cast<double>(P - 1) / (M + P - 1);
+  // Equal stages through the same simulator: (P - 1)/(M + P - 1) for both schedules.
+  const double ideal = idle_of_unequal_stages(std::vector<double>(static_cast<size_t>(P), 1.0), M,
+                                              parallel::parse_schedule_kind(cfg_.schedule))[0];
   const std::string svg = svg_path(cfg_.trace);
   write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, ", M = ", M, ": step ", last)));
   out() << "wrote " << svg << "\nbubble (idle share of a step, median over " << steps

@@ -103,17 +103,15 @@ Utilisation utilisation(const std::vector<SvgRow>& rows) {
   return u;
 }
 
-std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches) {
-  const double m = micro_batches;
-  double sum = 0, max = 0;
+std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches,
+                                           parallel::ScheduleKind schedule) {
+  const int stages = static_cast<int>(busy_ms.size());
+  parallel::CostModel cost;
   for (double b : busy_ms) {
-    sum += b / m;
-    max = std::max(max, b / m);
+    cost.stage_forward.push_back(b / micro_batches / 3);
+    cost.stage_backward.push_back(2 * b / micro_batches / 3);
   }
-  const double window = sum + (m - 1) * max;
-  std::vector<double> idle;
-  for (double b : busy_ms) idle.push_back(window > 0 ? 1.0 - b / window : 0.0);
-  return idle;
+  return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages), cost).bubble_share;
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "artel/core/trace.h"
+#include "artel/parallel/pipeline_schedule.h"
 
 namespace artel::train {
 
@@ -49,14 +50,17 @@ struct Utilisation {
 };
 Utilisation utilisation(const std::vector<SvgRow>& rows);
 
-// The idle share each stage's busy time alone implies, with no hand-over time
-// or jitter: M micro-batches through stages of per-micro-batch cost c_s take
-// sum(c) + (M - 1)·max(c) (the first passes every stage, the other M - 1 follow
-// at the slowest stage's pace), so stage s idles 1 - M·c_s / that. Equal
-// stages give the ideal (P - 1)/(M + P - 1); the last stage also carries the
-// head, so the others idle a little more. Measured idle above this is
-// hand-overs and noise. `busy_ms`: each stage's busy time in one step.
-std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches);
+// The idle share each stage's busy time alone implies under `schedule`, with
+// no hand-over time or jitter: the pipeline simulator (parallel::simulate,
+// the planner's pipeline model too: one cost model) on stages whose
+// micro-batch takes busy_ms[s] / M, a third of it forward and two thirds
+// backward. Under GPipe that is sum(c) + (M - 1)·max(c) for the step (the
+// first micro-batch passes every stage, the other M - 1 follow at the slowest
+// stage's pace). Equal stages give the ideal (P - 1)/(M + P - 1); the last
+// stage also carries the head, so the others idle a little more. Measured
+// idle above this is hand-overs and noise.
+std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches,
+                                           parallel::ScheduleKind schedule);
 
 // Self-contained SVG (no scripts) of rows × time over the utilisation window:
 // compute events named "forward" / "backward" drawn as rectangles coloured by
