@@ -24,8 +24,15 @@ by other work, which the planner cannot know (a pipeline's workers also idle
 in its bubble, so there fewer says less).
 
     cmake --build build --target artel_cli
-    ./build/artel plan calibrate --out /tmp/this_machine.json --workers 2
+    ./build/artel plan calibrate --out /tmp/this_machine.json --workers 4
     nice -n 19 python3 tools/plan_vs_measured.py --artel build/artel --cluster /tmp/this_machine.json
+
+With --search MODEL it checks `artel plan --search` instead: it ranks every
+layout of W2 or GPT-2 that `artel train` runs on --workers workers at
+--global-batch, prints the top 5, trains the top 3 and says whether the
+predicted best is the measured best or within 5% of it (the issue's target).
+
+    python3 tools/plan_vs_measured.py --cluster /tmp/this_machine.json --search w2 --workers 2 --global-batch 24
 """
 import argparse
 import json
@@ -127,6 +134,57 @@ def train(args, model, workers, batch, flags, out):
             "by_kind": {k: max(m[k] for m in memory) for k in kinds}, "cores_got": cpu / wall}
 
 
+def train_flags(layout):
+    """`artel train`'s flags for a layout of `artel plan --json`, and the workers it takes."""
+    workers = layout["dp"] * layout["tp"] * layout["pp"]
+    flags = ["--zero", str(layout["zero"])]
+    for key, flag_name in (("tp", "--tp"), ("pp", "--pp"), ("micro_batches", "--micro-batches")):
+        if layout[key] > 1:
+            flags += [flag_name, str(layout[key])]
+    if layout["pp"] > 1 and layout["schedule"] != "1f1b":
+        flags += ["--schedule", layout["schedule"]]
+    if layout["recompute"] != "none":
+        flags += ["--recompute", layout["recompute"]]
+    compression = layout["grad_compression"]
+    if compression.startswith("powersgd"):  # compressed from the first step, as the planner predicts every step
+        flags += ["--grad-compression", "powersgd", "--powersgd-rank", compression.split(":")[1],
+                  "--powersgd-start-step", "0"]
+    elif compression != "none":
+        flags += ["--grad-compression", compression]
+    return workers, flags
+
+
+def search(args, tmp):
+    """Rank the model's layouts with `artel plan --search`, print the top 5, measure the top 3."""
+    model = args.search
+    cmd = [args.artel, "plan", "--cluster", args.cluster, "--workers", str(args.workers), "--global-batch",
+           str(args.global_batch), "--search", "--top", "5", "--json"] + MODELS[model][0] + data_flags(args, model)
+    ranked = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    print(f"`artel plan --search`: {model} on {args.workers} workers, global batch {args.global_batch}; top 5:")
+    rows = []
+    for p in ranked:
+        layout = p["layout"]
+        workers, flags = train_flags(layout)
+        batch = args.global_batch // layout["dp"]
+        row = {"rank": p["rank"], "flags": flags, "predicted_ms": p["time"]["step_s"] * 1e3,
+               "fits": p["memory"]["fits"]}
+        if len(rows) < 3:
+            m = train(args, model, workers, batch, flags, os.path.join(tmp, f"search{p['rank']}"))
+            row["measured_ms"], row["cores_got"] = m["step_ms"], m["cores_got"]
+        rows.append(row)
+        measured = f"{row['measured_ms']:9.1f}" if "measured_ms" in row else f"{'-':>9s}"
+        print(f"  {row['rank']:2d}  n{workers} b{batch} {' '.join(flags):70s} predicted {row['predicted_ms']:9.1f} ms"
+              f"  measured {measured} ms", flush=True)
+    timed = [r for r in rows if "measured_ms" in r]
+    best = min(timed, key=lambda r: r["measured_ms"])
+    gap = timed[0]["measured_ms"] / best["measured_ms"] - 1
+    verdict = "the measured best" if best is timed[0] else f"{gap:.1%} slower than the measured best (rank {best['rank']})"
+    print(f"predicted best (rank 1) measured {timed[0]['measured_ms']:.1f} ms: {verdict}; target: the best or within 5%")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def kendall_tau(xs, ys):
     """Kendall's tau-b of two lists of the same items' values."""
     concordant = discordant = ties_x = ties_y = 0
@@ -153,6 +211,10 @@ def main():
     parser.add_argument("--cluster", required=True, help="the cluster file `artel plan calibrate` wrote")
     parser.add_argument("--only", default="", help="run only the layouts of this model (w2, gpt-50m, gpt2)")
     parser.add_argument("--json", default="", help="also write the rows here")
+    parser.add_argument("--search", default="", choices=["", "w2", "gpt2"],
+                        help="check `artel plan --search` for this model instead of the fixed layouts")
+    parser.add_argument("--workers", type=int, default=2, help="--search: the workers")
+    parser.add_argument("--global-batch", type=int, default=24, help="--search: sequences per optimizer step")
     args = parser.parse_args()
     if not os.access(args.artel, os.X_OK):
         sys.exit(f"plan_vs_measured: {args.artel} is not a program (hint: build artel_cli, or pass --artel)")
@@ -165,6 +227,10 @@ def main():
         with open(args.gpt2_data, "wb") as f:
             f.write(b"".join(bytes((c, 0)) for c in text))
 
+    if args.search:
+        with tempfile.TemporaryDirectory(prefix="plan-search-vs-measured-") as tmp:
+            search(args, tmp)
+        return
     rows = []
     print(f"{'layout':44s} {'pred ms':>8s} {'meas ms':>8s} {'err':>7s} {'cores':>5s}  {'pred MiB':>8s} "
           f"{'VmHWM':>8s} {'err':>7s}  {'kinds':>7s} {'meas':>7s} {'err':>7s}", flush=True)

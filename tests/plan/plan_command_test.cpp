@@ -101,6 +101,45 @@ TEST(PlanCommand, ModelGptIsTheGptArtelTrainTrainsByDefault) {
   EXPECT_EQ(nlohmann::json::parse(w2.out), nlohmann::json::parse(spelled.out));
 }
 
+// The activations artel's memory report measures in a short W2 run (the most
+// on any worker) against what `artel plan` predicts for the same layout under
+// artel's accounting: within 10% with and without recomputation and under tp.
+TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
+  const fs::path out = fs::path(::testing::TempDir()) / "artel_plan_activations_run";
+  const fs::path cluster = fs::path(::testing::TempDir()) / "artel_plan_activations_host.json";
+  {  // one host of 2 workers: the rates do not enter the memory
+    const nlohmann::json link = {{"alpha", 1e-6}, {"beta", 1e10}};
+    std::ofstream(cluster) << nlohmann::json{
+        {"name", "host"}, {"hosts", 1}, {"workers_per_host", 2},
+        {"device", {{"name", "cpu"}, {"peak_flops", {{"fp32", 1e11}, {"bf16", 2e11}}}, {"gemm_efficiency", 1.0},
+                    {"memory_bytes", 16e9}, {"memory_bandwidth", 1e10}, {"memory_efficiency", 1.0}}},
+        {"links", {{"intra_host", link}, {"inter_host", link}}}};
+  }
+  for (const std::string layout : {"", "--recompute selective", "--recompute full", "--tp 2"}) {
+    fs::remove_all(out);
+    const bool tp = !layout.empty() && layout.find("--tp") == 0;
+    const std::string train = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 300 " + ARTEL_BINARY +
+                              " train --steps 2 --batch-size 8 --eval-batches 1 --eval-every 0 --generate 0 --out " +
+                              out.string() + " " + layout + (tp ? " --nproc 2" : "") + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(train.c_str()), 0) << layout;
+    double measured = 0;
+    std::ifstream metrics(out / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("memory"))
+        for (const nlohmann::json& worker : j["memory"]) measured = std::max(measured, worker["activations"].get<double>());
+    }
+    ASSERT_GT(measured, 0) << layout;
+    const Result p = plan("--model gpt --cluster " + cluster.string() + " --workers " + (tp ? "2" : "1") +
+                          " --global-batch 8 --json " + layout);
+    ASSERT_EQ(p.code, 0) << p.err;
+    const double predicted = nlohmann::json::parse(p.out)["memory"]["activations"].get<double>();
+    EXPECT_NEAR(predicted / measured, 1.0, 0.10) << layout << ": predicted " << predicted << " B, measured " << measured;
+  }
+  fs::remove_all(out);
+  fs::remove(cluster);
+}
+
 TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
   const std::pair<std::string, std::string> cases[] = {
       {"--preset gpt5 --cluster data/clusters/selene.json --global-batch 8", "unknown preset"},

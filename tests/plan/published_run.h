@@ -46,6 +46,7 @@ inline Workload workload_of(const nlohmann::json& table, int64_t batch) {
   out.overlap_grad_reduce = w["overlap_grad_reduce"];
   out.scatter_gather_sends = w["scatter_gather_sends"];
   out.dropout = w["dropout"];
+  out.activations = parse_activations(w["activations"]);
   return out;
 }
 

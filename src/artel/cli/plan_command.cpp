@@ -33,7 +33,7 @@ struct PlanArgs {
   // cluster and workload
   std::string cluster;
   int64_t workers = 0, global_batch = 0, threads = 0;
-  std::string precision = "fp32", state = "artel";
+  std::string precision = "fp32", state = "artel", activations = "artel";
   bool no_grad_overlap = false, scatter_gather_sends = false;
   // layout
   int64_t dp = 0, tp = 1, pp = 1, micro_batches = 1, chunks = 0;
@@ -75,6 +75,29 @@ train::TrainConfig gpt_config(const PlanArgs& a) {
   return c;
 }
 
+// Whether `artel train` accepts `l` for this GPT (TrainConfig::validate, the
+// one definition of what it runs): the search under artel's accounting ranks
+// only those.
+bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload& w) {
+  train::TrainConfig c = gpt_config(a);
+  c.tp = l.tp;
+  c.pp = l.pp;
+  c.micro_batches = l.micro_batches;
+  c.schedule = plan::schedule_name(l.schedule);
+  c.zero = l.zero;
+  c.recompute = plan::recompute_name(l.recompute);
+  c.batch_size = w.global_batch / l.dp;
+  const std::string compression = plan::compression_name(l.compression);
+  c.grad_compression = compression.substr(0, compression.find(':'));
+  if (l.compression.kind == plan::Compression::Kind::powersgd) c.powersgd_rank = l.compression.rank;
+  try {
+    c.validate();
+  } catch (const Error&) {
+    return false;
+  }
+  return !l.sequence_parallel && l.chunks == 1;
+}
+
 plan::ModelDescription model_of(const PlanArgs& a) {
   if (!a.model_costs.empty()) {
     ARTEL_CHECK(a.model.empty() && a.preset.empty() && a.n_layer == 0,
@@ -109,6 +132,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   w.overlap_grad_reduce = !a.no_grad_overlap;
   w.scatter_gather_sends = a.scatter_gather_sends;
   w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
+  w.activations = plan::parse_activations(a.activations);
   ARTEL_CHECK(a.threads >= 0, "--threads must be >= 0 (0: the host's cores split over its workers), got ", a.threads);
   w.threads = a.threads;
   return w;
@@ -155,6 +179,9 @@ void add_flags(CLI::App& app, PlanArgs& a) {
                  "workers, as `artel train --nproc`]");
   app.add_option("--precision", a.precision, "fp32 | bf16: the matrix products' rate and activation size [fp32]");
   app.add_option("--state", a.state, "artel (4+4+8 bytes a parameter) | mixed (2+2+12, the ZeRO paper's) [artel]");
+  app.add_option("--activations", a.activations,
+                 "artel (what artel's autograd keeps; --search ranks only the layouts `artel train` accepts) | megatron "
+                 "(Korthikanti et al. 2022's counts; every layout) [artel]");
   app.add_flag("--no-grad-overlap", a.no_grad_overlap,
                "data-parallel reductions only after backward (Megatron-LM 2021)");
   app.add_flag("--scatter-gather-sends", a.scatter_gather_sends, "pipeline sends split over tp (Megatron-LM)");
@@ -199,7 +226,9 @@ int run_plan(int argc, char** argv) {
     plan::SearchSpace space;
     if (workload.state.gradient > 2) space.compressions.push_back({plan::Compression::Kind::bf16, 0});
     space.compressions.push_back(plan::parse_compression("powersgd", a.powersgd_rank));
-    const std::vector<plan::Prediction> ranked = plan::search_layouts(model, cluster, workload, space);
+    std::vector<plan::Prediction> ranked = plan::search_layouts(model, cluster, workload, space);
+    if (workload.activations == plan::Activations::artel && model.transformer)
+      std::erase_if(ranked, [&](const plan::Prediction& p) { return !artel_trains(a, p.layout, workload); });
     ARTEL_CHECK(!ranked.empty(), "no valid layout of ", model.name, " on ", cluster.workers(),
                 " workers with global batch ", workload.global_batch,
                 "; the batch must split over dp and micro-batches, tp divide the heads and pp the layers");

@@ -86,9 +86,8 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   l.recompute = plan::parse_recompute(cfg.recompute);
   plan::Workload w;
   w.global_batch = cfg.batch_size * l.dp;  // per micro-step: --accum repeats it, holding no more
-  // artel keeps activations in fp32 under --precision bf16 too: only the
-  // products' inputs are rounded.
-  w.precision = plan::Precision::fp32;
+  w.precision = plan::parse_precision(cfg.precision);
+  w.activations = plan::Activations::artel;  // fp32 under bf16 too, with the products' bf16 copies
   w.state = plan::StateBytes::artel_adamw();
   w.dropout = cfg.dropout > 0;
   const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));

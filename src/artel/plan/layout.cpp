@@ -29,6 +29,15 @@ Recompute parse_recompute(const std::string& name) {
   throw Error("unknown recompute mode '" + name + "'", "use none, selective or full");
 }
 
+Activations parse_activations(const std::string& name) {
+  if (name == "megatron") return Activations::megatron;
+  if (name == "artel") return Activations::artel;
+  throw Error("unknown activation accounting '" + name + "'",
+              "use artel (what artel's autograd keeps) or megatron (Korthikanti et al. 2022's counts)");
+}
+
+const char* activations_name(Activations a) { return a == Activations::artel ? "artel" : "megatron"; }
+
 const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

@@ -34,6 +34,12 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(const std::string& name);  // "none" | "selective" | "full"
 const char* recompute_name(Recompute r);
 
+// Whose autograd the activation bytes are counted for (kept_activations.h):
+// Megatron-LM's (Korthikanti et al. 2022) or artel's own.
+enum class Activations { megatron, artel };
+Activations parse_activations(const std::string& name);  // "megatron" | "artel"
+const char* activations_name(Activations a);
+
 // What data parallelism sends for a gradient, as `artel train
 // --grad-compression` names it: the gradient's own type (none), bf16 (2
 // bytes an element), or PowerSGD at rank r (parallel/powersgd.h: each weight
@@ -98,6 +104,9 @@ struct Workload {
   // probabilities until backward; artel's GPT defaults to none (nanoGPT's
   // GPT-2 recipe too), and then keeps neither (stage_work.h).
   bool dropout = false;
+  // Whose activation accounting applies: Megatron-LM's for the published
+  // runs, artel's for artel's own (`artel plan` and `artel train`'s check).
+  Activations activations = Activations::megatron;
   // Threads each worker runs on (`artel train --threads`); only CPU clusters
   // (Cluster::cores_per_host) use it, through worker_speed(). 0 = what
   // `artel train --nproc` picks: the host's cores split evenly, at least 1.

@@ -5,6 +5,7 @@
 
 #include "artel/core/error.h"
 #include "artel/plan/collective_cost.h"
+#include "artel/plan/kept_activations.h"
 
 namespace artel::plan {
 
@@ -34,7 +35,11 @@ struct GptContext {
     const GroupPlacement g = place_group(cluster, layout.tp, 1);
     return all_reduce_seconds(cluster, g, tokens() * h * e);
   }
-  double scale16() const { return e / 2; }  // Korthikanti's byte counts are at 16 bits
+  ActivationShape activation_shape() const {
+    return {.b = b, .s = s, .h = h, .a = a, .v = v, .t = t, .precision = workload.precision,
+            .recompute = layout.recompute, .sequence_parallel = layout.sequence_parallel,
+            .dropout = workload.dropout, .accounting = workload.activations};
+  }
 };
 
 // The attention core of one block: Q·Kᵀ (s×s over h/a) and P·V per head,
@@ -74,40 +79,23 @@ BlockCost block_cost(const GptContext& c) {
   b.backward = 2 * (weights + c.stream(streams)) + core_backward;
   b.forward_tp = 2 * c.activation_all_reduce();
   const double fwd_flops = block_forward_flops(c.shape, c.b) / t;
-  const double a_s_h = c.a * c.s / c.h;
-  const double sbh = c.s * c.b * h;
-  // Korthikanti's bytes a token-width: 10 replicated (8 without the two
-  // dropout masks), 24 split over tp, and per score 5 (2: softmax's output
-  // alone without dropout's mask and dropped copy).
-  const double replicated = c.workload.dropout ? 10 : 8, per_score = c.workload.dropout ? 5 : 2;
-  const double none_kept = c.layout.sequence_parallel ? sbh * (replicated + 24 + per_score * a_s_h) / t
-                                                      : sbh * (replicated + 24 / t + per_score * a_s_h / t);
-  // While one block runs backward, the gradients of what it kept are alive
-  // next to it: one block's activations more, whatever is recomputed (what
-  // artel's memory report shows at the start of backward: W2 and the 50M GPT
-  // peak 0.9-1.2 blocks above what forward kept).
-  b.working = none_kept;
+  const BlockActivations kept = block_activations(c.activation_shape());
+  b.kept = kept.kept;
+  b.working = kept.working;
   switch (c.layout.recompute) {
     case Recompute::none:
-      b.kept = none_kept;
       b.flops = 3 * fwd_flops;
       break;
     case Recompute::selective:
       b.recompute = core;
-      b.kept = c.layout.sequence_parallel ? (replicated + 24) * sbh / t : sbh * (replicated + 24 / t);
-      b.working += per_score * c.a * c.s * c.s * c.b / t;  // the scores, rebuilt
       b.flops = 3 * fwd_flops + attention_core_forward_flops(c.shape, c.b) / t;
       break;
     case Recompute::full:
       b.recompute = b.forward;
       b.recompute_tp = b.forward_tp;
-      b.kept = 2 * sbh / c.replicated_split();
-      b.working += none_kept;  // the block, rebuilt
       b.flops = 4 * fwd_flops;
       break;
   }
-  b.kept *= c.scale16();
-  b.working *= c.scale16();
   return b;
 }
 
@@ -146,7 +134,7 @@ void add_embedding(StageWork& w, const GptContext& c) {
   w.forward_compute += fwd;
   w.backward_compute += 2 * fwd;
   w.forward_tensor_parallel += c.activation_all_reduce();
-  if (c.workload.dropout) w.activation_bytes += c.s * c.b * c.h / c.replicated_split();  // its mask, a byte an element
+  w.activation_bytes += embedding_activations(c.activation_shape());
 }
 
 // ln_f and the output layer x·wteᵀ over this worker's V/t rows, then
@@ -170,7 +158,7 @@ void add_head(StageWork& w, const GptContext& c) {
     if (c.layout.sequence_parallel) w.forward_tensor_parallel += c.activation_all_reduce();  // all-gather ln_f's output
     w.backward_tensor_parallel += c.activation_all_reduce();                                 // x's gradient summed
   }
-  w.activation_bytes += 4 * c.s * c.b * (h + c.v) / t * c.scale16();
+  w.activation_bytes += head_activations(c.activation_shape());
 }
 
 std::vector<StageWork> gpt_stages(const TransformerShape& shape, const Cluster& cluster, const Layout& l,

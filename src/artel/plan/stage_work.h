@@ -12,17 +12,8 @@
 // worker's memory bandwidth. Backward is twice forward (products and
 // streams alike).
 //
-// Activations kept per block and micro-batch of b sequences (Korthikanti et
-// al. 2022, arXiv 2205.05198, §4, bytes at 16 bits; ×2 at fp32), with dropout:
-//   none:       s·b·h·(10 + 24/t + 5·a·s/(h·t))     with sp: s·b·h·(34 + 5·a·s/h)/t
-//   selective:  s·b·h·(10 + 24/t)                    with sp: 34·s·b·h/t
-//   full:       2·s·b·h (the block's input)          with sp: 2·s·b·h/t
-// plus, on the first stage, the embedding's dropout mask (s·b·h, /t with sp)
-// and on the last the output layer's 4·s·b·(h + V)/t. Without dropout
-// (Workload::dropout false, artel's default) the two 1-byte masks of the
-// block's dropouts (2·s·b·h of the 10), the attention dropout's mask
-// (a·s²·b) and its output (2·a·s²·b) are not kept: 10 → 8 and 5·a·s/h → 2·a·s/h
-// (34 → 32 with sp), and the embedding keeps no mask.
+// Activations kept per micro-batch: kept_activations.h, under the workload's
+// accounting (Megatron-LM's or artel's).
 //
 //   std::vector<StageWork> w = stage_work(model, cluster, layout, workload);
 //   w[s].forward_compute + w[s].forward_tensor_parallel;   // seconds, one micro-batch

@@ -72,10 +72,11 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
 // Bytes of a worker's gradient synchronisation as its all-reduces send them:
 // one buffer, or PowerSGD's two (parallel/powersgd.h) — the Ps with every
 // gradient sent whole (vectors, and the matrices parallel::powersgd_compresses
-// leaves whole), then the Qs — and PowerSGD's own products.
+// leaves whole), then the Qs — and PowerSGD's own work on the compressed
+// matrices: three thin products and the error feedback's streams.
 struct DpBuffers {
   double first = 0, second = 0;
-  double compression_flops = 0;
+  double compression_flops = 0, compression_bytes = 0;
 };
 
 DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
@@ -92,7 +93,13 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
     compressed += m.n * m.m;
     b.first += m.n * r * wire;                                         // P = M·Q: (n, r)
     b.second += m.m * r * wire;                                        // Q = Mᵀ·P: (m, r)
-    b.compression_flops += 2 * (2 * m.n * m.m * r) + 2 * m.n * r * r;  // two products, P's orthonormalisation
+    // P = M·Q, Q = Mᵀ·P and M = P·Qᵀ, P's orthonormalisation.
+    b.compression_flops += 3 * (2 * m.n * m.m * r) + 2 * m.n * r * r;
+    // fp32 passes over M (parallel/powersgd.cpp): add the error in (read 2,
+    // write 1), read by both products, keep M (read, write), written by the
+    // third, the new error (read 2, write 1): 11 of them; at small r the
+    // products stream M more than they compute.
+    b.compression_bytes += 11 * 4 * m.n * m.m;
   }
   b.first += (st.parameters - compressed) * wire;
   return b;
@@ -105,8 +112,10 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
     const DpBuffers b = dp_buffers(st, l, w);
     double overlappable = 0, after_step = 0;
     if (l.compression.kind == Compression::Kind::powersgd) {
-      overlappable = all_reduce_seconds(c, g, b.first) + all_reduce_seconds(c, g, b.second) +
-                     b.compression_flops / achieved_flops(c.device, Precision::fp32);
+      overlappable = all_reduce_seconds(c, g, b.first) + all_reduce_seconds(c, g, b.second);
+      // Compressing runs on the cores (or the stream) backward computes on: never hidden.
+      after_step = b.compression_flops / achieved_flops(c.device, Precision::fp32) +
+                   b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
     } else if (l.zero == 0) {
       overlappable = all_reduce_seconds(c, g, b.first);
     } else {

@@ -1,0 +1,82 @@
+#include "artel/plan/kept_activations.h"
+
+#include <cmath>
+
+#include "artel/plan/stage_work.h"
+
+namespace artel::plan {
+namespace {
+
+double replicated_split(const ActivationShape& x) { return x.sequence_parallel ? x.t : 1.0; }
+
+// Korthikanti's counts are at 16 bits; fp32 activations double them.
+double megatron_scale(const ActivationShape& x) { return activation_element_bytes(x.precision) / 2; }
+
+BlockActivations megatron_block(const ActivationShape& x) {
+  const double t = x.t, sbh = x.s * x.b * x.h, a_s_h = x.a * x.s / x.h;
+  const double replicated = x.dropout ? 10 : 8, per_score = x.dropout ? 5 : 2;
+  const double none_kept = x.sequence_parallel ? sbh * (replicated + 24 + per_score * a_s_h) / t
+                                               : sbh * (replicated + 24 / t + per_score * a_s_h / t);
+  BlockActivations out{.kept = none_kept, .working = none_kept};
+  switch (x.recompute) {
+    case Recompute::none: break;
+    case Recompute::selective:
+      out.kept = x.sequence_parallel ? (replicated + 24) * sbh / t : sbh * (replicated + 24 / t);
+      out.working += per_score * x.a * x.s * x.s * x.b / t;  // the scores, rebuilt
+      break;
+    case Recompute::full:
+      out.kept = 2 * sbh / replicated_split(x);
+      out.working += none_kept;  // the block, rebuilt
+      break;
+  }
+  out.kept *= megatron_scale(x);
+  out.working *= megatron_scale(x);
+  return out;
+}
+
+BlockActivations artel_block(const ActivationShape& x) {
+  const double t = x.t, h = x.h, tokens = x.s * x.b;
+  const double padded = std::ceil(x.s / 16) * 16;  // kernels/attention.h's Tp
+  const double replicated = (4 + (t > 1 ? 4 : 0) + (x.dropout ? 6 : 0)) * h / replicated_split(x);
+  const double probabilities = 4 * tokens * x.a * padded / t;
+  double none_kept = 4 * tokens * (replicated + 16 * h / t) + probabilities;
+  if (x.precision == Precision::bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
+  // Backward frees what each op kept as the op finishes, so beside the kept
+  // bytes only the gradients in flight are alive: at most in the MLP's
+  // backward, the incoming gradient and those of GELU's output and input.
+  BlockActivations out{.kept = none_kept, .working = 4 * tokens * (h + 8 * h / t)};
+  switch (x.recompute) {
+    case Recompute::none: break;
+    case Recompute::selective:
+      out.kept -= probabilities;
+      out.working += probabilities;
+      break;
+    case Recompute::full:
+      out.kept = 4 * tokens * h / replicated_split(x);
+      out.working += none_kept;
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+BlockActivations block_activations(const ActivationShape& x) {
+  return x.accounting == Activations::artel ? artel_block(x) : megatron_block(x);
+}
+
+double embedding_activations(const ActivationShape& x) {
+  const double sbh = x.s * x.b * x.h;
+  if (x.accounting == Activations::megatron) return x.dropout ? sbh / replicated_split(x) : 0;  // a 1-byte mask
+  return 4 * sbh * (2 + (x.t > 1 ? 1 : 0) + (x.dropout ? 2 : 0)) / replicated_split(x);
+}
+
+double head_activations(const ActivationShape& x) {
+  const double tokens = x.s * x.b, h = x.h, t = x.t;
+  if (x.accounting == Activations::megatron) return 4 * tokens * (h + x.v) / t * megatron_scale(x);
+  double bytes = 4 * tokens * (h / replicated_split(x) + 2 * x.v / t);
+  if (x.precision == Precision::bf16) bytes += 2 * tokens * h + 2 * x.v / t * h;
+  return bytes;
+}
+
+}  // namespace artel::plan

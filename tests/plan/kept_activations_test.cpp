@@ -1,0 +1,75 @@
+// The two activation accountings against hand counts of what each keeps:
+// artel's, tensor by tensor from its autograd ops (checked against a real
+// run's memory report in plan_command_test.cpp), and Megatron-LM's
+// (Korthikanti et al. 2022; memory_model_test.cpp checks it whole).
+#include "artel/plan/kept_activations.h"
+
+#include <gtest/gtest.h>
+
+namespace artel::plan {
+namespace {
+
+// s = 40 pads to Tp = 48 in the fused attention's saved probabilities.
+ActivationShape artel_shape(double t = 1, Recompute r = Recompute::none, Precision p = Precision::fp32) {
+  return {.b = 2, .s = 40, .h = 64, .a = 4, .v = 100, .t = t, .precision = p, .recompute = r,
+          .accounting = Activations::artel};
+}
+
+TEST(KeptActivations, ArtelKeepsEveryOpsInputsGeluDerivativeAndProbabilitiesInFp32) {
+  const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48;
+  const BlockActivations b = block_activations(artel_shape());
+  // 4h replicated (block output, two layer-norm outputs, the residual sum) +
+  // 16h (q|k|v, attention output, c_fc's output, GELU's output and derivative)
+  // + the probabilities, 4 bytes each.
+  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (20 * h + a * tp_time));
+  EXPECT_DOUBLE_EQ(b.working, 4 * tokens * 9 * h);
+  EXPECT_DOUBLE_EQ(embedding_activations(artel_shape()), 4 * tokens * 2 * h);
+  EXPECT_DOUBLE_EQ(head_activations(artel_shape()), 4 * tokens * (h + 2 * 100));
+}
+
+TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndKeepsTheSumsWhole) {
+  const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48, t = 2;
+  const BlockActivations b = block_activations(artel_shape(t));
+  // Each row-parallel product's partial sum and the zeros standing for the
+  // residual: 4h more replicated; the 16h and the probabilities halve.
+  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (8 * h + 16 * h / t + a * tp_time / t));
+  EXPECT_DOUBLE_EQ(b.working, 4 * tokens * (h + 8 * h / t));
+  EXPECT_DOUBLE_EQ(embedding_activations(artel_shape(t)), 4 * tokens * 3 * h);
+  EXPECT_DOUBLE_EQ(head_activations(artel_shape(t)), 4 * tokens * (h + 2 * 100 / t));
+}
+
+TEST(KeptActivations, ArtelBf16KeepsFp32ActivationsPlusTheProductsBf16Copies) {
+  const double tokens = 2 * 40, h = 64;
+  const double fp32 = block_activations(artel_shape()).kept;
+  const double bf16 = block_activations(artel_shape(1, Recompute::none, Precision::bf16)).kept;
+  // Inputs of c_attn, c_proj, c_fc and the MLP's c_proj (h + h + h + 4h) and the block's 12h² weights, 2 bytes each.
+  EXPECT_DOUBLE_EQ(bf16 - fp32, 2 * tokens * 7 * h + 2 * 12 * h * h);
+  EXPECT_DOUBLE_EQ(head_activations(artel_shape(1, Recompute::none, Precision::bf16)) - head_activations(artel_shape()),
+                   2 * tokens * h + 2 * 100 * h);
+}
+
+TEST(KeptActivations, ArtelRecomputationDropsTheProbabilitiesOrAllButTheBlocksInput) {
+  const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48;
+  const BlockActivations none = block_activations(artel_shape());
+  const BlockActivations sel = block_activations(artel_shape(1, Recompute::selective));
+  const BlockActivations full = block_activations(artel_shape(1, Recompute::full));
+  const double probabilities = 4 * tokens * a * tp_time;
+  EXPECT_DOUBLE_EQ(sel.kept, none.kept - probabilities);
+  EXPECT_DOUBLE_EQ(sel.working, none.working + probabilities);  // rebuilt while the block runs backward
+  EXPECT_DOUBLE_EQ(full.kept, 4 * tokens * h);
+  EXPECT_DOUBLE_EQ(full.working, none.working + none.kept);  // the whole block, rebuilt
+}
+
+TEST(KeptActivations, MegatronIsKorthikantisCountAtTheActivationsPrecision) {
+  ActivationShape x = artel_shape();
+  x.accounting = Activations::megatron;
+  x.dropout = true;
+  x.precision = Precision::bf16;
+  const double s = 40, b = 2, h = 64, a = 4;
+  EXPECT_DOUBLE_EQ(block_activations(x).kept, s * b * h * (34 + 5 * a * s / h));
+  x.precision = Precision::fp32;
+  EXPECT_DOUBLE_EQ(block_activations(x).kept, 2 * s * b * h * (34 + 5 * a * s / h));
+}
+
+}  // namespace
+}  // namespace artel::plan
