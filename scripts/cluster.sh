@@ -104,10 +104,15 @@ echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24: 
 # mpirun itself runs in host 1 (its ranks start locally); the agent finds a
 # host's namespace by its address: artel-<pid>-h<last octet>.
 export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate"
+# Connections are made in MPI_Init (mpi_preconnect_mpi), not at a pair's
+# first message: the hosts share this machine's cores, and a connection made
+# while a training step keeps them busy can time out (OpenMPI then warns
+# "failed to TCP connect ... Operation now in progress" and the message is
+# lost; open-mpi/ompi#11508).
 # shellcheck disable=SC2086
 ip netns exec "$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
   mpirun --allow-run-as-root -H "$hostlist" \
   --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-  --mca mpi_yield_when_idle 1 \
+  --mca mpi_yield_when_idle 1 --mca mpi_preconnect_mpi 1 \
   -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE $extra "$@"

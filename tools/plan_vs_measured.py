@@ -27,6 +27,14 @@ in its bubble, so there fewer says less).
     ./build/artel plan calibrate --out /tmp/this_machine.json --workers 4
     nice -n 19 python3 tools/plan_vs_measured.py --artel build/artel --cluster /tmp/this_machine.json
 
+With --harness-rate RATE it runs the layouts of 4 workers on the 2-host
+harness (scripts/cluster.sh --ranks 2,2, MPI between the hosts at RATE),
+against a cluster file calibrated on it:
+
+    ./build/artel plan calibrate --out /tmp/harness_1g.json --workers 2 --hosts 2 \
+        --hosts-command "bash scripts/cluster.sh --rate 1gbit --ranks {ranks} --"
+    python3 tools/plan_vs_measured.py --cluster /tmp/harness_1g.json --harness-rate 1gbit
+
 With --search MODEL it checks `artel plan --search` instead: it ranks every
 layout of W2 or GPT-2 that `artel train` runs on --workers workers at
 --global-batch, prints the top 5, trains the top 3 and says whether the
@@ -81,6 +89,22 @@ LAYOUTS = [
 ]
 
 
+# The 2-host harness (scripts/cluster.sh --ranks 2,2): four workers, two a host,
+# over MPI; --harness-rate runs these instead of LAYOUTS.
+HARNESS_LAYOUTS = [
+    ("w2", 4, 12, ["--zero", "0"]),
+    ("w2", 4, 12, ["--zero", "1"]),
+    ("w2", 4, 12, ["--tp", "2"]),
+    ("w2", 4, 12, ["--pp", "2", "--micro-batches", "2"]),
+    ("w2", 4, 12, ["--tp", "2", "--pp", "2", "--micro-batches", "2"]),
+    ("gpt-50m", 4, 4, ["--zero", "1"]),
+    ("gpt-50m", 4, 4, ["--tp", "2"]),
+    ("gpt-50m", 4, 4, ["--pp", "2", "--micro-batches", "2"]),
+    ("gpt2", 4, 1, ["--zero", "1"]),
+    ("gpt2", 4, 2, ["--tp", "2"]),
+]
+
+
 def flag(flags, name, default):
     return int(flags[flags.index(name) + 1]) if name in flags else default
 
@@ -108,7 +132,10 @@ def train(args, model, workers, batch, flags, out):
     cmd = ["nice", "-n", "19", args.artel, "train", "--out", out, "--steps", str(steps), "--batch-size", str(batch),
            "--eval-batches", "1", "--eval-every", "0", "--generate", "0"] + MODELS[model][1] + flags
     cmd += data_flags(args, model)
-    if workers > 1:
+    if args.harness_rate:  # mpirun across the harness's hosts sets the workers
+        cmd = ["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "cluster.sh"),
+               "--ranks", "2,2", "--rate", args.harness_rate, "--"] + cmd + ["--backend", "mpi", "--timeout", "300"]
+    elif workers > 1:
         cmd += ["--nproc", str(workers)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
@@ -116,8 +143,10 @@ def train(args, model, workers, batch, flags, out):
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    if result.returncode != 0:
-        sys.exit(f"plan_vs_measured: `{' '.join(cmd)}` failed:\n{result.stderr[-2000:]}")
+    if result.returncode != 0:  # said, and the other layouts still run
+        lines = [l for l in (result.stderr + result.stdout).splitlines() if "error" in l] or ["(no error line)"]
+        print(f"    failed: `{' '.join(cmd)}`: {lines[-1]}", flush=True)
+        return None
     step_ms, memory = [], []
     with open(os.path.join(out, "metrics.jsonl")) as f:
         for line in f:
@@ -170,6 +199,8 @@ def search(args, tmp):
                "fits": p["memory"]["fits"]}
         if len(rows) < 3:
             m = train(args, model, workers, batch, flags, os.path.join(tmp, f"search{p['rank']}"))
+            if m is None:
+                sys.exit("plan_vs_measured: a layout of the top 3 failed (above)")
             row["measured_ms"], row["cores_got"] = m["step_ms"], m["cores_got"]
         rows.append(row)
         measured = f"{row['measured_ms']:9.1f}" if "measured_ms" in row else f"{'-':>9s}"
@@ -211,6 +242,9 @@ def main():
     parser.add_argument("--cluster", required=True, help="the cluster file `artel plan calibrate` wrote")
     parser.add_argument("--only", default="", help="run only the layouts of this model (w2, gpt-50m, gpt2)")
     parser.add_argument("--json", default="", help="also write the rows here")
+    parser.add_argument("--harness-rate", default="",
+                        help="run the 2-host harness's layouts through scripts/cluster.sh --ranks 2,2 at this link "
+                             "rate (1gbit, 10gbit); --cluster must be a harness calibration at that rate")
     parser.add_argument("--search", default="", choices=["", "w2", "gpt2"],
                         help="check `artel plan --search` for this model instead of the fixed layouts")
     parser.add_argument("--workers", type=int, default=2, help="--search: the workers")
@@ -236,11 +270,13 @@ def main():
           f"{'VmHWM':>8s} {'err':>7s}  {'kinds':>7s} {'meas':>7s} {'err':>7s}", flush=True)
     cores = os.cpu_count()
     with tempfile.TemporaryDirectory(prefix="plan-vs-measured-") as tmp:
-        for i, (model, workers, batch, flags) in enumerate(LAYOUTS):
+        for i, (model, workers, batch, flags) in enumerate(HARNESS_LAYOUTS if args.harness_rate else LAYOUTS):
             if args.only and model != args.only:
                 continue
             p = plan(args, model, workers, batch, flags)
             m = train(args, model, workers, batch, flags, os.path.join(tmp, str(i)))
+            if m is None:
+                continue
             asked = min(cores, workers * max(1, cores // workers))
             row = {"layout": describe(model, workers, batch, flags), "predicted_ms": p["time"]["step_s"] * 1e3,
                    "cores_got": m["cores_got"], "cores_asked": asked,

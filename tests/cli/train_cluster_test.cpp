@@ -23,6 +23,20 @@ TEST_F(TrainCluster, MpiW2OnTwoHostsOfTwoRanksEqualsOneWorker) {
   // W2's 0.8 M weights after 4 AdamW steps, four ranks' gradients summed in another order: 1e-4.
   expect_same_run("one", "hosts", 1e-4);
 }
+
+// tp × pp across the hosts, to its end: saving the weights sends each rank's
+// shard to rank 0 as buffered sends larger than MPI's eager limit, and the
+// senders then wait in the hosts' shared-memory step of the memory report's
+// all-gather — outside MPI, which must still move those sends (Note
+// [Progress of buffered sends]); without that, rank 0 never arrives.
+TEST_F(TrainCluster, MpiTensorTimesPipelineAcrossHostsSavesAndReportsMemory) {
+  const std::string cluster = std::string(ARTEL_SOURCE_DIR) + "/scripts/cluster.sh --ranks 2,2 --rate 1gbit -- ";
+  Result r = train("--steps 2 --eval-batches 1 --generate 0 --threads 1 --batch-size 12 --tp 2 --pp 2 "
+                   "--micro-batches 2 --backend mpi --timeout 120" + out("mesh"), "", cluster);
+  if (r.code == 77) GTEST_SKIP() << r.err;
+  ok(r);
+  EXPECT_NE(r.out.find("memory: peak MiB per worker"), std::string::npos) << r.out;
+}
 #endif
 
 }  // namespace

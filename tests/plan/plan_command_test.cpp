@@ -30,11 +30,11 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-Result plan(const std::string& args) {
+Result plan(const std::string& args, int timeout_s = 60) {
   const fs::path dir = fs::path(::testing::TempDir()) /
                        ("artel_plan_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   fs::create_directories(dir);
-  const std::string cmd = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 60 " + ARTEL_BINARY + " plan " + args +
+  const std::string cmd = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout " + std::to_string(timeout_s) + " " + ARTEL_BINARY + " plan " + args +
                           " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
   const int status = std::system(cmd.c_str());
   Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout"), slurp(dir / "stderr")};
@@ -193,8 +193,34 @@ TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
   fs::remove(file);
 }
 
+// The 2-host harness (scripts/cluster.sh: network namespaces at 1 Gbit/s):
+// the links come from MPI all-reduces through it, the one between hosts
+// bounded by the link's rate, and the hosts share this machine's cores.
+TEST(PlanCommand, CalibrateMeasuresTheHarnessLinks) {
+  if (std::system("ip netns add artel-plan-probe >/dev/null 2>&1 && ip netns del artel-plan-probe") != 0)
+    GTEST_SKIP() << "no network namespaces here (needs root and CAP_NET_ADMIN)";
+  const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_harness.json";
+  const Result cal = plan("calibrate --workloads w2 --workers 2 --hosts 2 --out " + file.string() +
+                          " --hosts-command 'bash scripts/cluster.sh --rate 1gbit --ranks {ranks} --'",
+                          /*timeout_s=*/300);
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  const nlohmann::json c = nlohmann::json::parse(slurp(file));
+  EXPECT_EQ(c["hosts"]["value"], 2);
+  const double inter = c["links"]["inter_host"]["beta"]["value"].get<double>();
+  EXPECT_GT(inter, 10e6);
+  EXPECT_LT(inter, 125e6 * 1.05);  // 1 Gbit/s
+  EXPECT_GT(c["links"]["intra_host"]["beta"]["value"].get<double>(), inter);
+  EXPECT_NE(c["links"]["inter_host"]["beta"]["source"].get<std::string>().find("cluster.sh"), std::string::npos);
+  EXPECT_GT(c["device"]["runtime_bytes"]["value"].get<double>(), 0);
+  const Result p = plan("--model gpt --cluster " + file.string() + " --workers 4 --global-batch 48 --json");
+  ASSERT_EQ(p.code, 0) << p.err;
+  fs::remove(file);
+}
+
 TEST(PlanCommand, CalibrateRefusesBadFlagsInOneLine) {
-  for (const std::string args : {"calibrate --workers -2", "calibrate --workloads w9"}) {
+  for (const std::string args : {"calibrate --workers -2", "calibrate --workloads w9", "calibrate --hosts 2",
+                                  "calibrate --hosts 0", "calibrate --hosts 2 --hosts-command 'scripts/cluster.sh --'",
+                                  "calibrate --hosts-command 'scripts/cluster.sh --ranks {ranks} --'"}) {
     const Result r = plan(args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -192,48 +192,47 @@ double measure_kernel_stream_rate() {
   return bytes / best;
 }
 
-plan::Link measure_intra_host_link(const std::string& artel_program, const MachineFacts& facts) {
-  const std::string command =
-      artel_program + " bench comm --op all_reduce --backend shm -n 2 --min-bytes 8 --max-bytes 16M --json";
+plan::Link measure_link(const std::string& bench_command, const std::string& what, const MachineFacts& facts) {
   std::vector<std::pair<double, double>> rows;  // (bytes, seconds)
-  for (const std::string& line : run_program(command)) {
+  for (const std::string& line : run_program(bench_command)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("size") && j.contains("time_us"))
       rows.emplace_back(j["size"].get<double>(), j["time_us"].get<double>() / 1e6);
   }
-  ARTEL_CHECK(rows.size() >= 2, "`", command, "` printed fewer than two sizes");
+  ARTEL_CHECK(rows.size() >= 2, "`", bench_command, "` printed fewer than two sizes");
   std::sort(rows.begin(), rows.end());
   // A ring all-reduce over 2 workers costs 2·alpha + S/beta (2(n−1)/n = 1):
   // alpha from the smallest message, beta from the largest.
   const double alpha = rows.front().second / 2;
   const double beta = rows.back().first / std::max(rows.back().second - 2 * alpha, 1e-12);
-  const std::string how = "shared-memory all-reduce between 2 workers, `" + command + "`, fitted to 2·alpha + S/beta";
+  const std::string how = what + " all-reduce between 2 workers, `" + bench_command + "`, fitted to 2·alpha + S/beta";
   return {{alpha, facts.source("alpha: half the " + std::to_string(static_cast<int64_t>(rows.front().first)) +
-                               "-byte time of a " + how)},
+                               "-byte time of the " + how)},
           {beta, facts.source("beta: the " + std::to_string(static_cast<int64_t>(rows.back().first)) +
-                              "-byte time of a " + how)}};
+                              "-byte time of the " + how)}};
 }
 
-plan::Sourced measure_runtime_bytes(const std::string& artel_program, const MachineFacts& facts) {
+plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts) {
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / ("artel-calibrate-runtime-" + std::to_string(getpid()));
-  const std::string command = artel_program + " train --steps 2 --threads 1 --eval-batches 1 --generate 0 --out " +
-                              out.string();
+  const std::string command = train_command + " --steps 2 --threads 1 --eval-batches 1 --generate 0 --out " + out.string();
   run_program(command);
   std::ifstream in(out / "metrics.jsonl");
   double runtime = -1;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("memory") || j["memory"].empty()) continue;
-    const nlohmann::json& m = j["memory"][0];
-    double kinds = 0;
-    for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "communication"})
-      kinds += m.value(k, 0.0);
-    runtime = m.value("peak_resident", 0.0) - kinds;
+    if (!j.is_object() || !j.contains("memory")) continue;
+    for (const nlohmann::json& m : j["memory"]) {  // the worker that holds most besides its model
+      double kinds = 0;
+      for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "communication"})
+        kinds += m.value(k, 0.0);
+      runtime = std::max(runtime, m.value("peak_resident", 0.0) - kinds);
+    }
   }
   std::filesystem::remove_all(out);
   ARTEL_CHECK(runtime > 0, "`", command, "` wrote no memory report with a peak resident set above its model's");
-  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds, `" + command + "`")};
+  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds, the most of any "
+                                "worker, `" + command + "`")};
 }
 
 namespace {
@@ -300,10 +299,31 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   const std::string program = !options.artel_program.empty()
                                   ? options.artel_program
                                   : std::filesystem::read_symlink("/proc/self/exe").string();
-  c.intra_host = measure_intra_host_link(program, facts);
-  c.device.runtime_bytes = measure_runtime_bytes(program, facts);
-  c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
-                  {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};
+  const std::string bench = program + " bench comm --op all_reduce --min-bytes 8 --max-bytes 16M --json";
+  if (options.hosts > 1) {
+    auto on_hosts = [&](const std::string& ranks, const std::string& command) {
+      std::string launcher = options.hosts_command;
+      launcher.replace(launcher.find("{ranks}"), 7, ranks);
+      return launcher + " " + command + " --backend mpi";
+    };
+    c.intra_host = measure_link(on_hosts("2", bench), "MPI", facts);
+    c.inter_host = measure_link(on_hosts("1,1", bench), "MPI across two hosts", facts);
+    // An MPI worker holds its library's buffers besides the program: measured on the harness, full.
+    std::string ranks = std::to_string(c.per_host());
+    for (int h = 1; h < options.hosts; ++h) ranks += "," + std::to_string(c.per_host());
+    c.device.runtime_bytes = measure_runtime_bytes(on_hosts(ranks, program + " train --timeout 600"), facts);
+    c.name = "this machine as a harness of " + std::to_string(options.hosts) + " hosts";
+    c.hosts = {static_cast<double>(options.hosts), "--hosts: the harness's hosts (--hosts-command)"};
+    c.cores_per_host = {static_cast<double>(cores) / options.hosts,
+                        facts.source("the cores this process may use, shared by the harness's " +
+                                     std::to_string(options.hosts) + " hosts")};
+    c.device.memory_bytes.value /= options.hosts;
+  } else {
+    c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
+    c.intra_host = measure_link(bench + " --backend shm -n 2", "shared-memory", facts);
+    c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
+                    {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};
+  }
   c.validate();
   return c;
 }

@@ -44,6 +44,13 @@ struct CalibrationOptions {
   int workers = 0;  // workers_per_host of the file; 0 = the cores
   std::vector<std::string> workloads = {"w2", "gpt-50m", "gpt2"};
   std::string artel_program;  // the `artel` binary that runs `bench comm`; "" = this process's
+  // A cluster harness on this machine (scripts/cluster.sh): `hosts` hosts
+  // that share its cores, and the launcher that runs a command on them, with
+  // {ranks} standing for the ranks of each host ("2" or "1,1"). The links
+  // are then MPI all-reduces through it: 2 ranks on one host, and 1 on
+  // each of two hosts.
+  int hosts = 1;
+  std::string hosts_command;
 };
 
 // Every distinct product of one step of `workload` (train_bench.h's names) at
@@ -56,16 +63,20 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int6
 plan::AttentionRate measure_attention(const std::string& workload, const MachineFacts& facts);
 // Bytes/s of one thread's triad a[i] = b[i] + s·c[i] (3 × 4 bytes an element).
 double measure_memory_bandwidth();
-// alpha (s) and beta (bytes/s) of the shared-memory link between two workers.
-plan::Link measure_intra_host_link(const std::string& artel_program, const MachineFacts& facts);
+// alpha (s) and beta (bytes/s) of a link from `bench_command`, an `artel
+// bench comm --op all_reduce ... --json` between two workers across it:
+// fitted to 2·alpha + S/beta (`what`, e.g. "shared-memory", names the
+// all-reduce in the sources).
+plan::Link measure_link(const std::string& bench_command, const std::string& what, const MachineFacts& facts);
 
 // Bytes/s one thread's GELU and layer norm (forward and backward) move,
 // counted as the planner counts their bytes: the rate of artel's streaming
 // kernels, below the triad's where they compute as they stream.
 double measure_kernel_stream_rate();
 // A worker's own memory before its model: peak resident set less the memory
-// report's kinds, of a 2-step W2 run of `artel train` at one thread.
-plan::Sourced measure_runtime_bytes(const std::string& artel_program, const MachineFacts& facts);
+// report's kinds (the most of any worker), of a 2-step W2 run of
+// `train_command` (`artel train`, or it launched on a harness) at one thread.
+plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts);
 
 plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOptions& options);
 

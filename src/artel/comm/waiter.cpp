@@ -6,8 +6,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <ctime>
+#include <utility>
 
 #include "artel/core/threads.h"
 
@@ -25,6 +27,14 @@ constexpr auto kSharedCoreYield = std::chrono::microseconds(100);
 constexpr auto kMinSpin = std::chrono::microseconds(1);
 constexpr auto kContested = std::chrono::microseconds(5);  // a sched_yield this long ran someone else
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+constexpr auto kProgressSlice = std::chrono::milliseconds(1);  // while a backend's messages are in flight
+std::atomic<WaitProgress> g_progress{nullptr};
+
+// The backend's progress, if any: whether its messages are still in flight.
+bool progress() {
+  const WaitProgress f = g_progress.load(std::memory_order_acquire);
+  return f != nullptr && f();
+}
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, ts, nullptr, 0);
@@ -73,7 +83,8 @@ void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const O
     if (ready()) return;
     if ((i & 31) == 0 && Clock::now() - start > p.spin) break;
   }
-  for (auto now = Clock::now(); now - start < p.yield;) {  // let a rank sharing our core run
+  for (auto [now, turn] = std::pair{Clock::now(), 0}; now - start < p.yield; ++turn) {  // let a rank sharing our core run
+    if ((turn & 15) == 0) progress();  // a backend's messages, every 16th turn: a probe costs more than a yield
     sched_yield();
     const auto after = Clock::now();
     const bool contested = after - now > kContested;
@@ -98,7 +109,8 @@ void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const O
       if (ctx.abort_requested()) throw ctx.abort_error();
       throw ctx.timeout_error(missing());
     }
-    auto slice = std::min<Clock::duration>(kSleepSlice, ctx.deadline - now);
+    const Clock::duration most = progress() ? Clock::duration(kProgressSlice) : Clock::duration(kSleepSlice);
+    auto slice = std::min<Clock::duration>(most, ctx.deadline - now);
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
     timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     futex(&h->futex, FUTEX_WAIT, word, &ts);
@@ -107,5 +119,7 @@ void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const O
     check_alive(w, missing(), ready, ctx);
   }
 }
+
+void set_wait_progress(WaitProgress f) { g_progress.store(f, std::memory_order_release); }
 
 }  // namespace artel::comm

@@ -50,6 +50,14 @@ struct WaitTarget {
 void wait_until(const WaitTarget& w, const std::function<bool()>& ready, const OpContext& ctx,
                 const std::function<std::vector<int>()>& missing);
 
+// A backend whose messages move only while the process calls into it (MPI's
+// rendezvous: Note [Progress of buffered sends]) keeps them moving while a
+// rank waits here: `progress` runs at each turn of a wait past its spin and
+// says whether messages are still in flight (the wait then sleeps at most
+// 1 ms at a time). One per process; nullptr removes it.
+using WaitProgress = bool (*)();
+void set_wait_progress(WaitProgress progress);
+
 // Wakes the sleepers of the segment; call after each store a peer may wait for.
 void notify(SegmentHeader* h);
 

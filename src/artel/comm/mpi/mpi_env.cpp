@@ -1,9 +1,13 @@
 #include "artel/comm/mpi/mpi_env.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+
+#include "artel/comm/waiter.h"
 
 namespace artel::comm::mpi {
 namespace {
@@ -12,7 +16,26 @@ std::mutex init_mu;
 bool we_initialized = false;
 std::atomic<bool> unclean{false};
 
+// Note [Progress of buffered sends]: the probe runs under pump_mu, and
+// finalising stops it under the same lock, so it never calls into MPI after.
+std::mutex pump_mu;
+bool pump_stopped = false;
+std::atomic<int> sends_in_flight{0};
+
+bool progress_buffered_sends() {
+  if (sends_in_flight.load(std::memory_order_relaxed) <= 0) return false;
+  std::lock_guard lock(pump_mu);
+  if (pump_stopped) return false;
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);  // drives MPI's progress engine
+  return true;
+}
+
 void finalize_at_exit() {
+  {
+    std::lock_guard lock(pump_mu);
+    pump_stopped = true;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized || unclean.load()) return;  // Note [Finalize at exit]
@@ -57,6 +80,11 @@ int64_t to_ns(Clock::time_point t) {
 }
 
 }  // namespace
+
+void buffered_sends_in_flight(int change) {
+  if (change > 0) set_wait_progress(progress_buffered_sends);
+  sends_in_flight.fetch_add(change, std::memory_order_relaxed);
+}
 
 void ensure_initialized() {
   std::lock_guard lock(init_mu);

@@ -44,6 +44,19 @@ void check(int rc, const std::string& what);
 // exit (Note [Finalize at exit]).
 void mark_unclean();
 
+// Note [Progress of buffered sends]: a buffered user send (Note [Buffered
+// user sends]) larger than MPI's eager limit moves only while the sending
+// process calls into MPI: the rendezvous needs it. A rank that sends and then
+// waits outside MPI — in the host's shared-memory step of a hierarchical
+// collective — leaves its receiver waiting for good (rank 0 gathering the
+// weights, the others already in a world all-gather: a deadlock seen on the
+// 2-host harness at the end of a tp × pp run). While any such send is in
+// flight, a rank waiting on its host's segment drives MPI's progress engine
+// (an MPI_Iprobe on MPI_COMM_SELF, through comm::set_wait_progress) at each
+// turn of the wait, until MPI is finalised. A thread probing every
+// millisecond instead cost a pipeline across hosts 2-3× its step.
+void buffered_sends_in_flight(int change);  // +n when posted, -n when done or abandoned
+
 // Note [Blocking native collectives]: MPI's blocking collectives
 // (MPI_Allreduce, ...) are what users and peers benchmark, and OpenMPI's
 // nonblocking ones (MPI_Iallreduce) are several times slower, so the native

@@ -124,6 +124,7 @@ MpiTransport::~MpiTransport() {
     reap_buffered();
     if (ctx.expired()) {  // no one received them: leave them to MPI
       mark_unclean();
+      buffered_sends_in_flight(-static_cast<int>(buffered_.size()));
       break;
     }
   }
@@ -231,6 +232,7 @@ void MpiTransport::reap_buffered() {
         q.done = true;
       }
     buffered_.pop_front();
+    buffered_sends_in_flight(-1);
   }
 }
 
@@ -246,6 +248,7 @@ void MpiTransport::send(int dst, Tag tag, const void* data, size_t nbytes, const
       buffered_.pop_back();
       throw;
     }
+    buffered_sends_in_flight(1);  // Note [Progress of buffered sends]
     return;
   }
   std::vector<Pending> reqs;
