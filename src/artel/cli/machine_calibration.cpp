@@ -317,7 +317,8 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
     c.cores_per_host = {static_cast<double>(cores) / options.hosts,
                         facts.source("the cores this process may use, shared by the harness's " +
                                      std::to_string(options.hosts) + " hosts")};
-    c.device.memory_bytes.value /= options.hosts;
+    c.device.memory_bytes = {c.device.memory_bytes.value / options.hosts,
+                             facts.source("/proc/meminfo MemTotal / the workers of the harness's hosts, which share it")};
   } else {
     c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
     c.intra_host = measure_link(bench + " --backend shm -n 2", "shared-memory", facts);
