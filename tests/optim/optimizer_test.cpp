@@ -238,6 +238,35 @@ TEST(ClipGradNorm, NeverScalesAGradientSharedWithAnotherLeaf) {
 
 // shard(): two optimizers, each updating its half of every parameter (and
 // one of them nothing of the small one), put together are bit-identical to one
+
+// step(grad_scale) is clipping applied as the update reads: bit-identical to
+// scaling the gradients in place first, for AdamW and for SGD with momentum
+// and weight decay, over several chunks with an odd tail.
+TEST(Optimizer, AGradientScaleEqualsScalingTheGradientsFirst) {
+  const int64_t n = 70001;
+  Tensor g = Tensor::empty({n}), p0 = Tensor::empty({n});
+  Rng rng(9);
+  for (int64_t i = 0; i < n; ++i) g.data<float>()[i] = rng.normal(), p0.data<float>()[i] = rng.normal();
+  const float coef = 0.3712f;
+  // fused: coef handed to step(); else the gradients scaled by `first` before a plain step.
+  auto run = [&](auto make, bool fused, float first) {
+    Variable p(p0.clone(), true);
+    std::unique_ptr<Optimizer> opt = make(p);
+    for (int s = 0; s < 3; ++s) {
+      Tensor grad = g.clone();
+      if (!fused)
+        for (int64_t i = 0; i < n; ++i) grad.data<float>()[i] *= first;
+      p.set_grad(grad);
+      opt->step(fused ? coef : 1.0f);
+    }
+    return p.value().to_vector();
+  };
+  auto adamw = [](Variable& p) { return std::make_unique<AdamW>(one_group({{"p", p}}, 0.01f, 0.1f)); };
+  auto sgd = [](Variable& p) { return std::make_unique<Sgd>(one_group({{"p", p}}, 0.1f, 0.01f), SgdOptions{0.9f}); };
+  EXPECT_EQ(run(adamw, true, 0), run(adamw, false, coef));
+  EXPECT_EQ(run(sgd, true, 0), run(sgd, false, coef));
+  EXPECT_NE(run(sgd, true, 0), run(sgd, false, 1.0f));  // the scale is applied at all
+}
 // optimizer updating everything; step counts advance everywhere.
 TEST(Optimizer, ShardedHalvesPutTogetherEqualTheWholeStep) {
   auto run = [](auto make, const std::vector<std::map<std::string, ElementRange>>& shards) {

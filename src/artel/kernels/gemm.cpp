@@ -97,9 +97,11 @@ struct RoundedOperands {
   static const uint16_t* of(const float* in, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& spare) {
     if (!t_round_once) return rounded(in, rows, cols, ld, spare);
     for (const RoundOperandsOnce::Kept& k : t_round_once->kept_)
-      if (k.data == in && k.rows == rows && k.cols == cols && k.ld == ld) return k.bits.data();
-    RoundOperandsOnce::Kept& k = t_round_once->kept_.emplace_back(RoundOperandsOnce::Kept{in, rows, cols, ld, {}});
-    return rounded(in, rows, cols, ld, k.bits);
+      if (k.data == in && k.rows == rows && k.cols == cols && k.ld == ld) return k.bits.get();
+    RoundOperandsOnce::Kept& k = t_round_once->kept_.emplace_back(
+        RoundOperandsOnce::Kept{in, rows, cols, ld, std::make_unique_for_overwrite<uint16_t[]>(rows * cols)});
+    round_operand(in, rows, cols, ld, k.bits.get());
+    return k.bits.get();
   }
 };
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -117,7 +118,7 @@ class RoundOperandsOnce {
   struct Kept {
     const float* data;
     int64_t rows, cols, ld;
-    std::vector<uint16_t> bits;
+    std::unique_ptr<uint16_t[]> bits;  // left uninitialised until rounded into (no zero fill first)
   };
   std::vector<Kept> kept_;
   RoundOperandsOnce* outer_;

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <vector>
 
 #include "artel/core/threads.h"
 
@@ -16,15 +17,16 @@ constexpr int64_t kGrain = 1 << 14;  // elements per chunk: below this, threads 
 // instructions however the tensor is split over threads. (The scalar loop
 // does not vectorise: std::sqrt keeps errno semantics, a branch per element.)
 void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __restrict m, float* __restrict v,
-                 int64_t n, float b1, float b2, float eps, float decay, float step_size, float bc2_sqrt) {
+                 int64_t n, float b1, float b2, float eps, float decay, float step_size, float bc2_sqrt,
+                 float grad_scale) {
   const float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
 #if defined(__AVX512F__)
   const __m512 v_one_b1 = _mm512_set1_ps(one_b1), v_one_b2 = _mm512_set1_ps(one_b2), v_b2 = _mm512_set1_ps(b2);
   const __m512 v_eps = _mm512_set1_ps(eps), v_decay = _mm512_set1_ps(decay), v_step = _mm512_set1_ps(step_size);
-  const __m512 v_bc2 = _mm512_set1_ps(bc2_sqrt);
+  const __m512 v_bc2 = _mm512_set1_ps(bc2_sqrt), v_scale = _mm512_set1_ps(grad_scale);
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    __m512 g = _mm512_maskz_loadu_ps(k, grad + i);
+    __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, grad + i), v_scale);  // rounded, as a scaled gradient
     __m512 mi = _mm512_maskz_loadu_ps(k, m + i);
     __m512 vi = _mm512_maskz_loadu_ps(k, v + i);
     mi = _mm512_fmadd_ps(v_one_b1, _mm512_sub_ps(g, mi), mi);  // torch's lerp
@@ -37,8 +39,10 @@ void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __res
     _mm512_mask_storeu_ps(p + i, k, pi);
   }
 #else
+  std::vector<float> scaled(grad, grad + n);  // rounded before use: a separate loop, so no multiply-add fuses it
+  for (float& g : scaled) g *= grad_scale;
   for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
+    float g = scaled[static_cast<size_t>(i)];
     float mi = m[i] + one_b1 * (g - m[i]);  // torch's lerp
     float vi = b2 * v[i] + one_b2 * g * g;
     m[i] = mi;
@@ -52,7 +56,7 @@ void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __res
 }  // namespace
 
 void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, float lr, float weight_decay,
-                  const AdamWOptions& opt, int64_t step) {
+                  const AdamWOptions& opt, int64_t step, float grad_scale) {
   // Bias corrections in double, as PyTorch computes them in Python floats.
   const double bc1 = 1.0 - std::pow(static_cast<double>(opt.beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(opt.beta2), static_cast<double>(step));
@@ -61,7 +65,8 @@ void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, fl
   const float decay = 1.0f - lr * weight_decay;
   const float b1 = opt.beta1, b2 = opt.beta2, eps = opt.eps;
   parallel_for(n, kGrain, [=](int64_t begin, int64_t end) {
-    adamw_chunk(p + begin, grad + begin, m + begin, v + begin, end - begin, b1, b2, eps, decay, step_size, bc2_sqrt);
+    adamw_chunk(p + begin, grad + begin, m + begin, v + begin, end - begin, b1, b2, eps, decay, step_size, bc2_sqrt,
+                grad_scale);
   });
 }
 
@@ -72,10 +77,11 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
   ARTEL_CHECK(options.eps >= 0, "AdamW: negative eps ", options.eps);
 }
 
-void AdamW::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) {
+void AdamW::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, float grad_scale,
+                   bool first) {
   // The state holds the owned elements only (Optimizer::shard).
   adamw_update(value, grad, slot.buffers[0].data<float>(), slot.buffers[1].data<float>(), slot.owned.size(), group.lr,
-               group.weight_decay, options_, slot.steps);
+               group.weight_decay, options_, slot.steps, grad_scale);
 }
 
 }  // namespace artel::optim

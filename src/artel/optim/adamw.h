@@ -18,9 +18,10 @@ struct AdamWOptions {
   float eps = 1e-8f;
 };
 
-// The update on raw spans for step number `step` (1 on the first update).
+// The update on raw spans for step number `step` (1 on the first update),
+// reading each gradient times `grad_scale` (Optimizer::step).
 void adamw_update(float* p, const float* grad, float* m, float* v, int64_t n, float lr, float weight_decay,
-                  const AdamWOptions& opt, int64_t step);
+                  const AdamWOptions& opt, int64_t step, float grad_scale = 1.0f);
 
 class AdamW : public Optimizer {
  public:
@@ -28,7 +29,8 @@ class AdamW : public Optimizer {
   const AdamWOptions& options() const { return options_; }
 
  protected:
-  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) override;
+  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, float grad_scale,
+              bool first) override;
 
  private:
   AdamWOptions options_;

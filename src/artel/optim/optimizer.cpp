@@ -46,7 +46,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
   }
 }
 
-void Optimizer::step() {
+void Optimizer::step(float grad_scale) {
   autograd::NoGradGuard no_grad;
   for (Slot& s : slots_) {
     const Tensor& grad = s.grad.defined() ? s.grad : s.param.grad();
@@ -62,7 +62,7 @@ void Optimizer::step() {
       for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
     }
     float* value = s.value.defined() ? s.value.data<float>() : s.param.value().data<float>() + s.owned.begin;
-    update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), first);
+    update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), grad_scale, first);
   }
 }
 

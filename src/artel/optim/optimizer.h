@@ -52,8 +52,11 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a gradient.
-  void step();
+  // One update of every parameter that has a gradient, read times
+  // `grad_scale`: a clipping coefficient applied as the update reads each
+  // gradient, which saves clipping's own pass over them (and bit for bit the
+  // same as scaling the gradients first).
+  void step(float grad_scale = 1.0f);
   void zero_grad();
   void set_lr(float lr);                // every group (what an LR schedule does)
   void set_lr(size_t group, float lr);  // one group
@@ -120,8 +123,9 @@ class Optimizer {
   // Updates the owned elements of one parameter (never none): `value` and
   // `grad` point at them, slot.owned.size() each. slot.steps is already
   // incremented and buffers exist (zero-filled on the first update; `first`
-  // says so).
-  virtual void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) = 0;
+  // says so). The gradient counts as grad[i] · grad_scale, rounded to float.
+  virtual void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, float grad_scale,
+                      bool first) = 0;
 
  private:
   std::vector<ParamGroup> groups_;

@@ -1,5 +1,7 @@
 #include "artel/optim/sgd.h"
 
+#include <vector>
+
 #include "artel/core/threads.h"
 
 namespace artel::optim {
@@ -45,11 +47,18 @@ void sgd_chunk(float* __restrict p, const float* __restrict grad, float* __restr
 }  // namespace
 
 void sgd_update(float* p, const float* grad, float* buf, int64_t n, float lr, float weight_decay,
-                const SgdOptions& opt, bool first_step) {
+                const SgdOptions& opt, bool first_step, float grad_scale) {
   const float mom = opt.momentum, damp = 1.0f - opt.dampening;
   const bool nesterov = opt.nesterov;
   parallel_for(n, kGrain, [=](int64_t begin, int64_t end) {
-    sgd_chunk(p + begin, grad + begin, buf ? buf + begin : nullptr, end - begin, lr, weight_decay, mom, damp, nesterov,
+    const float* g = grad + begin;
+    std::vector<float> scaled;
+    if (grad_scale != 1.0f) {  // the chunk's scaled gradients, rounded before the update reads them (a
+      scaled.resize(static_cast<size_t>(end - begin));  // separate loop: no multiply-add fuses the two)
+      for (int64_t i = 0; i < end - begin; ++i) scaled[static_cast<size_t>(i)] = g[i] * grad_scale;
+      g = scaled.data();
+    }
+    sgd_chunk(p + begin, g, buf ? buf + begin : nullptr, end - begin, lr, weight_decay, mom, damp, nesterov,
               first_step);
   });
 }
@@ -63,9 +72,9 @@ Sgd::Sgd(std::vector<ParamGroup> groups, SgdOptions options)
               "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-void Sgd::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) {
+void Sgd::update(Slot& slot, const ParamGroup& group, float* value, const float* grad, float grad_scale, bool first) {
   float* buf = slot.buffers.empty() ? nullptr : slot.buffers[0].data<float>();  // the owned elements only
-  sgd_update(value, grad, buf, slot.owned.size(), group.lr, group.weight_decay, options_, first);
+  sgd_update(value, grad, buf, slot.owned.size(), group.lr, group.weight_decay, options_, first, grad_scale);
 }
 
 }  // namespace artel::optim

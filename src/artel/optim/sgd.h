@@ -20,8 +20,9 @@ struct SgdOptions {
 };
 
 // The update on raw spans (for sharded optimizers too). `buf` may be null when momentum is 0.
+// Each gradient is read times `grad_scale` (Optimizer::step).
 void sgd_update(float* p, const float* grad, float* buf, int64_t n, float lr, float weight_decay,
-                const SgdOptions& opt, bool first_step);
+                const SgdOptions& opt, bool first_step, float grad_scale = 1.0f);
 
 class Sgd : public Optimizer {
  public:
@@ -29,7 +30,8 @@ class Sgd : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  protected:
-  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, bool first) override;
+  void update(Slot& slot, const ParamGroup& group, float* value, const float* grad, float grad_scale,
+              bool first) override;
 
  private:
   SgdOptions options_;

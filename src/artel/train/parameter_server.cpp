@@ -9,6 +9,7 @@
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
 #include "artel/nn/embedding.h"
+#include "artel/optim/clip.h"
 #include "artel/parallel/ps_server.h"
 #include "artel/train/ps_server_checkpoint.h"
 #include "artel/train/recipe.h"
@@ -148,6 +149,12 @@ void ParameterServerStrategy::fetch_rows(size_t param, const Tensor& ids) {
   std::vector<int64_t> merged;
   std::set_union(fetched_[param].begin(), fetched_[param].end(), fresh.begin(), fresh.end(), std::back_inserter(merged));
   fetched_[param] = std::move(merged);
+}
+
+void ParameterServerStrategy::clip_grad_norm(float max_norm) {
+  std::vector<autograd::Variable> params;
+  for (auto& [name, p] : params_) params.push_back(p);
+  optim::clip_grad_norm(params, max_norm);
 }
 
 double ParameterServerStrategy::optimizer_step(optim::Optimizer& optimizer) {

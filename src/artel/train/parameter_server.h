@@ -67,6 +67,7 @@ class ParameterServerStrategy : public Strategy {
   void read_other_shards(int64_t step, const std::string& dir) override;
   double forward_backward(std::span<const data::Batch> micro_batches) override;  // pull first
   double sync_gradients() override { return pull_s_; }
+  void clip_grad_norm(float max_norm) override;                // in place: the push sends clipped gradients
   double optimizer_step(optim::Optimizer& optimizer) override;  // the push
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override;
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;

@@ -1,5 +1,7 @@
 #include "artel/train/strategy.h"
 
+#include <utility>
+
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
 #include "artel/core/trace.h"
@@ -45,11 +47,11 @@ double Strategy::forward_backward(std::span<const data::Batch> micro_batches) {
 void Strategy::clip_grad_norm(float max_norm) {
   std::vector<autograd::Variable> params;
   for (auto& [name, p] : params_) params.push_back(p);
-  optim::clip_grad_norm(params, max_norm);
+  clip_scale_ = optim::clip_coefficient(optim::grad_norm(params), max_norm);
 }
 
 double Strategy::optimizer_step(optim::Optimizer& optimizer) {
-  optimizer.step();
+  optimizer.step(std::exchange(clip_scale_, 1.0f));
   return 0;
 }
 
