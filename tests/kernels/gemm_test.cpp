@@ -117,6 +117,47 @@ TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
   set_num_threads(1);
 }
 
+// round_operand_both writes the rounding as stored and transposed, bit for bit
+// round_operand's, for whole 16 x 16 tiles and ragged edges, over threads; a
+// product given the transposed rounding (b16_transposed) is the product of
+// the rounded operands, B transposed or not.
+TEST(Gemm, ATransposedRoundingGivesTheSameProduct) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_gemm_precision(GemmPrecision::bf16);
+  for (int threads : {1, 2})
+    for (Shape s : {Shape{16, 16, 16}, Shape{37, 45, 33}, Shape{130, 70, 40}}) {
+      set_num_threads(threads);
+      for (bool tb : {false, true}) {
+        const int64_t rows = tb ? s.n : s.k, cols = tb ? s.k : s.n;  // B as stored
+        std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(rows * cols)),
+            c(static_cast<size_t>(s.m * s.n));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.23f * static_cast<float>(i)) * 1.001f;
+        std::vector<uint16_t> plain(b.size()), both(b.size()), transposed(b.size());
+        round_operand(b.data(), rows, cols, cols, plain.data());
+        round_operand_both(b.data(), rows, cols, both.data(), transposed.data());
+        ASSERT_EQ(both, plain) << rows << "x" << cols;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t col = 0; col < cols; ++col)
+            ASSERT_EQ(transposed[static_cast<size_t>(col * rows + r)], plain[static_cast<size_t>(r * cols + col)])
+                << rows << "x" << cols << " at " << r << "," << col;
+        std::vector<float> a16 = a, b16 = b;
+        for (float& x : a16) x = bf16_rounded(x);
+        for (float& x : b16) x = bf16_rounded(x);
+        GemmArgs g{.trans_b = tb, .m = s.m, .n = s.n, .k = s.k, .a = a16.data(), .lda = s.k, .b = b16.data(),
+                   .ldb = cols, .ldc = s.n};
+        const std::vector<float> want = reference(g, c);
+        g.a = a.data(), g.b = b.data(), g.c = c.data(), g.b16 = transposed.data(), g.b16_transposed = true;
+        gemm(g);
+        for (size_t i = 0; i < c.size(); ++i)
+          ASSERT_NEAR(c[i], want[i], 1e-4 * (1 + std::abs(want[i])))
+              << "threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " tb " << tb << " at " << i;
+      }
+    }
+  set_gemm_precision(GemmPrecision::fp32);
+  set_num_threads(1);
+}
+
 // A bias row (beta 0) is added to every row, in fp32 and in bf16, split by
 // rows and by columns.
 TEST(Gemm, BiasRowIsAddedToEveryRow) {

@@ -73,25 +73,33 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
   const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
   int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
   Tensor xv = x.value(), wv = weight.value();
-  // bf16 products: x and W rounded once, here; backward multiplies by the same roundings.
+  bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
+  bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
+  // bf16 products: x and W rounded once, here; backward multiplies by the same
+  // roundings. dX reads W transposed (w16t), oneDNN's fast layout for it,
+  // rounded in the same pass as W.
   const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
-  Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16 = bf16 ? rounded(wv, out, in) : Tensor();
+  Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16, w16t;
+  if (bf16 && gx) {
+    w16 = Tensor::empty({out, in}, DType::bf16), w16t = Tensor::empty({in, out}, DType::bf16);
+    kernels::round_operand_both(wv.data<float>(), out, in, static_cast<uint16_t*>(w16.raw()),
+                                static_cast<uint16_t*>(w16t.raw()));
+  } else if (bf16) {
+    w16 = rounded(wv, out, in);
+  }
   kernels::gemm(kernels::GemmArgs{.trans_b = true, .m = M, .n = out, .k = in, .a = xv.data<float>(), .lda = in,
                                   .b = wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
                                   .a16 = bits(x16), .b16 = bits(w16),
                                   .bias = add_bias ? bias.value().data<float>() : nullptr});
-  bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
-  bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
   if (!gw) x16 = Tensor();  // only dW reads x
-  if (!gx) w16 = Tensor();  // only dX reads W
   return make_result(y, std::move(inputs), name,
-                     [xv, wv, x16, w16, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
+                     [xv, wv, x16, w16t, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
                        kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
                        if (gx) {  // dX = dY · W
                          gi[0] = Tensor::empty(xv.shape());
                          kernels::gemm(kernels::GemmArgs{.m = M, .n = in, .k = out, .a = g.data<float>(), .lda = out,
                                                          .b = wv.data<float>(), .ldb = in, .c = gi[0].data<float>(),
-                                                         .ldc = in, .b16 = bits(w16)});
+                                                         .ldc = in, .b16 = bits(w16t), .b16_transposed = true});
                        }
                        if (gw) {  // dW = dYᵀ · X, straight into a destination if there is one
                          Tensor& dw = grad_output_buffer(gi, 1, wv.shape());

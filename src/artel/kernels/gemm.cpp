@@ -112,8 +112,9 @@ namespace {
 void gemm_bf16(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   thread_local std::vector<uint16_t> a16, b16;
-  Bf16Product p{g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, nullptr, g.trans_a ? g.m : g.k,
-                nullptr, g.trans_b ? g.k : g.n, g.beta, g.c, g.ldc, g.bias};
+  const bool trans_b = g.b16 && g.b16_transposed ? !g.trans_b : g.trans_b;  // how the bf16 B is stored
+  Bf16Product p{g.trans_a, trans_b, g.m, g.n, g.k, g.alpha, nullptr, g.trans_a ? g.m : g.k,
+                nullptr, trans_b ? g.k : g.n, g.beta, g.c, g.ldc, g.bias};
   p.a = g.a16 ? g.a16 : RoundedOperands::of(g.a, g.trans_a ? g.k : g.m, p.lda, g.lda, a16);
   p.b = g.b16 ? g.b16 : RoundedOperands::of(g.b, g.trans_b ? g.n : g.k, p.ldb, g.ldb, b16);
   split_product(p, bf16_matmul);
@@ -125,6 +126,14 @@ void round_operand(const float* in, int64_t rows, int64_t cols, int64_t ld, uint
   // Chunks of at least 64 Ki elements: waking a thread for less costs more than rounding it.
   parallel_for(rows, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
     round_to_bf16(in + r0 * ld, r1 - r0, cols, ld, out + r0 * cols);
+  });
+}
+
+void round_operand_both(const float* in, int64_t rows, int64_t cols, uint16_t* out, uint16_t* out_t) {
+  constexpr int64_t kTile = 16;  // chunks of whole 16-row tiles, which round_to_bf16_both transposes in registers
+  const int64_t tiles = (rows + kTile - 1) / kTile;
+  parallel_for(tiles, std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(kTile * cols, 1)), [&](int64_t t0, int64_t t1) {
+    round_to_bf16_both(in, rows, cols, t0 * kTile, std::min(rows, t1 * kTile), out, out_t);
   });
 }
 
@@ -226,7 +235,7 @@ void gemm(const GemmArgs& g) {
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
           float beta, float* c, const float* bias) {
-  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n, nullptr, nullptr,
+  gemm(GemmArgs{trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n, nullptr, nullptr, false,
                 bias});
 }
 

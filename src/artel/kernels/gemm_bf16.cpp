@@ -10,6 +10,7 @@
 
 #include "artel/core/dtype.h"
 #include "artel/core/error.h"
+#include "artel/kernels/simd.h"
 
 namespace artel::kernels {
 namespace {
@@ -85,6 +86,36 @@ Prepared& prepared(const Bf16Product& p) {
 
 void round_to_bf16(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
   for (int64_t r = 0; r < rows; ++r) round_row(in + r * ld, cols, out + r * cols);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const float* in, int64_t rows, int64_t cols,
+                                                                       int64_t r0, int64_t r1, uint16_t* out,
+                                                                       uint16_t* out_t) {
+  // 16 x 16 tiles through registers: 16 rows rounded and stored, then the
+  // tile transposed in fp32 (rounding commutes with it) and stored as 16 rows
+  // of the transpose. Ragged edges element by element.
+  auto to_bits = [](v16 x) {
+    __m256bh h = _mm512_cvtneps_pbh(reinterpret_cast<__m512&>(x));
+    return reinterpret_cast<__m256i&>(h);
+  };
+  int64_t r = r0;
+  for (; r + kLanes <= r1; r += kLanes) {
+    int64_t c = 0;
+    for (; c + kLanes <= cols; c += kLanes) {
+      v16 tile[kLanes];
+      for (int64_t i = 0; i < kLanes; ++i) {
+        tile[i] = load16(in + (r + i) * cols + c);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (r + i) * cols + c), to_bits(tile[i]));
+      }
+      transpose16(tile);
+      for (int64_t i = 0; i < kLanes; ++i)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_t + (c + i) * rows + r), to_bits(tile[i]));
+    }
+    for (int64_t i = r; i < r + kLanes; ++i)
+      for (int64_t cc = c; cc < cols; ++cc) out[i * cols + cc] = out_t[cc * rows + i] = bf16(in[i * cols + cc]).bits;
+  }
+  for (; r < r1; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = out_t[c * rows + r] = bf16(in[r * cols + c]).bits;
 }
 
 void bf16_matmul(const Bf16Product& p) {

@@ -13,6 +13,11 @@ namespace artel::kernels {
 // Rounds a rows x cols fp32 matrix (row stride ld) to bf16, round to nearest
 // even, into `out` (rows x cols, tight). Needs AVX512_BF16 (the caller checks).
 void round_to_bf16(const float* in, int64_t rows, int64_t cols, int64_t ld, uint16_t* out);
+// Rows [r0, r1) of the same rounding of a tight rows x cols matrix, written
+// twice from one read: as stored into `out` and transposed into `out_t`
+// (cols x rows, tight).
+void round_to_bf16_both(const float* in, int64_t rows, int64_t cols, int64_t r0, int64_t r1, uint16_t* out,
+                        uint16_t* out_t);
 
 // One product on bf16 operands; the fields mean what GemmArgs's do.
 struct Bf16Product {
