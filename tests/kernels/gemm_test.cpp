@@ -9,6 +9,7 @@
 #include "artel/core/dtype.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/gemm_bf16.h"
 
 namespace artel::kernels {
 namespace {
@@ -156,6 +157,36 @@ TEST(Gemm, ATransposedRoundingGivesTheSameProduct) {
     }
   set_gemm_precision(GemmPrecision::fp32);
   set_num_threads(1);
+}
+
+// A bf16 product with K beyond kBf16MaxK runs as chunks of K: still the one
+// product of the rounded operands, with beta and the bias applied once, for
+// every transposition.
+TEST(Gemm, ALongKRunsInChunksAsOneProduct) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_gemm_precision(GemmPrecision::bf16);
+  const Shape s{5, 7, 2 * kBf16MaxK + 123};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)),
+            c(static_cast<size_t>(s.m * s.n), 2.0f), bias(static_cast<size_t>(s.n));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_rounded(std::sin(0.37f * static_cast<float>(i)));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = bf16_rounded(std::cos(0.23f * static_cast<float>(i)));
+        for (size_t j = 0; j < bias.size(); ++j) bias[j] = static_cast<float>(j);
+        GemmArgs g{.trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k, .a = a.data(), .lda = ta ? s.m : s.k,
+                   .b = b.data(), .ldb = tb ? s.k : s.n, .beta = beta, .ldc = s.n};
+        std::vector<float> want = reference(g, c);
+        if (beta == 0.0f) {
+          g.bias = bias.data();
+          for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % static_cast<size_t>(s.n)];
+        }
+        g.c = c.data();
+        gemm(g);
+        for (size_t i = 0; i < c.size(); ++i)
+          ASSERT_NEAR(c[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << "ta " << ta << " tb " << tb << " beta " << beta;
+      }
+  set_gemm_precision(GemmPrecision::fp32);
 }
 
 // A bias row (beta 0) is added to every row, in fp32 and in bf16, split by

@@ -4,6 +4,7 @@
 #include "artel/autograd/ops.h"
 #include "artel/kernels/elementwise.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/gemm_bf16.h"
 #include "artel/kernels/layout.h"
 #include "artel/kernels/reduce.h"
 
@@ -77,10 +78,12 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
   bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
   // bf16 products: x and W rounded once, here; backward multiplies by the same
   // roundings. dX reads W transposed (w16t), oneDNN's fast layout for it,
-  // rounded in the same pass as W.
+  // rounded in the same pass as W, except where dX's K (out) is long enough
+  // to run in chunks (a vocabulary-wide head), which run as fast on W as
+  // stored, and where transposing 50,304 rows would cost more than it saves.
   const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
   Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16, w16t;
-  if (bf16 && gx) {
+  if (bf16 && gx && out <= kernels::kBf16MaxK) {
     w16 = Tensor::empty({out, in}, DType::bf16), w16t = Tensor::empty({in, out}, DType::bf16);
     kernels::round_operand_both(wv.data<float>(), out, in, static_cast<uint16_t*>(w16.raw()),
                                 static_cast<uint16_t*>(w16t.raw()));
@@ -91,15 +94,17 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
                                   .b = wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
                                   .a16 = bits(x16), .b16 = bits(w16),
                                   .bias = add_bias ? bias.value().data<float>() : nullptr});
-  if (!gw) x16 = Tensor();  // only dW reads x
+  if (!gw) x16 = Tensor();                  // only dW reads x
+  if (!gx || w16t.defined()) w16 = Tensor();  // dX reads W as stored only without w16t
   return make_result(y, std::move(inputs), name,
-                     [xv, wv, x16, w16t, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
+                     [xv, wv, x16, w16, w16t, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
                        kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
                        if (gx) {  // dX = dY · W
                          gi[0] = Tensor::empty(xv.shape());
                          kernels::gemm(kernels::GemmArgs{.m = M, .n = in, .k = out, .a = g.data<float>(), .lda = out,
                                                          .b = wv.data<float>(), .ldb = in, .c = gi[0].data<float>(),
-                                                         .ldc = in, .b16 = bits(w16t), .b16_transposed = true});
+                                                         .ldc = in, .b16 = bits(w16t.defined() ? w16t : w16),
+                                                         .b16_transposed = w16t.defined()});
                        }
                        if (gw) {  // dW = dYᵀ · X, straight into a destination if there is one
                          Tensor& dw = grad_output_buffer(gi, 1, wv.shape());

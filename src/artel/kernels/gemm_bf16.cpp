@@ -120,6 +120,19 @@ __attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const floa
 
 void bf16_matmul(const Bf16Product& p) {
   if (p.m == 0 || p.n == 0) return;
+  if (p.k > kBf16MaxK) {  // equal chunks of K; the first carries beta and the bias, the rest add on
+    const int64_t chunks = (p.k + kBf16MaxK - 1) / kBf16MaxK;
+    for (int64_t i = 0; i < chunks; ++i) {
+      const int64_t k0 = p.k * i / chunks, k1 = p.k * (i + 1) / chunks;
+      Bf16Product part = p;
+      part.k = k1 - k0;
+      part.a = p.trans_a ? p.a + k0 * p.lda : p.a + k0;
+      part.b = p.trans_b ? p.b + k0 : p.b + k0 * p.ldb;
+      if (i > 0) part.beta = 1.0f, part.bias = nullptr;
+      bf16_matmul(part);
+    }
+    return;
+  }
   // As for sgemm (gemm.cpp): oneDNN's OpenMP team stays at one thread, artel splits.
   thread_local const bool single_threaded = (omp_set_num_threads(1), true);
   (void)single_threaded;

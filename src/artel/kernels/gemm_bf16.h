@@ -34,6 +34,12 @@ struct Bf16Product {
   const float* bias = nullptr;
 };
 
+// The longest K one oneDNN bf16 matmul is given: a longer one runs as chunks
+// of K, each added onto C. oneDNN 2.6's matmul at GPT-2's head (dX = dY·W, K =
+// 50,304) ran at half its rate at 8,192: 210 ms whole, 103-105 ms as chunks
+// of 4,192-8,384 (Intel model 167, one thread).
+constexpr int64_t kBf16MaxK = 8192;
+
 // Runs on the calling thread alone. Primitives are kept per thread by shape.
 void bf16_matmul(const Bf16Product& p);
 
