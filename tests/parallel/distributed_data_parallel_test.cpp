@@ -8,6 +8,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
+#include "artel/optim/clip.h"
 #include "artel/optim/sgd.h"
 #include "parallel/parallel_testing.h"
 
@@ -151,8 +152,7 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
             for (auto& [name, p] : net.params) EXPECT_FALSE(p.grad().defined()) << name;
             EXPECT_LE(ddp.gradient_bytes(), 4 * (4 * 3 + 4 + 2 * 4 + 2) / world + 4 * 16 * 4);
           }
-          ddp.clip_grad_norm(0.05f);
-          ddp.step(opt);
+          ddp.step(opt, optim::clip_coefficient(ddp.grad_norm(), 0.05f));
         }
         const optim::OptimizerState state = ddp.gather_optimizer_state(opt);
         for (size_t i = 0; i < net.params.size(); ++i) {

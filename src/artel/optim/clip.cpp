@@ -30,14 +30,15 @@ float grad_norm(const std::vector<autograd::Variable>& params) {
   return static_cast<float>(std::sqrt(sq));
 }
 
-std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params) {
+std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params,
+                                     bool writable) {
   std::vector<GradSpan> spans;
   for (const auto& [name, p] : params) {
     autograd::VariableImpl* impl = p.impl();
     if (!impl->grad.defined()) continue;
     // A gradient borrowed from the graph may be shared with another leaf's
     // (Note [Gradient ownership]): hand out a private copy, never the shared one.
-    if (!impl->grad_owned) {
+    if (writable && !impl->grad_owned) {
       impl->grad = impl->grad.clone();
       impl->grad_owned = true;
     }
@@ -46,12 +47,16 @@ std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, au
   return spans;
 }
 
-float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<GradSpan>& scaled, float max_norm,
-                     const std::function<double(double)>& sum_over_ranks) {
+float global_grad_norm(const std::vector<GradSpan>& counted, const std::function<double(double)>& sum_over_ranks) {
   double sq = 0;
   for (const GradSpan& s : counted) sq += sum_of_squares(s.data, s.size);
   if (sum_over_ranks) sq = sum_over_ranks(sq);
-  const float norm = static_cast<float>(std::sqrt(sq));
+  return static_cast<float>(std::sqrt(sq));
+}
+
+float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<GradSpan>& scaled, float max_norm,
+                     const std::function<double(double)>& sum_over_ranks) {
+  const float norm = global_grad_norm(counted, sum_over_ranks);
   const float coef = clip_coefficient(norm, max_norm);
   if (coef == 1.0f) return norm;
   for (const GradSpan& s : scaled)

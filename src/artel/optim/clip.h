@@ -32,8 +32,15 @@ struct GradSpan {
 // Returns the global norm before clipping.
 float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<GradSpan>& scaled, float max_norm,
                      const std::function<double(double)>& sum_over_ranks);
-// Every parameter's whole gradient (those that have one), as spans.
-std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params);
+// Its measuring half alone, for layouts that hand clip_coefficient(norm) to
+// the optimizer (Optimizer::step's grad_scale) instead of scaling: one pass
+// over the gradients fewer.
+float global_grad_norm(const std::vector<GradSpan>& counted, const std::function<double(double)>& sum_over_ranks);
+// Every parameter's whole gradient (those that have one), as spans. Writable
+// spans give a gradient the graph shares with another leaf a private copy
+// first (Note [Gradient ownership]); read-only ones (writable false) never copy.
+std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params,
+                                     bool writable = true);
 
 // The pieces, for gradients that live elsewhere (a sharded data-parallel step):
 // sum of d[i]² in the order grad_norm uses, and the factor gradients of total

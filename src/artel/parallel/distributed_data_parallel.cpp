@@ -384,8 +384,8 @@ void DistributedDataParallel::shard(optim::Optimizer& opt) {
   opt.shard(owned, {}, grads);
 }
 
-std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt) {
-  opt.step();
+std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt, float grad_scale) {
+  opt.step(grad_scale);
   if (!sharded()) return {};
   auto start = Clock::now();
   for (size_t b = 0; b < plan_.size(); ++b) {
@@ -416,10 +416,10 @@ std::vector<optim::GradSpan> DistributedDataParallel::averaged_gradients(bool co
   return spans;
 }
 
-float DistributedDataParallel::clip_grad_norm(float max_norm) {
+float DistributedDataParallel::grad_norm() {
   std::function<double(double)> sum;
   if (sharded()) sum = [this](double sq) { return sum_over(group_, sq); };
-  return optim::clip_grad_norm(averaged_gradients(true), averaged_gradients(false), max_norm, sum);
+  return optim::global_grad_norm(averaged_gradients(true), sum);
 }
 
 optim::OptimizerState DistributedDataParallel::gather_optimizer_state(const optim::Optimizer& opt) {

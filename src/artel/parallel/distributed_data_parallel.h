@@ -100,12 +100,13 @@ class DistributedDataParallel {
   // Sharded: tells `opt` (over these parameters, by name) which elements this
   // rank updates. Call once, before the first step. Replicated: does nothing.
   void shard(optim::Optimizer& opt);
-  // The optimizer step: opt.step(), then (sharded) every rank's new weights
-  // all-gathered. Returns the time spent waiting for the all-gather.
-  std::chrono::duration<double> step(optim::Optimizer& opt);
-  // Global-norm clipping of the averaged gradients (optim::clip_grad_norm's
-  // rule; sharded: each rank's block, the norm summed over ranks). Returns the norm.
-  float clip_grad_norm(float max_norm);
+  // The optimizer step: opt.step(grad_scale), then (sharded) every rank's new
+  // weights all-gathered. Returns the time spent waiting for the all-gather.
+  std::chrono::duration<double> step(optim::Optimizer& opt, float grad_scale = 1.0f);
+  // The global norm of the averaged gradients (sharded: each rank's block,
+  // summed over ranks); clipping hands step() optim::clip_coefficient of it.
+  // Collective.
+  float grad_norm();
   // The averaged gradients this rank holds after finish(), as spans of
   // parameter `name`'s gradient: whole gradients when replicated; when
   // sharded, this rank's block of each sharded bucket, and the replicated

@@ -328,11 +328,11 @@ void FullyShardedDataParallel::shard(optim::Optimizer& opt) {
   values_ = values;
 }
 
-float FullyShardedDataParallel::clip_grad_norm(float max_norm) {
+float FullyShardedDataParallel::grad_norm() {
   std::vector<optim::GradSpan> spans;
   for (size_t i = 0; i < units_.size(); ++i)
     spans.push_back({"unit " + std::to_string(i), units_[i]->grad_shard.data<float>(), units_[i]->grad_shard.numel()});
-  return optim::clip_grad_norm(spans, spans, max_norm, [this](double sq) { return sum_over(group_, sq); });
+  return optim::global_grad_norm(spans, [this](double sq) { return sum_over(group_, sq); });
 }
 
 void FullyShardedDataParallel::for_each_whole(const std::function<void(const std::string&, const Tensor&)>& visit) {

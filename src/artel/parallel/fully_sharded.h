@@ -75,8 +75,9 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   // The elements of parameter `name` this rank keeps (flat; shard() made them
   // the optimizer's), and which ones they are.
   Tensor owned_value(const std::string& name) const { return values_.at(name); }
-  // Global-norm clipping of the averaged gradient shards (the norm summed over ranks).
-  float clip_grad_norm(float max_norm);
+  // The global norm of the averaged gradient shards (summed over ranks);
+  // clipping hands optim::clip_coefficient of it to the optimizer step. Collective.
+  float grad_norm();
   // Calls visit(name, whole value) for every parameter, a unit gathered at a
   // time, in unit order. Collective.
   void for_each_whole(const std::function<void(const std::string&, const Tensor&)>& visit);

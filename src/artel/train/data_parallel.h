@@ -23,8 +23,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "artel/comm/process_group.h"
+#include "artel/optim/clip.h"
 #include "artel/parallel/distributed_data_parallel.h"
 #include "artel/train/strategy.h"
 #include "artel/train/trainer.h"
@@ -47,8 +49,10 @@ class DataParallelStrategy : public Strategy {
   void attach(optim::Optimizer& optimizer) override;
   double sync_gradients() override { return ddp_->finish().count(); }
   double reported_loss(double local) override;
-  void clip_grad_norm(float max_norm) override { ddp_->clip_grad_norm(max_norm); }
-  double optimizer_step(optim::Optimizer& optimizer) override { return ddp_->step(optimizer).count(); }
+  void clip_grad_norm(float max_norm) override { clip_scale_ = optim::clip_coefficient(ddp_->grad_norm(), max_norm); }
+  double optimizer_step(optim::Optimizer& optimizer) override {
+    return ddp_->step(optimizer, std::exchange(clip_scale_, 1.0f)).count();
+  }
   void barrier() override { group_->barrier()->wait(); }
   comm::ProcessGroup* world_group() override { return group_.get(); }
   std::string describe_sync() const override { return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)"; }

@@ -1,5 +1,7 @@
 #include "artel/train/fully_sharded_strategy.h"
 
+#include <utility>
+
 #include "artel/nn/init.h"
 #include "artel/nn/safetensors.h"
 
@@ -30,7 +32,7 @@ nn::NamedParameters FullyShardedStrategy::build(nn::Model& model, const data::Da
 }
 
 double FullyShardedStrategy::optimizer_step(optim::Optimizer& optimizer) {
-  optimizer.step();  // the shards, in place: the next gather brings everyone's
+  optimizer.step(std::exchange(clip_scale_, 1.0f));  // the shards, in place: the next gather brings everyone's
   return 0;
 }
 

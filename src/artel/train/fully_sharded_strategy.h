@@ -27,7 +27,7 @@ class FullyShardedStrategy : public DataParallelStrategy {
                             const std::string& init) override;
   void attach(optim::Optimizer& optimizer) override { fsdp_->shard(optimizer); }
   double sync_gradients() override { return fsdp_->finish().count(); }
-  void clip_grad_norm(float max_norm) override { fsdp_->clip_grad_norm(max_norm); }
+  void clip_grad_norm(float max_norm) override { clip_scale_ = optim::clip_coefficient(fsdp_->grad_norm(), max_norm); }
   double optimizer_step(optim::Optimizer& optimizer) override;
   void write_weights(const std::string& path, const std::map<std::string, std::string>& metadata) override;
   std::string describe_sync() const override { return fsdp_->describe(); }

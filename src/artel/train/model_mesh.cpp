@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
@@ -230,21 +231,22 @@ bool ModelMesh::counts_in_norm(const std::string& name) const {
 // counts_in_norm says), and over the data-parallel ranks too when the step
 // is sharded (each rank then holds its own block of the averaged gradients).
 void ModelMesh::clip_grad_norm(float max_norm) {
-  std::vector<optim::GradSpan> scaled = ddp_ ? ddp_->averaged_gradients(false) : optim::gradient_spans(shard_->parameters());
   std::vector<optim::GradSpan> counted;
-  for (optim::GradSpan& s : ddp_ ? ddp_->averaged_gradients(true) : scaled)
+  for (optim::GradSpan& s : ddp_ ? ddp_->averaged_gradients(true) : optim::gradient_spans(shard_->parameters(), false))
     if (counts_in_norm(s.name)) counted.push_back(s);
   comm::ProcessGroup* over = ddp_ && ddp_->sharded_gradients() ? groups_.world.get() : groups_.replica.get();
-  optim::clip_grad_norm(counted, scaled, max_norm, [&](double sq) {
+  const float norm = optim::global_grad_norm(counted, [&](double sq) {
     scalar_.data<double>()[0] = sq;
     if (over) over->all_reduce(scalar_.slice0(0, 1))->wait();
     return scalar_.data<double>()[0];
   });
+  clip_scale_ = optim::clip_coefficient(norm, max_norm);
 }
 
 double ModelMesh::optimizer_step(optim::Optimizer& optimizer) {
-  if (ddp_) return ddp_->step(optimizer).count();
-  optimizer.step();
+  const float scale = std::exchange(clip_scale_, 1.0f);
+  if (ddp_) return ddp_->step(optimizer, scale).count();
+  optimizer.step(scale);
   return 0.0;
 }
 

@@ -45,9 +45,7 @@ double Strategy::forward_backward(std::span<const data::Batch> micro_batches) {
 }
 
 void Strategy::clip_grad_norm(float max_norm) {
-  std::vector<autograd::Variable> params;
-  for (auto& [name, p] : params_) params.push_back(p);
-  clip_scale_ = optim::clip_coefficient(optim::grad_norm(params), max_norm);
+  clip_scale_ = optim::clip_coefficient(optim::global_grad_norm(optim::gradient_spans(params_, false), {}), max_norm);
 }
 
 double Strategy::optimizer_step(optim::Optimizer& optimizer) {

@@ -85,9 +85,10 @@ class Strategy {
   // The step's loss as reported: the mean over replicas of the local losses.
   virtual double reported_loss(double local) { return local; }
   // torch.nn.utils.clip_grad_norm_ over the whole model's gradients. Collective.
-  // This one only measures: optimizer_step below hands the coefficient to the
-  // optimizer, which applies it as it reads each gradient (no pass of its own
-  // over 124M gradients, and no private copy of a gradient the graph shares).
+  // Strategies measure here and keep the coefficient (clip_scale_);
+  // optimizer_step hands it to the optimizer, which applies it as it reads
+  // each gradient (no pass of its own over 124M gradients, and no private
+  // copy of a gradient the graph shares).
   virtual void clip_grad_norm(float max_norm);
   // The optimizer step -> seconds waited for peers in it.
   virtual double optimizer_step(optim::Optimizer& optimizer);
