@@ -39,6 +39,26 @@ TEST(Embedding, TiedWeightGetsBothContributions) {
             {random_tensor({4, 3}, 2)});
 }
 
+// Note [Adding into a gradient]: the backward adds its rows onto the gradient
+// the table already has (a tied head's) when only the table holds it, and
+// never into one that someone else still holds.
+TEST(Embedding, AddsOntoAGradientSoFarOnlyWhenTheTableAloneHoldsIt) {
+  Tensor id = ids({4, 0, 4}, {3});
+  Tensor before = Tensor::full({5, 3}, 1.0f);
+  Variable w(random_tensor({5, 3}, 1), true);
+  w.set_grad(before);  // the test holds it too
+  sum(embedding(w, id)).backward();
+  EXPECT_EQ(before.data<float>()[4 * 3], 1.0f);
+  EXPECT_EQ(w.grad().data<float>()[4 * 3], 3.0f);  // id 4 twice, onto 1
+  EXPECT_EQ(w.grad().data<float>()[1 * 3], 1.0f);
+  const void* alone = w.grad().raw();  // the sum: the table's alone now
+  sum(embedding(w, id)).backward();
+  EXPECT_EQ(w.grad().raw(), alone);
+  EXPECT_EQ(w.grad().data<float>()[4 * 3], 5.0f);
+  EXPECT_EQ(w.grad().data<float>()[0], 3.0f);
+  EXPECT_EQ(w.grad().data<float>()[2 * 3], 1.0f);
+}
+
 TEST(Embedding, OutOfRangeIdThrows) {
   Variable w(random_tensor({5, 3}, 1));
   EXPECT_THROW(embedding(w, ids({0, 5}, {2})), Error);

@@ -41,8 +41,10 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
 
 // Note [Gradient destinations] (variable.h): a leaf input with no gradient yet
 // and a destination gets the destination in its slot, for the op to write
-// into — unless the leaf is this node's input twice (both slots would share it).
+// into — unless the leaf is this node's input twice (both slots would share it),
+// or the node adds into what it is given (Note [Adding into a gradient]).
 void offer_destinations(const Node& node, std::vector<Tensor>& grads) {
+  if (node.adds_into_gradients()) return;
   const auto& inputs = node.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Variable& in = inputs[i];
@@ -52,6 +54,23 @@ void offer_destinations(const Node& node, std::vector<Tensor>& grads) {
     bool twice = false;
     for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
     if (!twice) grads[i] = leaf->grad_destination;
+  }
+}
+
+// Note [Adding into a gradient] (variable.h): a node that adds into its
+// gradient slots gets a leaf input's gradient so far, when only the leaf
+// holds it, and the leaf is its input once.
+void offer_gradients_so_far(const Node& node, std::vector<Tensor>& grads) {
+  if (!node.adds_into_gradients()) return;
+  const auto& inputs = node.inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Variable& in = inputs[i];
+    if (!needs_grad(in) || !in.is_leaf() || grads[i].defined()) continue;
+    VariableImpl* leaf = in.impl();
+    if (!leaf->grad.defined() || !(leaf->grad_owned || leaf->grad.storage().use_count() == 1)) continue;
+    bool twice = false;
+    for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
+    if (!twice) grads[i] = leaf->grad;
   }
 }
 
@@ -107,6 +126,7 @@ void Variable::backward(const Tensor& grad_output) const {
     slots.erase(it);
     grads.assign(node->inputs().size(), Tensor());
     offer_destinations(*node, grads);
+    offer_gradients_so_far(*node, grads);
     if (g.defined()) node->backward(g, grads);
     for (size_t i = 0; i < grads.size(); ++i) {
       const Variable& in = node->inputs()[i];
@@ -125,6 +145,8 @@ void Variable::backward(const Tensor& grad_output) const {
           grads[i].raw() == leaf->grad_destination.raw()) {
         leaf->grad = leaf->grad_destination;  // written in place: ours to add into
         leaf->grad_owned = true;
+      } else if (grads[i].defined() && leaf->grad.defined() && grads[i].raw() == leaf->grad.raw()) {
+        leaf->grad_owned = true;  // added into in place (offer_gradients_so_far)
       } else if (grads[i].defined()) {
         accumulate(leaf->grad, leaf->grad_owned, grads[i]);
       }

@@ -21,12 +21,17 @@ Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows
     kernels::check_ids(n, vocab, p);
     kernels::embedding_forward(n, C, p, first, V, w.data<float>(), y.data<float>());
   });
-  return make_result(y, {weight}, "embedding", [ids, n, V, C, first](const Tensor& g, std::vector<Tensor>& gi) {
-    gi[0] = Tensor::empty({V, C});
+  Variable out_v = make_result(y, {weight}, "embedding", [ids, n, V, C, first](const Tensor& g, std::vector<Tensor>& gi) {
+    // Rows scattered into the table's gradient so far when the engine offers
+    // it (a table tied to the head), else into zeros.
+    const bool onto = gi[0].defined();
+    if (!onto) gi[0] = Tensor::empty({V, C});
     detail::with_ids(ids, "embedding", "ids", [&](const auto* p) {
-      kernels::embedding_backward(n, V, C, p, first, g.data<float>(), gi[0].data<float>());
+      kernels::embedding_backward(n, V, C, p, first, g.data<float>(), gi[0].data<float>(), onto);
     });
   });
+  if (out_v.grad_fn()) out_v.grad_fn()->set_adds_into_gradients();
+  return out_v;
 }
 
 Variable dropout(const Variable& x, float p, bool training, Rng& rng) {

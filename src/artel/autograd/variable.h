@@ -95,6 +95,13 @@ class Node {
 
   const char* name() const { return name_; }
   const std::vector<Variable>& inputs() const { return inputs_; }
+  // Note [Adding into a gradient]: an op whose backward adds its input
+  // gradients into what grad_inputs[i] holds when it arrives defined (a
+  // scatter, like embedding's) may be offered a leaf's gradient so far, if
+  // the leaf's alone, instead of a fresh tensor that would be summed with it
+  // afterwards: a tied embedding table then skips a (V, C) zero fill and sum.
+  void set_adds_into_gradients() { adds_into_ = true; }
+  bool adds_into_gradients() const { return adds_into_; }
   // Fills grad_inputs[i] for every input that needs a gradient; leaves the
   // others undefined. grad_inputs[i] arrives undefined, or holding a leaf's
   // gradient destination, which the op may write into (grad_output_buffer) or
@@ -105,6 +112,7 @@ class Node {
   const char* name_;
   std::vector<Variable> inputs_;
   BackwardFn backward_;
+  bool adds_into_ = false;
 };
 
 // For op authors: wraps `value` as the op's result. When grad mode is on and an

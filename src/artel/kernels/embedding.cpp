@@ -35,8 +35,8 @@ void embedding_forward(int64_t n, int64_t C, const Id* ids, int64_t first, int64
 
 template <class Id>
 void embedding_backward(int64_t n, int64_t V, int64_t C, const Id* ids, int64_t first, const float* dout,
-                        float* dweight) {
-  std::memset(dweight, 0, static_cast<size_t>(V * C) * sizeof(float));
+                        float* dweight, bool accumulate) {
+  if (!accumulate) std::memset(dweight, 0, static_cast<size_t>(V * C) * sizeof(float));
   // Threads take disjoint column ranges, so rows sharing an id never race.
   int64_t col_grain = std::max<int64_t>(16, (1 << 15) / std::max<int64_t>(1, n));
   parallel_for(C, col_grain, [&](int64_t c0, int64_t c1) {
@@ -54,7 +54,7 @@ template void check_ids(int64_t, int64_t, const int32_t*);
 template void check_ids(int64_t, int64_t, const int64_t*);
 template void embedding_forward(int64_t, int64_t, const int32_t*, int64_t, int64_t, const float*, float*);
 template void embedding_forward(int64_t, int64_t, const int64_t*, int64_t, int64_t, const float*, float*);
-template void embedding_backward(int64_t, int64_t, int64_t, const int32_t*, int64_t, const float*, float*);
-template void embedding_backward(int64_t, int64_t, int64_t, const int64_t*, int64_t, const float*, float*);
+template void embedding_backward(int64_t, int64_t, int64_t, const int32_t*, int64_t, const float*, float*, bool);
+template void embedding_backward(int64_t, int64_t, int64_t, const int64_t*, int64_t, const float*, float*, bool);
 
 }  // namespace artel::kernels
