@@ -3,6 +3,7 @@
 // fraction of the bytes to the collectives (metrics.jsonl's grad_bytes);
 // bf16 is the same reduction as `--grad-reduce-dtype bf16`; combinations
 // that cannot work are refused with the reason.
+#include "artel/train/checkpoint.h"
 #include "train_runs.h"
 
 namespace {
@@ -46,6 +47,26 @@ TEST_F(TrainCompression, PowerSgdTrainsCloseToUncompressedOnAFractionOfTheBytes)
   // A sharded step (ZeRO 1) takes the same compressed average.
   ok(train(kWide + " --zero 1 --grad-compression powersgd --powersgd-rank 2 --powersgd-start-step 5" + out("zero1")));
   expect_same_run("powersgd", "zero1", 1e-5);
+}
+
+// Note [PowerSGD in checkpoints]: a compressed run cut at a checkpoint and
+// resumed goes on bit for bit as the uninterrupted one: Q, each rank's error
+// feedback and the step count are in the checkpoint (the cut falls after
+// compression started, so all three matter).
+TEST_F(TrainCompression, PowerSgdResumesExactlyFromACheckpoint) {
+  const std::string run = std::string(kGpt) +
+                          " --n-embd 64 --batch-size 4 --nproc 2 --lr 0.003 --zero 0 --grad-compression powersgd"
+                          " --powersgd-rank 2 --powersgd-start-step 2";
+  ok(train(run + " --steps 8" + out("whole")));
+  ok(train(run + " --steps 5 --checkpoint-every 5" + out("cut")));
+  const fs::path shard = dir_ / "cut" / "checkpoints" / "ckpt-00000005" / "rank-00001.artel";
+  bool has_error = false;
+  for (const auto& t : artel::train::read_checkpoint_header(shard.string()).tensors)
+    has_error |= t.name.rfind("powersgd/dp2.rank1.error.", 0) == 0;
+  EXPECT_TRUE(has_error) << "rank 1's error feedback is in its shard";
+  fs::copy(dir_ / "cut", dir_ / "resumed", fs::copy_options::recursive);
+  ok(train(run + " --steps 8 --resume" + out("resumed")));
+  expect_identical_run("whole", "resumed");
 }
 
 TEST_F(TrainCompression, Bf16IsTheReductionOfGradReduceDtypeBf16) {

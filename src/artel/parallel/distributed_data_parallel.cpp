@@ -416,6 +416,29 @@ std::vector<optim::GradSpan> DistributedDataParallel::averaged_gradients(bool co
   return spans;
 }
 
+std::vector<DistributedDataParallel::PowerSgdState> DistributedDataParallel::powersgd_state() const {
+  std::vector<PowerSgdState> out;
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    if (!powersgd_[b]) continue;
+    for (const PowerSgdBucket::Kept& k : powersgd_[b]->kept())
+      for (size_t j = 0; j < plan_[b].params.size(); ++j)
+        if (plan_[b].offsets[j] == k.offset)
+          out.push_back({params_[static_cast<size_t>(plan_[b].params[j])].first, k.q, k.error});
+  }
+  return out;
+}
+
+int64_t DistributedDataParallel::powersgd_steps() const {
+  for (const auto& ps : powersgd_)
+    if (ps) return ps->steps();
+  return 0;
+}
+
+void DistributedDataParallel::set_powersgd_steps(int64_t steps) {
+  for (auto& ps : powersgd_)
+    if (ps) ps->set_steps(steps);
+}
+
 float DistributedDataParallel::grad_norm() {
   std::function<double(double)> sum;
   if (sharded()) sum = [this](double sq) { return sum_over(group_, sq); };

@@ -103,6 +103,17 @@ class DistributedDataParallel {
   // The optimizer step: opt.step(grad_scale), then (sharded) every rank's new
   // weights all-gathered. Returns the time spent waiting for the all-gather.
   std::chrono::duration<double> step(optim::Optimizer& opt, float grad_scale = 1.0f);
+  // PowerSGD's state for checkpoints (empty without it): each compressed
+  // gradient's Q and this rank's error feedback, by parameter, as live
+  // tensors a resume reads into; and the steps counted (alike in every
+  // bucket), which a resume sets back.
+  struct PowerSgdState {
+    std::string name;
+    Tensor q, error;
+  };
+  std::vector<PowerSgdState> powersgd_state() const;
+  int64_t powersgd_steps() const;
+  void set_powersgd_steps(int64_t steps);
   // The global norm of the averaged gradients (sharded: each rank's block,
   // summed over ranks); clipping hands step() optim::clip_coefficient of it.
   // Collective.

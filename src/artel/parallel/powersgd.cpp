@@ -61,6 +61,12 @@ PowerSgdBucket::PowerSgdBucket(std::vector<BucketMatrix> grads, comm::ProcessGro
   }
 }
 
+std::vector<PowerSgdBucket::Kept> PowerSgdBucket::kept() const {
+  std::vector<Kept> out;
+  for (const Compressed& c : compressed_) out.push_back({c.m.offset, c.q.view({c.m.cols, opts_.rank}), c.error});
+  return out;
+}
+
 comm::WorkPtr PowerSgdBucket::begin(float* bucket) {
   ARTEL_CHECK(compressing() && !compressed_.empty(), "PowerSGD bucket began before its start step or with nothing to compress");
   float* packed = first_.data<float>();

@@ -69,6 +69,18 @@ class PowerSgdBucket {
   // How many of the bucket's gradients are compressed.
   int compressed_count() const { return static_cast<int>(compressed_.size()); }
 
+  // What a checkpoint keeps for an exact resume: per compressed gradient,
+  // its offset in the bucket, Q (cols, r; alike on every rank) and this
+  // rank's error (rows, cols), as live tensors a resume reads into; and the
+  // steps counted so far.
+  struct Kept {
+    int64_t offset;
+    Tensor q, error;
+  };
+  std::vector<Kept> kept() const;
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+
  private:
   struct Compressed {
     BucketMatrix m;

@@ -77,6 +77,7 @@ void load_optimizer_parts(const std::vector<HeldPart>& parts, const std::vector<
                     "it was written for another model; start a fresh run or use another --out");
       continue;
     }
+    if (p.key.compare(0, optim.size(), optim) != 0) continue;  // a strategy's own (PowerSGD's state)
     const std::string rest = p.key.substr(optim.size());
     const size_t dot = rest.find('.');
     const std::string kind = rest.substr(0, dot), name = rest.substr(dot + 1);

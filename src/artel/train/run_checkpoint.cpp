@@ -47,6 +47,7 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     std::vector<bool> found;
     for (HeldPart& p : wanted) found.push_back(ck.read(p));
     load_optimizer_parts(wanted, found, optimizer, ck.dir());
+    strategy.parts_restored();
     strategy.read_other_shards(ck.manifest().step, ck.dir());
     const std::vector<RngState>& dropout = ck.manifest().dropout;
     out.dropout_restored = static_cast<int>(dropout.size()) == strategy.stages();

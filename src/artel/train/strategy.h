@@ -122,6 +122,9 @@ class Strategy {
   // worker's own; and read back from checkpoint directory `dir`.
   virtual void write_other_shards(int64_t /*step*/, const std::string& /*store_dir*/) {}
   virtual void read_other_shards(int64_t /*step*/, const std::string& /*dir*/) {}
+  // After a checkpoint's wanted parts were read in: state the strategy keeps
+  // beside the model and optimizer (PowerSGD's step count) takes effect.
+  virtual void parts_restored() {}
   // This worker's pipeline stage, of how many; and whether it is the one
   // worker of its stage that writes the stage's dropout generator.
   virtual int stage() const { return 0; }
