@@ -23,13 +23,6 @@ float clip_coefficient(float norm, float max_norm) {
   return coef < 1.0f ? coef : 1.0f;
 }
 
-float grad_norm(const std::vector<autograd::Variable>& params) {
-  double sq = 0;
-  for (const auto& p : params)
-    if (p.grad().defined()) sq += sum_of_squares(p.grad().data<float>(), p.grad().numel());
-  return static_cast<float>(std::sqrt(sq));
-}
-
 std::vector<GradSpan> gradient_spans(const std::vector<std::pair<std::string, autograd::Variable>>& params,
                                      bool writable) {
   std::vector<GradSpan> spans;
@@ -64,10 +57,22 @@ float clip_grad_norm(const std::vector<GradSpan>& counted, const std::vector<Gra
   return norm;
 }
 
-float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm) {
+namespace {
+
+std::vector<std::pair<std::string, autograd::Variable>> unnamed(const std::vector<autograd::Variable>& params) {
   std::vector<std::pair<std::string, autograd::Variable>> named;
   for (const auto& p : params) named.emplace_back("", p);
-  const std::vector<GradSpan> spans = gradient_spans(named);
+  return named;
+}
+
+}  // namespace
+
+float grad_norm(const std::vector<autograd::Variable>& params) {
+  return global_grad_norm(gradient_spans(unnamed(params), false), {});
+}
+
+float clip_grad_norm(const std::vector<autograd::Variable>& params, float max_norm) {
+  const std::vector<GradSpan> spans = gradient_spans(unnamed(params));
   return clip_grad_norm(spans, spans, max_norm, {});
 }
 
