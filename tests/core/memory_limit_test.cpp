@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "artel/core/error.h"
 #include "artel/core/tensor.h"
 
@@ -88,13 +90,30 @@ TEST_F(MemoryLimitProcess, MemoryFreedEarlierIsGivenBackFirst) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer keeps freed memory in quarantine; malloc_trim cannot give it back";
 #endif
-  // Allocate and touch 64 MiB, free it (it stays resident: the allocator keeps
-  // it), then ask for 64 MiB again under a limit that fits one copy, not two:
-  // the check gives the freed memory back first.
+  // Allocate and touch 64 MiB in heap-sized tensors, free them (they stay
+  // resident: the heap is never trimmed), then ask for 64 MiB again under a
+  // limit that fits one copy, not two: the check gives the freed memory back first.
+  EXPECT_EXIT(run_under_limit("134217728",
+                              [] {
+                                {
+                                  std::vector<Tensor> small;
+                                  for (int i = 0; i < 16; ++i) small.push_back(Tensor::zeros({1 << 20}));
+                                }
+                                Tensor::zeros({16 << 20});
+                              }),
+              ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(MemoryLimitProcess, KeptLargeBuffersAreGivenBackFirst) {
+  // A freed 64 MiB tensor is kept for reuse (Note [Large buffers]); 64 MiB of
+  // heap-sized tensors then fit under the limit only once it is given back.
   EXPECT_EXIT(run_under_limit("134217728",
                               [] {
                                 { Tensor::zeros({16 << 20}); }
-                                Tensor::zeros({16 << 20});
+                                if (kept_large_buffer_bytes() != size_t{64} << 20) std::_Exit(1);
+                                std::vector<Tensor> small;
+                                for (int i = 0; i < 16; ++i) small.push_back(Tensor::zeros({1 << 20}));
+                                if (kept_large_buffer_bytes() != 0) std::_Exit(2);
                               }),
               ::testing::ExitedWithCode(0), "");
 }

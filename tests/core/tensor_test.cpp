@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace artel {
 
@@ -80,6 +81,38 @@ TEST(BufferCache, HandsBackAKeptBufferOfTheSameSizeAndFreesBeyondItsRoom) {
   a->reacquire(), b->reacquire();
   EXPECT_TRUE(a->data() == first || b->data() == first);  // reused, not mapped anew
   a->data()[(1 << 20) - 1] = std::byte{7};             // the whole size is there
+}
+
+TEST(LargeBuffers, AFreedOneServesTheNextRequestOfTheSameSize) {
+  const int64_t n = 8 << 20;  // 32 MiB: over kLargeBuffer
+  std::byte* first = nullptr;
+  {
+    Tensor a = Tensor::empty({n});
+    first = static_cast<std::byte*>(a.raw());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  }
+  EXPECT_GE(kept_large_buffer_bytes(), size_t{32} << 20);
+  Tensor b = Tensor::zeros({n});
+  EXPECT_EQ(static_cast<std::byte*>(b.raw()), first);
+  for (int64_t i = 0; i < n; i += 1 << 16) EXPECT_EQ(b.data<float>()[i], 0.0f);
+}
+
+TEST(LargeBuffers, KeepNoMoreThanWasEverInUseAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: nothing kept or in use before
+  EXPECT_EXIT(
+      [] {
+        { Tensor::empty({8 << 20}); }  // 32 MiB in use at most, then kept
+        const bool kept = kept_large_buffer_bytes() == size_t{32} << 20;
+        Tensor b = Tensor::empty({12 << 20});  // 48 MiB: with the 32 kept, 80 would pass the peak in use (48)
+        const bool given_back = kept_large_buffer_bytes() == 0;
+        Tensor c = Tensor::empty({8 << 20});
+        { Tensor d = Tensor::empty({8 << 20}); }  // b, c and d in use at once: a peak of 112 MiB
+        c = Tensor();
+        b = Tensor();  // all three kept: no more than the peak
+        const bool all_kept = kept_large_buffer_bytes() == size_t{112} << 20;
+        std::_Exit(kept && given_back && all_kept ? 0 : 1);
+      }(),
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace artel

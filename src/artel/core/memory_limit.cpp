@@ -21,6 +21,7 @@ namespace {
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 std::atomic<int64_t> g_backed_shared{0};
+std::atomic<void (*)()> g_kept_release{nullptr};
 
 int64_t read_limit() {
   const char* text = std::getenv(kMemoryLimitVariable);
@@ -59,6 +60,8 @@ int64_t memory_limit_bytes() {
 
 void note_backed_shared_memory(int64_t bytes) { g_backed_shared.fetch_add(bytes, std::memory_order_relaxed); }
 
+void set_kept_memory_release(void (*release)()) { g_kept_release.store(release); }
+
 int64_t resident_bytes() {
   auto [resident, shared] = read_statm();
   return resident - shared + g_backed_shared.load(std::memory_order_relaxed);
@@ -77,10 +80,12 @@ void check_memory_limit(size_t nbytes, const char* what) {
   const auto n = static_cast<int64_t>(nbytes);
   int64_t resident = resident_bytes();
   if (!exceeds_memory_limit(resident, n, limit)) return;
-  // Memory freed earlier stays resident (the trim threshold is high:
-  // tensor.cpp) and may or may not serve this allocation. Give the free pages
-  // back, so that what is left resident is what is in use, and ask again.
-  // This costs page faults later, so it is done only this close to the limit.
+  // Memory freed earlier stays resident (kept large buffers, and the heap,
+  // which is never trimmed: tensor.cpp) and may or may not serve this
+  // allocation. Give the free pages back, so that what is left resident is
+  // what is in use, and ask again. This costs page faults later, so it is
+  // done only this close to the limit.
+  if (void (*release)() = g_kept_release.load()) release();
   ::malloc_trim(0);
   resident = resident_bytes();
   if (!exceeds_memory_limit(resident, n, limit)) return;

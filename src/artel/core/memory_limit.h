@@ -57,11 +57,16 @@ int64_t memory_headroom(int64_t limit);
 // over `limit` less its headroom (limit 0: no limit, never).
 bool exceeds_memory_limit(int64_t resident, int64_t nbytes, int64_t limit);
 
+// Memory freed but kept resident for reuse (tensor.cpp's large buffers) is
+// given back by `release` when a check comes close to the limit, before it
+// counts again. One per process; set by the keeper.
+void set_kept_memory_release(void (*release)());
+
 // Throws the one-line out-of-memory artel::Error when an allocation of
 // `nbytes` (>= kMemoryCheckMinBytes; smaller ones pass) would take this
 // process over its limit; `what` names what is allocated (default: the
-// thread's AllocationPurpose, core/memory_stats.h). Close to the limit it first gives freed heap memory back
-// to the kernel (malloc_trim), so that what it counts is what is in use.
+// thread's AllocationPurpose, core/memory_stats.h). Close to the limit it first gives freed memory back
+// to the kernel (kept buffers, then malloc_trim), so that what it counts is what is in use.
 void check_memory_limit(size_t nbytes, const char* what = nullptr);
 
 // Throws artel::Error when `limit` is too small for this process as it

@@ -3,9 +3,11 @@
 #include <malloc.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "artel/core/memory_limit.h"
 #include "artel/core/memory_stats.h"
@@ -29,12 +31,17 @@ int64_t shape_numel(const Shape& s) {
 
 constexpr size_t kAlignment = 64;
 
-// A training step frees and reallocates the same activation buffers every
-// step. glibc would serve buffers over 128 KiB with fresh mmap()s, paying page
-// faults and zeroing on every step; keeping them on the heap reuses warm pages.
+// Below kLargeBuffer, tensors live on glibc's heap. A training step frees and
+// reallocates the same activation buffers every step. glibc would serve
+// buffers over 128 KiB with fresh mmap()s, paying page faults and zeroing on
+// every step; keeping them on the heap reuses warm pages. Nor is the heap's
+// top ever trimmed (-1): it would be given back after a step only to be
+// faulted in and zeroed again in the next. Like a caching allocator, the heap
+// keeps its peak; --memory-per-worker trims it when close to its limit
+// (memory_limit.cpp).
 [[maybe_unused]] const bool kAllocatorTuned = [] {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, -1);
   return true;
 }();
 
@@ -48,6 +55,84 @@ namespace {
   throw Error(what, kOutOfMemoryHint);
 }
 
+// Note [Large buffers]
+// Large buffers are freed and requested again every step at the same sizes
+// (GPT-2's 206 MB logits and their gradient). On the heap a freed one is
+// split for smaller tensors and the heap grows for the next: a 2-worker
+// GPT-2 run grew each worker's heap 196 MiB at a time through its first ten
+// steps, faulting in and zeroing fresh pages for 250-500 ms each time, and
+// the other worker waited. So a buffer of kLargeBuffer bytes or more is a
+// mapping of its own, and a freed one is kept for the next request of the
+// same size. The cache never takes the large memory resident (in use + kept)
+// past the most that was ever in use at once: a request it cannot serve first
+// gives back the oldest kept buffers. Close to --memory-per-worker every kept
+// buffer is given back (set_kept_memory_release).
+constexpr size_t kLargeBuffer = size_t{16} << 20;
+
+class LargeBuffers {
+ public:
+  LargeBuffers() { set_kept_memory_release([] { instance().release_kept(); }); }
+
+  static LargeBuffers& instance() {
+    static auto* buffers = new LargeBuffers;  // never destroyed: tensors may be freed during exit
+    return *buffers;
+  }
+
+  std::byte* take(size_t nbytes) {
+    {
+      std::lock_guard lock(mu_);
+      for (size_t i = kept_.size(); i-- > 0;)  // the most recently freed first: its pages are the warmest
+        if (kept_[i].first == nbytes) {
+          std::byte* p = kept_[i].second;
+          kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+          held_ -= nbytes;
+          in_use_ += nbytes;
+          return p;
+        }
+      peak_in_use_ = std::max(peak_in_use_, in_use_ + nbytes);
+      while (!kept_.empty() && held_ + in_use_ + nbytes > peak_in_use_) {
+        ::munmap(kept_.front().second, kept_.front().first);
+        held_ -= kept_.front().first;
+        kept_.erase(kept_.begin());
+      }
+    }
+    check_memory_limit(nbytes);  // --memory-per-worker: fail here, not by the kernel's OOM kill
+    void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      release_kept();
+      p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) out_of_memory(nbytes);
+    }
+    std::lock_guard lock(mu_);
+    in_use_ += nbytes;
+    return static_cast<std::byte*>(p);
+  }
+
+  void give(std::byte* p, size_t nbytes) {
+    std::lock_guard lock(mu_);
+    in_use_ -= nbytes;
+    kept_.emplace_back(nbytes, p);
+    held_ += nbytes;
+  }
+
+  void release_kept() {
+    std::lock_guard lock(mu_);
+    for (auto& [n, p] : kept_) ::munmap(p, n);
+    kept_.clear();
+    held_ = 0;
+  }
+
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<size_t, std::byte*>> kept_;  // (bytes, buffer), oldest first
+  size_t held_ = 0, in_use_ = 0, peak_in_use_ = 0;
+};
+
 // 64-byte aligned bytes, or the one-line out-of-memory error.
 void* aligned_bytes(size_t nbytes) {
   check_memory_limit(nbytes);  // --memory-per-worker: fail here, not by the kernel's OOM kill
@@ -59,10 +144,20 @@ void* aligned_bytes(size_t nbytes) {
 
 }  // namespace
 
+size_t kept_large_buffer_bytes() { return LargeBuffers::instance().held(); }
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
-  void* p = aligned_bytes(nbytes);
   // Counted here and in the release, so wrapped (foreign) memory never is.
   const auto counted = static_cast<int64_t>(nbytes);
+  if (nbytes >= kLargeBuffer) {
+    std::byte* p = LargeBuffers::instance().take(nbytes);
+    detail::note_tensor_alloc(counted);
+    return std::shared_ptr<Storage>(new Storage(p, nbytes, [p, nbytes, counted] {
+      LargeBuffers::instance().give(p, nbytes);
+      detail::note_tensor_free(counted);
+    }));
+  }
+  void* p = aligned_bytes(nbytes);
   detail::note_tensor_alloc(counted);
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), nbytes, [p, counted] {
     std::free(p);

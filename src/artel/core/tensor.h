@@ -26,6 +26,10 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
 
+// Bytes of freed large tensor buffers kept for reuse (Note [Large buffers],
+// tensor.cpp): resident, though no tensor holds them.
+size_t kept_large_buffer_bytes();
+
 // Freed buffers kept for the next request of the same size. Memory that
 // comes and goes in large pieces every step (ZeRO-3's gathered units) then
 // reuses the same bytes: glibc would keep a freed 50 MiB block inside its
