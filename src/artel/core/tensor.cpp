@@ -66,7 +66,9 @@ namespace {
 // same size. The cache never takes the large memory resident (in use + kept)
 // past the most that was ever in use at once: a request it cannot serve first
 // gives back the oldest kept buffers. Close to --memory-per-worker every kept
-// buffer is given back (set_kept_memory_release).
+// buffer is given back (set_kept_memory_release). The price: a kept buffer no
+// longer serves smaller tensors, so the peak resident can grow by about one of
+// them (GPT-2 124M on 4 x 256 tokens, 12 steps: 3.15 -> 3.33 GiB).
 constexpr size_t kLargeBuffer = size_t{16} << 20;
 
 class LargeBuffers {
