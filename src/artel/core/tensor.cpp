@@ -55,6 +55,12 @@ namespace {
   throw Error(what, kOutOfMemoryHint);
 }
 
+// A fresh private mapping of nbytes (page-aligned), or nullptr when the kernel refuses.
+std::byte* map_anonymous(size_t nbytes) {
+  void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+}
+
 // Note [Large buffers]
 // Large buffers are freed and requested again every step at the same sizes
 // (GPT-2's 206 MB logits and their gradient). On the heap a freed one is
@@ -99,11 +105,11 @@ class LargeBuffers {
       }
     }
     check_memory_limit(nbytes);  // --memory-per-worker: fail here, not by the kernel's OOM kill
-    void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    std::byte* p = map_anonymous(nbytes);
+    if (!p) {
       release_kept();
-      p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) out_of_memory(nbytes);
+      p = map_anonymous(nbytes);
+      if (!p) out_of_memory(nbytes);
     }
     // Transparent huge pages where the kernel gives them on request (THP
     // "madvise"): fewer TLB misses in the streaming passes over these buffers.
@@ -112,7 +118,7 @@ class LargeBuffers {
     ::madvise(p, nbytes, MADV_HUGEPAGE);
     std::lock_guard lock(mu_);
     in_use_ += nbytes;
-    return static_cast<std::byte*>(p);
+    return p;
   }
 
   void give(std::byte* p, size_t nbytes) {
@@ -215,9 +221,9 @@ std::byte* BufferCache::take(size_t nbytes) {
       return p;
     }
   check_memory_limit(nbytes);
-  void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) out_of_memory(nbytes);
-  return static_cast<std::byte*>(p);
+  std::byte* p = map_anonymous(nbytes);
+  if (!p) out_of_memory(nbytes);
+  return p;
 }
 
 void BufferCache::give(std::byte* p, size_t nbytes) {
