@@ -77,6 +77,30 @@ TEST_F(TrainerTest, TheStrategySeesEveryStepAndShapesTheReportedLoss) {
   EXPECT_GT(s.final_eval->targets, 0);
 }
 
+// The straggler knob's hook (Note [Test slowdown]) runs once per step, after
+// forward and backward and before the gradients are synchronised, with the
+// CPU time they took; the fault-injection hook after the whole step.
+TEST_F(TrainerTest, TheComputeHookRunsBeforeTheGradientsLeave) {
+  struct Recording : CountingStrategy {
+    std::vector<std::string>* events = nullptr;
+    double sync_gradients() override { return events->push_back("sync"), CountingStrategy::sync_gradients(); }
+  } strategy;
+  std::vector<std::string> events;
+  strategy.events = &events;
+  RunOptions run = quiet();
+  double cpu = 0;
+  run.after_compute = [&](int64_t k, double cpu_seconds) {
+    events.push_back("compute " + std::to_string(k));
+    cpu += cpu_seconds;
+  };
+  run.after_step = [&](int64_t k) { events.push_back("step " + std::to_string(k)); };
+  TrainConfig c = tiny();
+  c.steps = 2;
+  Trainer(c, run, &strategy).run();
+  EXPECT_EQ(events, (std::vector<std::string>{"compute 1", "sync", "step 1", "compute 2", "sync", "step 2"}));
+  EXPECT_GT(cpu, 0.0);
+}
+
 TEST_F(TrainerTest, SameConfigSameLosses) {
   RunSummary a = Trainer(tiny(), quiet()).run();
   RunSummary b = Trainer(tiny(), quiet()).run();

@@ -9,9 +9,9 @@
 //                                    (launch/launcher.h) with the same
 //                                    arguments minus --nproc, restarts them
 //                                    (--max-restarts), then exits as they did;
-//                                    --memory-per-worker launches even one
-//                                    worker, as only a launched worker gets
-//                                    its own memory cgroup
+//                                    --memory-per-worker or --cpus-per-worker
+//                                    launches even one worker, as only a
+//                                    launched worker gets its own cgroup
 //   ARTEL_RANK set (by the launcher)  worker: shm group from the environment
 //   mpirun -np N artel train --backend mpi ...   worker: rank and size from MPI
 //   otherwise                        one process, no communication
@@ -24,7 +24,6 @@
 // rank, once every live worker has pushed step K. It exists for the restart
 // and timeout tests; a malformed value is an error.
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +98,7 @@ struct JobFlags {
   int max_restarts = 0;
   std::string bind_to = "none";  // core: each worker on its own cores when they fit | none
   std::string memory_per_worker;  // SIZE (launch/memory_size.h); "" = no limit
+  std::optional<double> cpus_per_worker;  // cores' worth of time per worker (launch/launcher.h); unset = no limit
   bool no_memory_check = false;   // start even when the planner predicts the layout does not fit (planned_run.h)
 };
 
@@ -134,10 +134,12 @@ std::optional<int64_t> memory_per_worker(const JobFlags& job) {
 int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vector<std::string> command) {
   if (job.backend == "mpi")
     throw Error(job.nproc > 1 ? "--nproc starts shm workers; MPI jobs get their workers from mpirun"
-                              : "--memory-per-worker limits the workers artel starts; MPI jobs get theirs from mpirun",
+                              : "--memory-per-worker and --cpus-per-worker limit the workers artel starts; MPI jobs "
+                                "get theirs from mpirun",
                 job.nproc > 1 ? "run `mpirun -np " + std::to_string(job.nproc) +
                                     " artel train --backend mpi ...` without --nproc"
-                              : "limit memory through the scheduler (Slurm's --mem-per-cpu) or prlimit --as");
+                              : "limit workers through the scheduler (Slurm's --mem-per-cpu, --cpus-per-task) or "
+                                "prlimit --as");
   // Refused here, in one line, rather than by every worker.
   if (cfg.precision == "bf16") kernels::check_native_bf16();
   launch::LaunchConfig lc;
@@ -148,6 +150,7 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   if (cfg.threads > 0) lc.threads = static_cast<int>(cfg.threads);
   lc.grace_s = 2.0;  // workers keep nothing to flush: checkpoints are written atomically
   lc.memory_per_worker = memory_per_worker(job);
+  lc.cpus_per_worker = job.cpus_per_worker;
   if (cfg.ps_servers > 0) {  // the servers are the last ranks (parallel/ps_protocol.h)
     lc.nproc = job.nproc + static_cast<int>(cfg.ps_servers);
     for (int s = 0; s < cfg.ps_servers; ++s)
@@ -195,14 +198,23 @@ int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOpt
 }
 
 // Note [Test slowdown]: ARTEL_TEST_SLOW=RANK:FACTOR makes rank RANK a
-// straggler: after each step it sleeps (FACTOR − 1) times the CPU time the
-// step took, so its steps take FACTOR times as long and the cores it leaves
-// go to the others, as a slower machine's would. ARTEL_TEST_SLOW=turns:FACTOR
-// makes the straggler a transient one that moves: step k is slowed on worker
-// (k − 1) mod W only (W: the workers), as when background work visits one
-// machine at a time. For repeatable straggler experiments (parameter-server
-// consistency); a malformed value is an error.
-std::function<void(int64_t)> slowdown(int rank, int workers) {
+// straggler: after each step's forward and backward, before its gradients
+// leave, it sleeps (FACTOR − 1) times the time they took, so that its
+// computation takes FACTOR times as long and its gradients come that much
+// later, as a slower machine's would. (A sleep after the step, once its
+// gradients were sent, would let the others start the next step meanwhile,
+// and hide much of the slowdown.) That time is the CPU time forward and
+// backward used, divided by the worker's share of a core when
+// --cpus-per-worker gives it less than one (a third of a core takes three
+// times as long). Without
+// --cpus-per-worker the cores a sleeping straggler leaves go to the others;
+// with it, they stay unused, as on machines of their own.
+// ARTEL_TEST_SLOW=turns:FACTOR makes the straggler a transient one that
+// moves: step k is slowed on worker (k − 1) mod W only (W: the workers), as
+// when background work visits one machine at a time. For repeatable
+// straggler experiments (parameter-server consistency); a malformed value is
+// an error.
+std::function<void(int64_t, double)> slowdown(int rank, int workers) {
   std::optional<std::string> spec = launch::process_env("ARTEL_TEST_SLOW");
   if (!spec) return {};
   int slow_rank = -1;
@@ -215,26 +227,13 @@ std::function<void(int64_t)> slowdown(int rank, int workers) {
     throw Error("ARTEL_TEST_SLOW='" + *spec + "' is malformed",
                 "use RANK:FACTOR or turns:FACTOR with FACTOR in [1, 100], e.g. 3:2");
   if (turns ? rank >= workers : slow_rank != rank) return {};
-  auto cpu_seconds = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  };
-  return [factor, cpu_seconds, turns, rank, workers, last = cpu_seconds()](int64_t k) mutable {
-    const double used = cpu_seconds() - last;
+  // The wall time a second of CPU work takes at this worker's share of a core.
+  double seconds_per_cpu_second = 1;
+  if (std::optional<std::string> cpus = launch::process_env(launch::kEnvCpusPerWorker))
+    seconds_per_cpu_second = 1 / std::min(1.0, std::stod(*cpus));
+  return [factor, seconds_per_cpu_second, turns, rank, workers](int64_t k, double cpu_seconds) {
     if (!turns || (k - 1) % workers == rank)
-      std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * used));
-    last = cpu_seconds();
-  };
-}
-
-// Both test hooks after step k, the slowdown first.
-std::function<void(int64_t)> after_step_hooks(int rank, int workers, int restarts) {
-  std::function<void(int64_t)> fault = fault_injection(rank, restarts), slow = slowdown(rank, workers);
-  if (!fault || !slow) return fault ? fault : slow;
-  return [fault, slow](int64_t k) {
-    slow(k);
-    fault(k);
+      std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * cpu_seconds * seconds_per_cpu_second));
   };
 }
 
@@ -260,7 +259,8 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     }
     run.resume = run.resume || restarts > 0;
     pg = comm::init_process_group(g);
-    run.after_step = after_step_hooks(pg->rank(), pg->size() - static_cast<int>(cfg.ps_servers), restarts);
+    run.after_step = fault_injection(pg->rank(), restarts);
+    run.after_compute = slowdown(pg->rank(), pg->size() - static_cast<int>(cfg.ps_servers));
     parallel::DdpOptions ddp = cfg.ddp_options();
     if (cfg.threads == 0) cfg.threads = std::max(1, available_cores() / pg->size());  // mpirun
     if (cfg.ps_servers > 0) return run_parameter_server_rank(cfg, run, pg);
@@ -319,6 +319,9 @@ int run_train(int argc, char** argv) {
   app.add_option("--memory-per-worker", job.memory_per_worker,
                  "SIZE (3G, 512MiB, bytes): each worker runs in its own memory cgroup with this limit and stops "
                  "with an out-of-memory error before going over it [default none]");
+  app.add_option("--cpus-per-worker", job.cpus_per_worker,
+                 "F (0.5, 2): each worker (and parameter server) runs in its own cpu cgroup that allows F cores' "
+                 "worth of time, as on a machine of its own: to emulate a cluster on a few cores [default none]");
   app.add_flag("--no-memory-check", job.no_memory_check,
                "start even when the planner (artel plan) predicts that a worker's memory cannot hold the layout");
   std::map<std::string, std::string> values;
@@ -350,7 +353,7 @@ int run_train(int argc, char** argv) {
     if (std::optional<WorkerMemory> memory = worker_memory(job.memory_per_worker, job.nproc))
       check_predicted_memory(cfg, job.nproc, *memory);
   }
-  const bool limited = !job.memory_per_worker.empty();
+  const bool limited = !job.memory_per_worker.empty() || job.cpus_per_worker.has_value();
   if ((job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi")) && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});

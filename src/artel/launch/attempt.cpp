@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #include "artel/core/memory_limit.h"
 #include "artel/core/shm_names.h"
@@ -14,8 +15,8 @@
 #include "artel/launch/core_binding.h"
 #include "artel/launch/exit_status.h"
 #include "artel/launch/line_prefixer.h"
-#include "artel/launch/memory_cgroup.h"
 #include "artel/launch/signal_relay.h"
+#include "artel/launch/worker_cgroup.h"
 #include "artel/launch/worker_env.h"
 #include "artel/launch/worker_process.h"
 
@@ -49,8 +50,7 @@ class Attempt {
     make_cgroups();
     for (int rank = 0; rank < config_.nproc; ++rank) {
       workers_.push_back(WorkerProcess::spawn(config_.command, worker_environment(config_, spec_, rank), relay_,
-                                              cores[static_cast<size_t>(rank)],
-                                              cgroups_.empty() ? CgroupJoin{} : cgroups_[rank].join()));
+                                              cores[static_cast<size_t>(rank)], joins_of(rank)));
       std::string prefix = std::to_string(rank);
       prefix.insert(0, 1, '[').append("] ");  // not "[" + ...: GCC 12 warns falsely (-Wrestrict)
       out_.emplace_back(prefix, config_.out_fd);
@@ -76,12 +76,29 @@ class Attempt {
   }
 
  private:
-  // One memory cgroup per worker, all made before the first worker starts.
+  // One cgroup per worker under each parent, all made before the first worker starts.
   void make_cgroups() {
-    if (spec_.memory == nullptr) return;
+    if (spec_.cgroups == nullptr) return;
     std::string stem = "artel-" + std::to_string(::getpid()) + "-" + std::to_string(spec_.restart_count) + "-w";
+    const WorkerLimits limits{config_.memory_per_worker, config_.cpus_per_worker};
     for (int rank = 0; rank < config_.nproc; ++rank)
-      cgroups_.push_back(MemoryCgroup::create(*spec_.memory, stem + std::to_string(rank), *config_.memory_per_worker));
+      for (const CgroupParent& parent : *spec_.cgroups)
+        cgroups_.push_back(WorkerCgroup::create(parent, stem + std::to_string(rank), limits));
+  }
+
+  // Worker rank's cgroups: cgroups_[rank * parents, (rank + 1) * parents).
+  std::vector<CgroupJoin> joins_of(int rank) const {
+    std::vector<CgroupJoin> joins;
+    const size_t per_worker = spec_.cgroups == nullptr ? 0 : spec_.cgroups->size();
+    for (size_t i = 0; i < per_worker; ++i) joins.push_back(cgroups_[static_cast<size_t>(rank) * per_worker + i].join());
+    return joins;
+  }
+
+  bool out_of_memory(int rank) const {
+    const size_t per_worker = spec_.cgroups == nullptr ? 0 : spec_.cgroups->size();
+    for (size_t i = 0; i < per_worker; ++i)
+      if (cgroups_[static_cast<size_t>(rank) * per_worker + i].oom_killed()) return true;
+    return false;
   }
 
   // Reaps what has exited; starts stopping the others on the first failure.
@@ -107,7 +124,7 @@ class Attempt {
       return;
     }
     // The kernel's OOM kill leaves the worker no chance to say why; its cgroup knows.
-    const bool oom = !cgroups_.empty() && cgroups_[rank].oom_killed();
+    const bool oom = out_of_memory(rank);
     result_ = {AttemptResult::kWorkerFailed, rank, status, oom, 0};
     int others = running_count();
     std::string line = "artel launch: " + config_.name_of(rank) + " " +
@@ -232,7 +249,7 @@ class Attempt {
   const AttemptSpec& spec_;
   // Before workers_: members are destroyed in reverse, so on an exception the
   // workers are killed and reaped first, and then their emptied cgroups removed.
-  std::vector<MemoryCgroup> cgroups_;
+  std::vector<WorkerCgroup> cgroups_;
   std::vector<WorkerProcess> workers_;
   std::vector<LinePrefixer> out_, err_;
   std::optional<Clock::time_point> kill_at_;
@@ -243,7 +260,7 @@ class Attempt {
 
 bool is_launch_variable(const char* entry) {
   for (const char* name : {kEnvRank, kEnvWorldSize, kEnvLocalRank, kEnvJobId, kEnvNumThreads, kEnvRestartCount,
-                           kMemoryLimitVariable}) {
+                           kEnvCpusPerWorker, kMemoryLimitVariable}) {
     size_t n = std::strlen(name);
     if (std::strncmp(entry, name, n) == 0 && entry[n] == '=') return true;
   }
@@ -264,6 +281,11 @@ std::vector<std::string> worker_environment(const LaunchConfig& config, const At
   set(kEnvNumThreads, std::to_string(config.threads_per_worker()));
   set(kEnvRestartCount, std::to_string(spec.restart_count));
   if (config.memory_per_worker) set(kMemoryLimitVariable, std::to_string(*config.memory_per_worker));
+  if (config.cpus_per_worker) {
+    std::ostringstream cpus;
+    cpus << *config.cpus_per_worker;
+    set(kEnvCpusPerWorker, cpus.str());
+  }
   return env;
 }
 

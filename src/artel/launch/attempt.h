@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "artel/launch/launcher.h"
 
@@ -18,7 +19,8 @@ struct CgroupParent;
 struct AttemptSpec {
   int restart_count = 0;                 // ARTEL_RESTART_COUNT
   std::string job_id;                    // ARTEL_JOB_ID
-  const CgroupParent* memory = nullptr;  // with config.memory_per_worker: where the workers' cgroups go
+  // With config.memory_per_worker or cpus_per_worker: where the workers' cgroups go.
+  const std::vector<CgroupParent>* cgroups = nullptr;
 };
 
 struct AttemptResult {
@@ -31,9 +33,10 @@ struct AttemptResult {
 };
 
 // Throws artel::Error when a worker cannot be started (after stopping those
-// that were). With spec.memory, worker r runs in its own memory cgroup
-// artel-<launcher pid>-<restart count>-w<r>, made before any worker starts
-// and removed once all have been reaped (or, on an exception, by RAII).
+// that were). With spec.cgroups, worker r runs in its own cgroup
+// artel-<launcher pid>-<restart count>-w<r> under each of them, made before
+// any worker starts and removed once all have been reaped (or, on an
+// exception, by RAII).
 AttemptResult run_attempt(const LaunchConfig& config, SignalRelay& relay, const AttemptSpec& spec);
 
 // The environment of worker `rank`: the launcher's own, minus any ARTEL_*

@@ -51,31 +51,49 @@ fs::path own_cgroup(const fs::path& hierarchy, const std::string& path) {
   return hierarchy;
 }
 
+// The file that only the controller's v1 hierarchy has.
+const char* v1_marker(Controller c) { return c == Controller::kMemory ? "memory.limit_in_bytes" : "cpu.cfs_quota_us"; }
+
+std::string cannot_limit(Controller c) {
+  return std::string("cannot limit each worker's ") + (c == Controller::kMemory ? "memory" : "CPU") + ": ";
+}
+
 }  // namespace
 
-CgroupPlace find_memory_cgroup(const std::string& proc_self_cgroup, const fs::path& mount_root) {
+const char* controller_name(Controller c) { return c == Controller::kMemory ? "memory" : "cpu"; }
+
+const char* no_cgroup_hint(Controller c) {
+  return c == Controller::kMemory
+             ? "--memory-per-worker needs a writable cgroup memory controller (root, or a delegated cgroup); "
+               "without one, limit each worker's address space instead: prlimit --as=BYTES artel ..."
+             : "--cpus-per-worker needs a writable cgroup cpu controller (root, or a delegated cgroup); without "
+               "one, give each worker cores of its own instead: --bind-to core with --threads";
+}
+
+CgroupPlace find_cgroup(Controller c, const std::string& proc_self_cgroup, const fs::path& mount_root) {
+  const std::string name = controller_name(c);
   std::vector<CgroupLine> lines = parse_lines(proc_self_cgroup);
   std::error_code ec;
   for (const CgroupLine& l : lines) {
-    if (!has_word(l.controllers, "memory", ',')) continue;
-    for (const fs::path& h : {mount_root / l.controllers, mount_root / "memory"})
-      if (fs::exists(h / "memory.limit_in_bytes", ec)) return {1, h, own_cgroup(h, l.path)};
-    throw Error("cannot limit each worker's memory: /proc/self/cgroup names a v1 memory cgroup, but " +
-                    (mount_root / "memory").string() + " has no memory.limit_in_bytes (not mounted there?)",
-                kNoCgroupHint);
+    if (!has_word(l.controllers, name, ',')) continue;
+    for (const fs::path& h : {mount_root / l.controllers, mount_root / name})
+      if (fs::exists(h / v1_marker(c), ec)) return {1, h, own_cgroup(h, l.path)};
+    throw Error(cannot_limit(c) + "/proc/self/cgroup names a v1 " + name + " cgroup, but " +
+                    (mount_root / name).string() + " has no " + v1_marker(c) + " (not mounted there?)",
+                no_cgroup_hint(c));
   }
   for (const CgroupLine& l : lines) {
     if (!l.controllers.empty() || l.path.empty()) continue;  // "0::/path": the unified hierarchy
     std::string controllers = read_text(mount_root / "cgroup.controllers");
-    for (char& c : controllers)
-      if (c == '\n') c = ' ';
-    if (has_word(controllers, "memory", ' ')) return {2, mount_root, own_cgroup(mount_root, l.path)};
+    for (char& ch : controllers)
+      if (ch == '\n') ch = ' ';
+    if (has_word(controllers, name, ' ')) return {2, mount_root, own_cgroup(mount_root, l.path)};
   }
-  throw Error("cannot limit each worker's memory: no cgroup memory controller (no 'memory' line in "
-              "/proc/self/cgroup, no 'memory' in " + (mount_root / "cgroup.controllers").string() + ")",
-              kNoCgroupHint);
+  throw Error(cannot_limit(c) + "no cgroup " + name + " controller (no '" + name + "' line in /proc/self/cgroup, no '" +
+                  name + "' in " + (mount_root / "cgroup.controllers").string() + ")",
+              no_cgroup_hint(c));
 }
 
-CgroupPlace find_memory_cgroup() { return find_memory_cgroup(read_text("/proc/self/cgroup"), "/sys/fs/cgroup"); }
+CgroupPlace find_cgroup(Controller c) { return find_cgroup(c, read_text("/proc/self/cgroup"), "/sys/fs/cgroup"); }
 
 }  // namespace artel::launch

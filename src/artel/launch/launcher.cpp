@@ -12,9 +12,9 @@
 #include "artel/launch/attempt.h"
 #include "artel/launch/exit_status.h"
 #include "artel/launch/line_prefixer.h"
-#include "artel/launch/memory_cgroup.h"
 #include "artel/launch/memory_size.h"
 #include "artel/launch/signal_relay.h"
+#include "artel/launch/worker_cgroup.h"
 
 namespace artel::launch {
 namespace {
@@ -45,6 +45,11 @@ void LaunchConfig::validate() const {
   if (memory_per_worker && *memory_per_worker < (1 << 20))
     throw Error("--memory-per-worker must be at least 1 MiB, got " + format_memory_size(*memory_per_worker),
                 "a worker needs tens of MiB just to start; try 1G");
+  const int cores = available_cores();
+  if (cpus_per_worker && !(*cpus_per_worker >= 0.01 && *cpus_per_worker <= cores))
+    throw Error(detail::concat("--cpus-per-worker must be in [0.01, ", cores, "] (the cores this process may use), got ",
+                               *cpus_per_worker),
+                "0.5 gives each worker half of one core's time");
 }
 
 std::string LaunchConfig::name_of(int rank) const {
@@ -53,7 +58,9 @@ std::string LaunchConfig::name_of(int rank) const {
 }
 
 int LaunchConfig::threads_per_worker() const {
-  return threads ? *threads : std::max(1, available_cores() / nproc);
+  if (threads) return *threads;
+  if (cpus_per_worker) return std::max(1, static_cast<int>(*cpus_per_worker));
+  return std::max(1, available_cores() / nproc);
 }
 
 std::string make_job_id(int attempt) {
@@ -73,11 +80,10 @@ std::string current_executable() {
 int launch(const LaunchConfig& config) {
   config.validate();
   // Before any worker starts: a machine without usable cgroups fails here.
-  std::optional<CgroupParent> memory;
-  if (config.memory_per_worker) memory = prepare_cgroup_parent(find_memory_cgroup());
+  const std::vector<CgroupParent> cgroups = prepare_cgroup_parents({config.memory_per_worker, config.cpus_per_worker});
   SignalRelay relay;
   for (int attempt = 0;; ++attempt) {
-    AttemptResult r = run_attempt(config, relay, {attempt, make_job_id(attempt), memory ? &*memory : nullptr});
+    AttemptResult r = run_attempt(config, relay, {attempt, make_job_id(attempt), cgroups.empty() ? nullptr : &cgroups});
     switch (r.outcome) {
       case AttemptResult::kSucceeded:
         return 0;

@@ -4,7 +4,8 @@
 // fails fast: when one worker fails, the others are stopped (SIGTERM, then
 // SIGKILL after a grace period) and the launcher exits with the worker's code —
 // or, with max_restarts > 0, all workers are started again. With
-// memory_per_worker, each worker runs in its own memory cgroup with that limit.
+// memory_per_worker or cpus_per_worker, each worker runs in its own cgroup
+// with those limits.
 // docs/LAUNCH.md has the whole story.
 //
 //   LaunchConfig cfg;
@@ -31,8 +32,13 @@ struct LaunchConfig {
   bool bind_to_core = false;         // each worker on its own cores when they fit (core_binding.h)
   double grace_s = 5.0;              // SIGTERM -> SIGKILL when stopping workers, in (0, 3600] seconds
   // Bytes each worker may use, >= 1 MiB: its own memory cgroup with this limit
-  // (memory_cgroup.h) and ARTEL_MEMORY_LIMIT (core/memory_limit.h); unset: no limit.
+  // (worker_cgroup.h) and ARTEL_MEMORY_LIMIT (core/memory_limit.h); unset: no limit.
   std::optional<int64_t> memory_per_worker;
+  // CPUs' worth of time each worker may use, in [0.01, the cores this process
+  // may use]: its own cpu cgroup with this quota (worker_cgroup.h) and
+  // ARTEL_CPUS_PER_WORKER, so that workers sharing few cores run as on
+  // machines of their own, a sleeping one leaving its share unused; unset: no limit.
+  std::optional<double> cpus_per_worker;
   // Ranks whose failure the job survives (a parameter server's workers under
   // bounded or no staleness, which the servers drop): the launcher says so,
   // with `may_fail_reason`, and lets the others go on.
@@ -49,7 +55,8 @@ struct LaunchConfig {
 
   // Throws artel::Error naming the field, its value and the allowed range.
   void validate() const;
-  // The value of ARTEL_NUM_THREADS for each worker.
+  // The value of ARTEL_NUM_THREADS for each worker: threads, else the
+  // whole cores of cpus_per_worker (at least 1), else cores / nproc.
   int threads_per_worker() const;
 };
 

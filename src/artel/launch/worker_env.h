@@ -22,6 +22,8 @@ inline constexpr const char* kEnvLocalRank = "ARTEL_LOCAL_RANK";
 inline constexpr const char* kEnvJobId = "ARTEL_JOB_ID";
 inline constexpr const char* kEnvNumThreads = "ARTEL_NUM_THREADS";
 inline constexpr const char* kEnvRestartCount = "ARTEL_RESTART_COUNT";
+// With --cpus-per-worker: the CPUs' worth of time the worker's cgroup allows.
+inline constexpr const char* kEnvCpusPerWorker = "ARTEL_CPUS_PER_WORKER";
 
 struct WorkerEnv {
   int rank = 0;                     // in [0, world_size)

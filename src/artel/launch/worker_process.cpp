@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "artel/core/error.h"
-#include "artel/launch/cgroup_place.h"
 #include "artel/launch/signal_relay.h"
 
 namespace artel::launch {
@@ -39,7 +38,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 struct ChildFailure {
   enum Step : int { kExec, kJoinCgroup };
   int step = kExec;
-  int err = 0;  // errno
+  int err = 0;     // errno
+  int cgroup = 0;  // kJoinCgroup: which one
 };
 
 // Writes this process's pid into a cgroup.procs file: with write() and
@@ -53,14 +53,16 @@ bool join_cgroup(int procs_fd) {
 
 // In the child, between fork and exec: only async-signal-safe calls. Reports
 // a failure through `report` (closed by exec on success: O_CLOEXEC).
-// The cgroup comes first, so that everything the worker allocates is charged
-// to it. A binding the kernel refuses (a core taken offline since) leaves the
+// The cgroups come first, so that everything the worker allocates is charged
+// to them. A binding the kernel refuses (a core taken offline since) leaves the
 // worker unbound rather than failing the job.
 [[noreturn]] void exec_child(char* const* argv, char* const* envp, Pipe out, Pipe err, int report,
-                             const SignalRelay& relay, const cpu_set_t* cores, int cgroup_procs_fd) {
+                             const SignalRelay& relay, const cpu_set_t* cores, const int* cgroup_procs_fds,
+                             int cgroups) {
   ChildFailure failure;
-  if (cgroup_procs_fd >= 0 && !join_cgroup(cgroup_procs_fd)) {
-    failure = {ChildFailure::kJoinCgroup, errno != 0 ? errno : EIO};  // a short write sets no errno
+  for (int i = 0; i < cgroups; ++i) {
+    if (join_cgroup(cgroup_procs_fds[i])) continue;
+    failure = {ChildFailure::kJoinCgroup, errno != 0 ? errno : EIO, i};  // a short write sets no errno
     (void)!::write(report, &failure, sizeof failure);
     ::_exit(127);
   }
@@ -89,9 +91,11 @@ ChildFailure read_child_failure(int report) {
 
 WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                    const SignalRelay& relay, const std::vector<int>& cores,
-                                   const CgroupJoin& cgroup) {
+                                   const std::vector<CgroupJoin>& cgroups) {
   ARTEL_CHECK(!argv.empty(), "a worker needs a command");
   std::vector<char*> c_argv = c_strings(argv), c_env = c_strings(env);  // before fork: no malloc after
+  std::vector<int> procs_fds;
+  for (const CgroupJoin& c : cgroups) procs_fds.push_back(c.procs_fd);
   cpu_set_t core_set;
   CPU_ZERO(&core_set);
   for (int c : cores) CPU_SET(c, &core_set);
@@ -99,7 +103,7 @@ WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const s
   pid_t pid = ::fork();
   if (pid == 0)
     exec_child(c_argv.data(), c_env.data(), out, err, report.write, relay, cores.empty() ? nullptr : &core_set,
-               cgroup.procs_fd);
+               procs_fds.data(), static_cast<int>(procs_fds.size()));
   int fork_errno = errno;
   for (int fd : {out.write, err.write, report.write}) ::close(fd);
   if (pid < 0) {
@@ -113,10 +117,12 @@ WorkerProcess WorkerProcess::spawn(const std::vector<std::string>& argv, const s
   for (int fd : {out.read, err.read}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (failure.err != 0) {
     w.signal_group(SIGKILL);
-    if (failure.step == ChildFailure::kJoinCgroup)
-      throw Error(detail::concat("cannot put a worker in its memory cgroup: writing its pid to ", cgroup.path,
+    if (failure.step == ChildFailure::kJoinCgroup) {
+      const CgroupJoin& c = cgroups.at(static_cast<size_t>(failure.cgroup));
+      throw Error(detail::concat("cannot put a worker in its cgroup: writing its pid to ", c.path,
                                  "/cgroup.procs failed: ", std::strerror(failure.err)),
-                  kNoCgroupHint);
+                  c.hint);
+    }
     throw Error(detail::concat("cannot run '", argv[0], "': ", std::strerror(failure.err)),
                 "check the command after `--`: it must be on PATH or a path to an executable file");
   }

@@ -3,7 +3,7 @@
 // reads. Spawning waits until exec() succeeded or failed, so a command that
 // cannot run is an immediate artel::Error ("cannot run 'x': No such file or
 // directory"), never a worker that silently exits 127; the same goes for a
-// worker that cannot join its memory cgroup.
+// worker that cannot join its cgroups.
 //
 //   WorkerProcess w = WorkerProcess::spawn({"sh", "-c", "echo hi"}, env, relay);
 //   poll on w.out_fd(), w.err_fd(); w.signal_group(SIGTERM); w.try_reap();
@@ -19,22 +19,23 @@ namespace artel::launch {
 
 class SignalRelay;
 
-// A memory cgroup for the worker to join between fork and exec, so that all it
-// allocates after exec is charged there (memory_cgroup.h makes one).
+// A cgroup for the worker to join between fork and exec, so that all it
+// allocates and runs after exec is charged there (worker_cgroup.h makes one).
 struct CgroupJoin {
-  int procs_fd = -1;  // its cgroup.procs, open for writing; -1: no cgroup
-  std::string path;   // for the error message
+  int procs_fd = -1;         // its cgroup.procs, open for writing
+  std::string path;          // for the error message
+  const char* hint = "";     // what to do when it cannot be joined
 };
 
 class WorkerProcess {
  public:
   // argv[0] is looked up on PATH; env is the complete environment ("K=V");
   // a non-empty `cores` binds the worker (and all it starts) to those cores;
-  // `cgroup` puts it in a memory cgroup before exec, and a worker that cannot
+  // `cgroups` puts it in those cgroups before exec, and a worker that cannot
   // join is an artel::Error like a command that cannot run.
   static WorkerProcess spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                              const SignalRelay& relay, const std::vector<int>& cores = {},
-                             const CgroupJoin& cgroup = {});
+                             const std::vector<CgroupJoin>& cgroups = {});
 
   WorkerProcess(WorkerProcess&& other) noexcept;
   WorkerProcess& operator=(WorkerProcess&&) = delete;

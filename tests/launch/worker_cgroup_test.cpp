@@ -1,12 +1,14 @@
-// --memory-per-worker: each worker in its own memory cgroup, the clean
-// out-of-memory error, the launcher's diagnosis of an OOM kill, and no cgroup
-// left behind on any path. Tests that need a writable memory cgroup skip,
-// saying why, where there is none (not root, no memory controller).
+// --memory-per-worker and --cpus-per-worker: each worker in its own cgroups,
+// the clean out-of-memory error, the launcher's diagnosis of an OOM kill, the
+// kernel holding a worker to its CPU share, and no cgroup left behind on any
+// path. Tests that need a writable cgroup skip, saying why, where there is
+// none (not root, no such controller).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,8 +22,8 @@
 
 #include "artel/core/error.h"
 #include "artel/launch/cgroup_place.h"
-#include "artel/launch/memory_cgroup.h"
 #include "artel/launch/signal_relay.h"
+#include "artel/launch/worker_cgroup.h"
 #include "artel/launch/worker_process.h"
 #include "launch/artel_process.h"
 
@@ -32,28 +34,40 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Where this machine lets the tests make memory cgroups; the reason when not.
+// Where this machine lets the tests make cgroups with a controller; the reason when not.
 struct Cgroups {
   std::optional<CgroupParent> parent;
   std::string why_not;
 };
 
+Cgroups find_parent(const WorkerLimits& limits) {
+  Cgroups c;
+  try {
+    c.parent = prepare_cgroup_parents(limits).front();
+  } catch (const Error& e) {
+    c.why_not = e.what();
+  }
+  return c;
+}
+
 const Cgroups& cgroups() {
-  static const Cgroups c = [] {
-    Cgroups c;
-    try {
-      c.parent = prepare_cgroup_parent(find_memory_cgroup());
-    } catch (const Error& e) {
-      c.why_not = e.what();
-    }
-    return c;
-  }();
+  static const Cgroups c = find_parent({int64_t{64} << 20, std::nullopt});
+  return c;
+}
+
+const Cgroups& cpu_cgroups() {
+  static const Cgroups c = find_parent({std::nullopt, 0.5});
   return c;
 }
 
 #define REQUIRE_CGROUPS()                                                                     \
   do {                                                                                        \
     if (!cgroups().parent) GTEST_SKIP() << "no writable memory cgroup: " << cgroups().why_not; \
+  } while (0)
+
+#define REQUIRE_CPU_CGROUPS()                                                                          \
+  do {                                                                                                 \
+    if (!cpu_cgroups().parent) GTEST_SKIP() << "no writable cpu cgroup: " << cpu_cgroups().why_not; \
   } while (0)
 
 std::string read_file(const fs::path& p) {
@@ -71,13 +85,21 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 // The cgroups a launcher with this pid made (artel-<pid>-*) that are still
-// there: in the launcher's own cgroup (the test's: it is our child) or the
-// hierarchy's root.
+// there, in the memory or the cpu hierarchy: in the launcher's own cgroup
+// (the test's: it is our child) or the hierarchy's root.
 std::vector<std::string> cgroups_left_by(pid_t launcher) {
   std::vector<std::string> left;
-  CgroupPlace place = find_memory_cgroup();
   std::string prefix = "artel-" + std::to_string(launcher) + "-";
-  for (const fs::path& dir : {place.own, place.hierarchy}) {
+  std::vector<fs::path> dirs;
+  for (Controller c : {Controller::kMemory, Controller::kCpu}) {
+    try {
+      CgroupPlace place = find_cgroup(c);
+      for (const fs::path& dir : {place.own, place.hierarchy})
+        if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    } catch (const Error&) {  // no such controller: nothing can be left there
+    }
+  }
+  for (const fs::path& dir : dirs) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.path().filename().string().rfind(prefix, 0) == 0) left.push_back(e.path().string());
@@ -103,10 +125,13 @@ ArtelProcess::Result launch_limited(const std::string& limit, const std::vector<
 
 // ---- one cgroup, in process ----
 
+WorkerLimits memory_limit(int64_t bytes) { return {bytes, std::nullopt}; }
+
 TEST(MemoryCgroup, IsMadeWithItsLimitAndRemoved) {
   REQUIRE_CGROUPS();
   const CgroupParent& parent = *cgroups().parent;
-  MemoryCgroup cg = MemoryCgroup::create(parent, "artel-" + std::to_string(::getpid()) + "-test-made", 100 << 20);
+  WorkerCgroup cg = WorkerCgroup::create(parent, "artel-" + std::to_string(::getpid()) + "-test-made",
+                                         memory_limit(100 << 20));
   ASSERT_TRUE(fs::is_directory(cg.path()));
   EXPECT_EQ(cg.path().parent_path(), parent.dir);
   std::string limit = read_file(cg.path() / (parent.version == 2 ? "memory.max" : "memory.limit_in_bytes"));
@@ -121,7 +146,7 @@ TEST(MemoryCgroup, IsMadeWithItsLimitAndRemoved) {
 
 // A child that joins the cgroup, then allocates and touches `bytes`, and
 // then exits or (then_wait) waits for a signal. Returns once it has joined.
-pid_t child_in(const MemoryCgroup& cg, size_t bytes, bool then_wait) {
+pid_t child_in(const WorkerCgroup& cg, size_t bytes, bool then_wait) {
   int joined[2];
   if (::pipe(joined) != 0) std::abort();
   pid_t pid = ::fork();
@@ -145,8 +170,8 @@ pid_t child_in(const MemoryCgroup& cg, size_t bytes, bool then_wait) {
 
 TEST(MemoryCgroup, RecordsTheKernelsOomKill) {
   REQUIRE_CGROUPS();
-  MemoryCgroup cg = MemoryCgroup::create(*cgroups().parent, "artel-" + std::to_string(::getpid()) + "-test-oom",
-                                         32 << 20);
+  WorkerCgroup cg = WorkerCgroup::create(*cgroups().parent, "artel-" + std::to_string(::getpid()) + "-test-oom",
+                                         memory_limit(32 << 20));
   pid_t pid = child_in(cg, size_t{256} << 20, false);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -157,8 +182,8 @@ TEST(MemoryCgroup, RecordsTheKernelsOomKill) {
 
 TEST(MemoryCgroup, RemovingKillsAProcessLeftInside) {
   REQUIRE_CGROUPS();
-  MemoryCgroup cg = MemoryCgroup::create(*cgroups().parent, "artel-" + std::to_string(::getpid()) + "-test-left",
-                                         64 << 20);
+  WorkerCgroup cg = WorkerCgroup::create(*cgroups().parent, "artel-" + std::to_string(::getpid()) + "-test-left",
+                                         memory_limit(64 << 20));
   pid_t pid = child_in(cg, 0, true);
   fs::path path = cg.path();
   EXPECT_EQ(cg.remove(), "");
@@ -174,10 +199,11 @@ TEST(MemoryCgroup, AWorkerThatCannotJoinIsAnErrorLikeACommandThatCannotRun) {
   ASSERT_GE(full, 0);
   SignalRelay relay;
   try {
-    WorkerProcess::spawn({"true"}, {}, relay, {}, CgroupJoin{full, "/sys/fs/cgroup/memory/artel-x"});
+    WorkerProcess::spawn({"true"}, {}, relay, {},
+                         {CgroupJoin{full, "/sys/fs/cgroup/memory/artel-x", no_cgroup_hint(Controller::kMemory)}});
     ADD_FAILURE() << "spawned";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("cannot put a worker in its memory cgroup: writing its pid to "
+    EXPECT_THAT(e.what(), HasSubstr("cannot put a worker in its cgroup: writing its pid to "
                                     "/sys/fs/cgroup/memory/artel-x/cgroup.procs failed: No space left on device"));
     EXPECT_THAT(e.what(), HasSubstr("prlimit --as"));
   }
@@ -194,7 +220,7 @@ TEST(MemoryPerWorker, EachWorkerRunsInItsOwnCgroupWithTheLimit) {
   const std::string line = v2 ? "s/^0:://p" : "s/^[0-9]*:[^:]*memory[^:]*://p";
   const std::string file = v2 ? "memory.max" : "memory.limit_in_bytes";
   const std::string script = "p=$(sed -n '" + line + "' /proc/self/cgroup); echo \"cg ${p##*/} limit $(cat " +
-                             find_memory_cgroup().hierarchy.string() + "$p/" + file + ") env $ARTEL_MEMORY_LIMIT\"";
+                             find_cgroup(Controller::kMemory).hierarchy.string() + "$p/" + file + ") env $ARTEL_MEMORY_LIMIT\"";
   ArtelProcess p({"launch", "-n", "2", "--memory-per-worker", "96M", "--", "sh", "-c", script});
   auto r = run_and_check_cleanup(p);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -275,6 +301,101 @@ TEST(MemoryPerWorker, BadSizesAreOneLineErrors) {
   EXPECT_EQ(r.err, "artel train: error: '3GB' is not a memory size: 'GB' could mean 10^9 or 2^30 bytes; write G or "
                    "GiB (binary) (hint: write a number of bytes or one with a binary unit: 1500000000, 512M, 512MiB, "
                    "3G, 3GiB)\n");
+}
+
+// ---- --cpus-per-worker ----
+
+// Shell text for the directory of the shell's own cgroup with controller c:
+// the hierarchy's mount and the path /proc/self/cgroup gives it.
+std::string own_cgroup_in_shell(Controller c) {
+  CgroupPlace place = find_cgroup(c);
+  const std::string line = place.version == 2 ? "$2 == \"\"" : std::string("$2 ~ /(^|,)") + controller_name(c) + "(,|$)/";
+  return place.hierarchy.string() + "$(awk -F: '" + line + " {print $3}' /proc/self/cgroup)";
+}
+
+TEST(CpuQuota, IsAShareOfATenMillisecondPeriodAndNeverUnderTheKernelsMinimum) {
+  EXPECT_EQ(cpu_quota(0.5).quota_us, 5'000);
+  EXPECT_EQ(cpu_quota(0.5).period_us, 10'000);
+  EXPECT_EQ(cpu_quota(2).quota_us, 20'000) << "two cores' worth: twice the period";
+  EXPECT_EQ(cpu_quota(0.05).quota_us, 1'000) << "the period grows so that the quota stays at 1 ms";
+  EXPECT_EQ(cpu_quota(0.05).period_us, 20'000);
+  EXPECT_EQ(cpu_quota(0.01).period_us, 100'000);
+}
+
+TEST(CpuCgroup, IsMadeWithItsQuotaAndRemoved) {
+  REQUIRE_CPU_CGROUPS();
+  const CgroupParent& parent = *cpu_cgroups().parent;
+  WorkerCgroup cg =
+      WorkerCgroup::create(parent, "artel-" + std::to_string(::getpid()) + "-test-cpu", {std::nullopt, 0.25});
+  if (parent.version == 2) {
+    EXPECT_EQ(read_file(cg.path() / "cpu.max"), "2500 10000\n");
+  } else {
+    EXPECT_EQ(std::stoll(read_file(cg.path() / "cpu.cfs_quota_us")), 2'500);
+    EXPECT_EQ(std::stoll(read_file(cg.path() / "cpu.cfs_period_us")), 10'000);
+  }
+  EXPECT_FALSE(cg.oom_killed()) << "a cpu cgroup has no memory to run out of";
+  fs::path path = cg.path();
+  EXPECT_EQ(cg.remove(), "");
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(CpusPerWorker, EachWorkerRunsInItsOwnCgroupsWithTheQuotaAndTheMemoryLimit) {
+  REQUIRE_CGROUPS();
+  REQUIRE_CPU_CGROUPS();
+  // Each worker prints the quota and period the kernel holds for its cpu
+  // cgroup (found through /proc/self/cgroup), its memory limit, and what
+  // its environment says.
+  const bool v2 = cpu_cgroups().parent->version == 2;
+  const std::string cpu_dir = own_cgroup_in_shell(Controller::kCpu), mem_dir = own_cgroup_in_shell(Controller::kMemory);
+  const std::string quota = v2 ? "$(cat " + cpu_dir + "/cpu.max)"
+                               : "$(cat " + cpu_dir + "/cpu.cfs_quota_us) $(cat " + cpu_dir + "/cpu.cfs_period_us)";
+  const std::string memory = "$(cat " + mem_dir + (v2 ? "/memory.max)" : "/memory.limit_in_bytes)");
+  const std::string script = "echo \"cpu " + quota + " memory " + memory +
+                             " env $ARTEL_CPUS_PER_WORKER threads $ARTEL_NUM_THREADS\"";
+  ArtelProcess p({"launch", "-n", "2", "--cpus-per-worker", "0.5", "--memory-per-worker", "96M", "--", "sh", "-c",
+                  script});
+  auto r = run_and_check_cleanup(p);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* rank : {"[0] ", "[1] "})
+    EXPECT_THAT(r.out, HasSubstr(std::string(rank) + "cpu 5000 10000 memory 100663296 env 0.5 threads 1\n")) << r.out;
+}
+
+TEST(CpusPerWorker, TheKernelHoldsAWorkerToItsShare) {
+  REQUIRE_CPU_CGROUPS();
+  // A worker that keeps a core busy for a while, at a tenth of a core, is
+  // throttled: its cgroup's cpu.stat counts the periods it was stopped in.
+  const std::string cpu_dir = own_cgroup_in_shell(Controller::kCpu);
+  const std::string script = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; "
+                             "echo \"throttled $(awk '$1 == \"nr_throttled\" {print $2}' " + cpu_dir + "/cpu.stat)\"";
+  ArtelProcess p({"launch", "-n", "1", "--cpus-per-worker", "0.1", "--", "sh", "-c", script});
+  auto r = run_and_check_cleanup(p);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(throttled (\d+))"))) << r.out;
+  EXPECT_GT(std::stoll(m[1]), 0) << r.out;
+}
+
+TEST(CpusPerWorker, SharesOutsideWhatTheMachineHasAreOneLineErrors) {
+  for (const char* bad : {"0", "-1", "100000", "half"}) {
+    auto r = ArtelProcess({"launch", "-n", "1", "--cpus-per-worker", bad, "--", "true"}).finish();
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("artel launch: error: ")) << bad;
+  }
+  auto r = ArtelProcess({"train", "--model", "mlp", "--nproc", "2", "--cpus-per-worker", "0"}).finish();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("artel train: error: --cpus-per-worker must be in [0.01, "));
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+}
+
+TEST(CpusPerWorker, TrainingWithASharePerWorkerSucceedsAndLeavesNoCgroup) {
+  REQUIRE_CPU_CGROUPS();
+  TempDir dir;
+  ArtelProcess p({"train", "--model", "mlp", "--nproc", "2", "--steps", "3", "--batch-size", "100",
+                  "--cpus-per-worker", "0.5", "--out", dir.path() + "/run"});
+  auto r = run_and_check_cleanup(p);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir.path() + "/run/final.safetensors"));
 }
 
 // ---- artel train ----
