@@ -182,7 +182,7 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   const int64_t before = live_tensor_bytes();
   reset_peak_tensor_bytes();
   double local_loss;
-  const double cpu_before = process_cpu_seconds();
+  const double cpu_before = run_.after_compute ? process_cpu_seconds() : 0;
   {
     AllocationPurpose purpose("activations (forward and backward)");
     local_loss = strategy_->forward_backward(micro_batches);
