@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <span>
 #include <sstream>
 
 #include "artel/core/memory_limit.h"
@@ -87,18 +88,20 @@ class Attempt {
   }
 
   // Worker rank's cgroups: cgroups_[rank * parents, (rank + 1) * parents).
+  std::span<const WorkerCgroup> cgroups_of(int rank) const {
+    const size_t per_worker = spec_.cgroups == nullptr ? 0 : spec_.cgroups->size();
+    return std::span<const WorkerCgroup>(cgroups_).subspan(static_cast<size_t>(rank) * per_worker, per_worker);
+  }
+
   std::vector<CgroupJoin> joins_of(int rank) const {
     std::vector<CgroupJoin> joins;
-    const size_t per_worker = spec_.cgroups == nullptr ? 0 : spec_.cgroups->size();
-    for (size_t i = 0; i < per_worker; ++i) joins.push_back(cgroups_[static_cast<size_t>(rank) * per_worker + i].join());
+    for (const WorkerCgroup& cg : cgroups_of(rank)) joins.push_back(cg.join());
     return joins;
   }
 
   bool out_of_memory(int rank) const {
-    const size_t per_worker = spec_.cgroups == nullptr ? 0 : spec_.cgroups->size();
-    for (size_t i = 0; i < per_worker; ++i)
-      if (cgroups_[static_cast<size_t>(rank) * per_worker + i].oom_killed()) return true;
-    return false;
+    const std::span<const WorkerCgroup> own = cgroups_of(rank);
+    return std::any_of(own.begin(), own.end(), [](const WorkerCgroup& cg) { return cg.oom_killed(); });
   }
 
   // Reaps what has exited; starts stopping the others on the first failure.

@@ -54,11 +54,11 @@ fs::path own_cgroup(const fs::path& hierarchy, const std::string& path) {
 // The file that only the controller's v1 hierarchy has.
 const char* v1_marker(Controller c) { return c == Controller::kMemory ? "memory.limit_in_bytes" : "cpu.cfs_quota_us"; }
 
+}  // namespace
+
 std::string cannot_limit(Controller c) {
   return std::string("cannot limit each worker's ") + (c == Controller::kMemory ? "memory" : "CPU") + ": ";
 }
-
-}  // namespace
 
 const char* controller_name(Controller c) { return c == Controller::kMemory ? "memory" : "cpu"; }
 

@@ -27,6 +27,10 @@ const char* controller_name(Controller c);
 // What to do when cgroups cannot limit that controller.
 const char* no_cgroup_hint(Controller c);
 
+// How every message about a controller that cannot limit begins:
+// "cannot limit each worker's memory: " or "... CPU: ".
+std::string cannot_limit(Controller c);
+
 struct CgroupPlace {
   int version = 0;                  // 1 or 2
   std::filesystem::path hierarchy;  // the root of the hierarchy holding the controller

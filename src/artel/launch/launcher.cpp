@@ -45,10 +45,9 @@ void LaunchConfig::validate() const {
   if (memory_per_worker && *memory_per_worker < (1 << 20))
     throw Error("--memory-per-worker must be at least 1 MiB, got " + format_memory_size(*memory_per_worker),
                 "a worker needs tens of MiB just to start; try 1G");
-  const int cores = available_cores();
-  if (cpus_per_worker && !(*cpus_per_worker >= 0.01 && *cpus_per_worker <= cores))
-    throw Error(detail::concat("--cpus-per-worker must be in [0.01, ", cores, "] (the cores this process may use), got ",
-                               *cpus_per_worker),
+  if (cpus_per_worker && !(*cpus_per_worker >= 0.01 && *cpus_per_worker <= available_cores()))
+    throw Error(detail::concat("--cpus-per-worker must be in [0.01, ", available_cores(),
+                               "] (the cores this process may use), got ", *cpus_per_worker),
                 "0.5 gives each worker half of one core's time");
 }
 

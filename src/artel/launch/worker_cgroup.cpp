@@ -54,8 +54,7 @@ long long keyed_value(const std::string& text, const std::string& key) {
 }
 
 [[noreturn]] void fail(Controller c, const std::string& what) {
-  throw Error(std::string("cannot limit each worker's ") + (c == Controller::kMemory ? "memory" : "CPU") + ": " + what,
-              no_cgroup_hint(c));
+  throw Error(cannot_limit(c) + what, no_cgroup_hint(c));
 }
 
 bool limits_memory(const std::vector<Controller>& controllers) {
