@@ -77,6 +77,27 @@ TEST_F(TrainPs, RolesComeFromTheRankUnderMpirun) {
 }
 #endif
 
+// --trace gathers every worker's and every server's timeline into one file:
+// the workers' pulls and pushes, each server's applied pushes per worker.
+TEST_F(TrainPs, TraceHoldsEveryWorkerAndEveryServer) {
+  const std::string m = std::string(kMlp) + " --steps 3 --batch-size 8 --nproc 2 --ps-servers 2 --staleness 1";
+  ok(train(m + " --trace " + (dir_ / "t.json").string() + out("run")));
+  auto j = nlohmann::json::parse(slurp(dir_ / "t.json"));
+  std::map<int, std::string> names;
+  std::map<std::string, int> count;  // "worker 0 pull", "server 1 apply push", ...
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"].get<int>()] = e["args"]["name"];
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X") ++count[names[e["pid"].get<int>()] + " " + e["name"].get<std::string>()];
+  EXPECT_EQ(names.size(), 4u);
+  for (const char* w : {"worker 0", "worker 1"}) {
+    EXPECT_GE(count[std::string(w) + " pull"], 3) << w;
+    EXPECT_EQ(count[std::string(w) + " push"], 3) << w;
+    EXPECT_EQ(count[std::string(w) + " backward"], 3) << w;
+  }
+  for (const char* s : {"server 0", "server 1"}) EXPECT_EQ(count[std::string(s) + " apply push"], 2 * 3) << s;
+}
+
 TEST_F(TrainPs, SspDropsAKilledWorkerAndTheOthersFinish) {
   const std::string m = std::string(kMlp) + " --steps 12 --batch-size 8 --nproc 4 --ps-servers 2 --staleness 2";
   Result r = train(m + out("run"), "ARTEL_TEST_FAULT=kill@2:4");

@@ -199,14 +199,14 @@ int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOpt
 
 // Note [Test slowdown]: ARTEL_TEST_SLOW=RANK:FACTOR makes rank RANK a
 // straggler: after each step's forward and backward, before its gradients
-// leave, it sleeps (FACTOR − 1) times the time they took, so that its
+// leave, it sleeps (FACTOR − 1) times the wall time they took, so that its
 // computation takes FACTOR times as long and its gradients come that much
 // later, as a slower machine's would. (A sleep after the step, once its
 // gradients were sent, would let the others start the next step meanwhile,
-// and hide much of the slowdown.) That time is the CPU time forward and
-// backward used, divided by the worker's share of a core when
-// --cpus-per-worker gives it less than one (a third of a core takes three
-// times as long). Without
+// and hide much of the slowdown.) The time is the wall time, not the CPU
+// time over the worker's share of a core: the kernel lets a worker under a
+// quota run ahead of its share for a while (runtime left over on each core),
+// so CPU time over share overstates what its computation takes. Without
 // --cpus-per-worker the cores a sleeping straggler leaves go to the others;
 // with it, they stay unused, as on machines of their own.
 // ARTEL_TEST_SLOW=turns:FACTOR makes the straggler a transient one that
@@ -227,13 +227,9 @@ std::function<void(int64_t, double)> slowdown(int rank, int workers) {
     throw Error("ARTEL_TEST_SLOW='" + *spec + "' is malformed",
                 "use RANK:FACTOR or turns:FACTOR with FACTOR in [1, 100], e.g. 3:2");
   if (turns ? rank >= workers : slow_rank != rank) return {};
-  // The wall time a second of CPU work takes at this worker's share of a core.
-  double seconds_per_cpu_second = 1;
-  if (std::optional<std::string> cpus = launch::process_env(launch::kEnvCpusPerWorker))
-    seconds_per_cpu_second = 1 / std::min(1.0, std::stod(*cpus));
-  return [factor, seconds_per_cpu_second, turns, rank, workers](int64_t k, double cpu_seconds) {
+  return [factor, turns, rank, workers](int64_t k, double seconds) {
     if (!turns || (k - 1) % workers == rank)
-      std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * cpu_seconds * seconds_per_cpu_second));
+      std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * seconds));
   };
 }
 

@@ -2,7 +2,6 @@
 
 #include <cblas.h>
 #include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -154,12 +153,6 @@ std::vector<int> allowed_cores() {
 }
 
 int available_cores() { return std::max(1, static_cast<int>(allowed_cores().size())); }
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   pool().run(n, grain, fn);

@@ -25,8 +25,6 @@ int num_threads();
 // order, and how many.
 std::vector<int> allowed_cores();
 int available_cores();
-// CPU time this process has used so far, all its threads together, in seconds.
-double process_cpu_seconds();
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain`
 // long (except possibly the last), using up to num_threads() threads. Runs

@@ -29,14 +29,19 @@ std::vector<std::shared_ptr<comm::ProcessGroup>> ps_pair_groups(comm::ProcessGro
                                                                  comm::Duration patience) {
   // Worker w meets server s in group {w, W+s}. Workers go through servers in
   // order and servers through workers in order, so no two ranks wait on each
-  // other in a cycle while the groups are made.
+  // other in a cycle while the groups are made. Each pair's message buffer
+  // holds a shard of a small model whole (W1's and W2's are 1.4-1.6 MB), so a
+  // pull's reply or a push is one copy in and done: through the default
+  // 128 KiB, it went in a dozen hand-offs, each waiting for the peer to be
+  // scheduled, which on loaded or CPU-capped machines took ms apiece.
+  constexpr size_t kMessageBytes = 2 << 20;
   std::vector<std::shared_ptr<comm::ProcessGroup>> groups;
   const int me = world.rank();
   if (roles.is_server(me)) {
-    for (int w = 0; w < roles.workers; ++w) groups.push_back(world.new_group({w, me}));
+    for (int w = 0; w < roles.workers; ++w) groups.push_back(world.new_group({w, me}, {.message_bytes = kMessageBytes}));
   } else {
     for (int s = 0; s < roles.servers; ++s)
-      groups.push_back(world.new_group({me, roles.server_rank(s)}, {.timeout = patience}));
+      groups.push_back(world.new_group({me, roles.server_rank(s)}, {.message_bytes = kMessageBytes, .timeout = patience}));
   }
   return groups;
 }

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "artel/core/error.h"
+#include "artel/core/trace.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/kernels/elementwise.h"
 
@@ -46,6 +47,7 @@ void ParameterServer::receive_table() {
   if (n > 0) first.recv(values_, 0)->wait();
   for (int w = 0; w < roles_.workers; ++w) pending_.push_back(Tensor::zeros({n}));
   messages_.resize(static_cast<size_t>(roles_.workers));
+  for (int w = 0; w < roles_.workers; ++w) tracks_.push_back("worker " + std::to_string(w));
 
   // The optimizer sees each parameter this server holds part of under its
   // whole shape (so the recipe groups it as the worker's does) and updates
@@ -100,10 +102,16 @@ bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
     case PsMessage::kPull:
       answer_pull(w, h[2], PsSelection::decode(h[3]), h[4]);
       return true;
-    case PsMessage::kPush:
-      receive_push(w, PsSelection::decode(h[4]), h[5]);
+    case PsMessage::kPush: {
+      const std::string& track = tracks_[static_cast<size_t>(w)];
+      {
+        trace::Scope span("receive push", "comm", track);
+        receive_push(w, PsSelection::decode(h[4]), h[5]);
+      }
+      trace::Scope span("apply push", "compute", track);
       apply_push(w, h[1], std::bit_cast<double>(h[2]), h[3], pending_[static_cast<size_t>(w)]);
       return true;
+    }
     case PsMessage::kStats:
       answer_stats(w);
       return true;
@@ -204,7 +212,9 @@ void ParameterServer::answer_pull(int w, int64_t required, PsSelection sel, int6
   const auto no_op = [](const PsSegment&, int64_t, int64_t, int64_t) {};
   Tensor out = packed(messages_, w, ps_walk(*layout_, index_, sel, rows, no_op));
   int64_t view = 0;
+  const std::string& track = tracks_[static_cast<size_t>(w)];
   {
+    trace::Scope span("read", "comm", track);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return (started_ && clock_.min_clock() >= required) || !fatal_.empty(); });
     if (!fatal_.empty()) throw Error("parameter server " + std::to_string(index_) + " is stopping: " + fatal_);
@@ -215,6 +225,7 @@ void ParameterServer::answer_pull(int w, int64_t required, PsSelection sel, int6
       std::memcpy(dst + pos, src + seg.offset + at, static_cast<size_t>(count) * sizeof(float));
     });
   }
+  trace::Scope span("send values", "comm", track);
   comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
   ps_send_header(pair, 0, PsMessage::kValues, view, out.numel());
   if (out.numel() > 0) pair.send(out, 0)->wait();

@@ -123,6 +123,7 @@ class ParameterServer {
   Tensor grads_;                 // the gradient the optimizer reads, over the same elements
   std::vector<Tensor> pending_;  // BSP: each worker's push of the current clock
   std::vector<Tensor> messages_; // per worker: a selective pull's or push's elements, packed
+  std::vector<std::string> tracks_;  // per worker: its row in this server's timeline (--trace)
 
   std::mutex mu_;  // guards everything below and the tensors above
   std::condition_variable cv_;

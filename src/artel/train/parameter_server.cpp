@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <iterator>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "artel/parallel/ps_server.h"
 #include "artel/train/ps_server_checkpoint.h"
 #include "artel/train/recipe.h"
+#include "artel/train/trace_gather.h"
 
 namespace artel::train {
 
@@ -81,9 +83,21 @@ void ParameterServerStrategy::start_servers() {
   if (rank_ == 0) client_.start_clock(clock_);
 }
 
+// The step's read comes before its forward, apart from it, so that what
+// the trainer times as computation (and the straggler knob scales) is the
+// model's work alone.
 void ParameterServerStrategy::begin_step(int64_t k) {
   clock_ = k - 1;
   start_servers();  // the first step: k - 1 is 0, or the step a resumed run restored
+  if (first_clock_ < 0) first_clock_ = clock_;
+  const Clock::time_point t0 = Clock::now();
+  const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
+  step_bytes_ = 0;
+  required_ = client_.required_view(clock_);
+  pull(required_, parallel::PsSelection{.dense = true, .sparse = parallel::PsSparse::none});
+  seen_.record(last_staleness_);
+  count_step_bytes(sent, received);
+  pull_s_ = seconds_since(t0);
 }
 
 nlohmann::json ParameterServerStrategy::layout() {
@@ -109,15 +123,6 @@ void ParameterServerStrategy::pull(int64_t required, parallel::PsSelection sel) 
 }
 
 double ParameterServerStrategy::forward_backward(std::span<const data::Batch> micro_batches) {
-  if (first_clock_ < 0) first_clock_ = clock_;
-  const Clock::time_point t0 = Clock::now();
-  const int64_t sent = client_.bytes_sent(), received = client_.bytes_received();
-  step_bytes_ = 0;
-  required_ = client_.required_view(clock_);
-  pull(required_, parallel::PsSelection{.dense = true, .sparse = parallel::PsSparse::none});
-  seen_.record(last_staleness_);
-  count_step_bytes(sent, received);
-  pull_s_ = seconds_since(t0);
   for (std::vector<int64_t>& f : fetched_) f.clear();
   in_step_ = true;
   const double loss = Strategy::forward_backward(micro_batches);
@@ -272,9 +277,13 @@ ParameterServerJob::ParameterServerJob(TrainConfig cfg, std::unique_ptr<nn::Mode
 
 void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
   check_parameter_server(cfg);
+  trace_path_ = cfg.trace;
+  out_ = run.out ? run.out : &std::cout;
   const parallel::PsRoles roles = parallel::PsRoles::of(world_->size(), static_cast<int>(cfg.ps_servers));
   const std::optional<int64_t> staleness = parallel::parse_staleness(cfg.staleness);
-  if (!roles.is_server(world_->rank())) {
+  const int rank = world_->rank();
+  label_ = roles.is_server(rank) ? "server " + std::to_string(roles.server_index(rank)) : "worker " + std::to_string(rank);
+  if (!roles.is_server(rank)) {
     strategy_ = std::make_unique<ParameterServerStrategy>(*world_, roles, staleness, cfg.ps_sparse);
     return;
   }
@@ -292,8 +301,12 @@ void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
 ParameterServerJob::~ParameterServerJob() = default;
 
 void ParameterServerJob::run() {
+  trace::enable(!trace_path_.empty());
   if (server_) server_->serve();
   else trainer_->run();
+  if (trace_path_.empty()) return;
+  trace::enable(false);
+  write_run_trace(trace_path_, world_.get(), label_, *out_);
 }
 
 }  // namespace artel::train

@@ -125,6 +125,9 @@ class ParameterServerJob {
   void start(const TrainConfig& cfg, const RunOptions& run);
 
   std::shared_ptr<comm::ProcessGroup> world_;
+  std::string trace_path_;   // --trace: every worker's and server's timeline, gathered into one file
+  std::string label_;        // "worker 2", "server 0": this rank's row in the timeline
+  std::ostream* out_;
   std::unique_ptr<parallel::ParameterServer> server_;
   std::unique_ptr<ParameterServerStrategy> strategy_;
   std::unique_ptr<Trainer> trainer_;

@@ -182,12 +182,12 @@ StepResult Trainer::step(int64_t k, std::span<const data::Batch> micro_batches) 
   const int64_t before = live_tensor_bytes();
   reset_peak_tensor_bytes();
   double local_loss;
-  const double cpu_before = run_.after_compute ? process_cpu_seconds() : 0;
+  const Clock::time_point computing = Clock::now();
   {
     AllocationPurpose purpose("activations (forward and backward)");
     local_loss = strategy_->forward_backward(micro_batches);
   }
-  if (run_.after_compute) run_.after_compute(k, process_cpu_seconds() - cpu_before);
+  if (run_.after_compute) run_.after_compute(k, ms_since(computing) / 1e3);
   const int64_t left = std::max<int64_t>(0, live_tensor_bytes() - before);  // what backward keeps: gradients
   memory_.activations = std::max(memory_.activations, peak_tensor_bytes() - before - left);
   {

@@ -94,9 +94,9 @@ struct RunOptions {
   bool resume = false;          // continue from the newest checkpoint under cfg.out (Note [Resuming]); none: start fresh
   std::function<void(int64_t)> after_step;  // after step k and its checkpoint (fault-injection tests)
   // After step k's forward and backward, before its gradients leave the
-  // worker, with the CPU seconds (all threads) they took: where a slower
-  // machine's extra time goes (straggler experiments).
-  std::function<void(int64_t step, double cpu_seconds)> after_compute;
+  // worker, with the seconds they took: where a slower machine's extra time
+  // goes (straggler experiments).
+  std::function<void(int64_t step, double seconds)> after_compute;
 };
 
 struct StepResult {
