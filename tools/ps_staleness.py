@@ -14,12 +14,14 @@
              accuracy under BSP, SSP s=3, ASP.
              Each of the 6 processes gets an equal share of the cores
              (--cpus-per-worker cores/6), as on machines of their own: else a
-             sleeping straggler's core goes to the others and hides it;
+             sleeping straggler's core goes to the others and hides it.
+             --rounds N runs N interleaved rounds (SSP's step count varies
+             with the order pushes arrive) and prints the medians;
   sparse     the word-level LM (a 14,565-row table): bytes per worker per step
              with the table pulled and pushed by rows against whole, and the
              weights of both against data parallelism.
 
-Usage: python3 tools/ps_staleness.py [--artel build/artel] [--out runs/ps] [equal table straggler sparse]
+Usage: python3 tools/ps_staleness.py [--artel build/artel] [--out runs/ps] [--rounds N] [equal table straggler sparse]
 Prints a table per part; every run's metrics.jsonl stays under --out.
 """
 import argparse
@@ -110,22 +112,29 @@ def table(a, out):
               f"{e2['val_loss']:24.4f}  {rate(w2):8.0f}  {histogram(ps_summary(w2))}")
 
 
-def straggler(a, out):
+def straggler(a, out, rounds):
     share = f"{len(os.sched_getaffinity(0)) / 6:.3f}"  # 4 workers and 2 servers, each a machine of its own
     for slow, what in [("3:2", "worker 3 slowed 2x"), ("turns:2", "one worker at a time slowed 2x (step k: worker (k-1) mod 4)")]:
         print(f"{what}: W1 (4 workers x 256, 2 servers, {share} cores each), wall time to 0.96 validation accuracy")
-        times = {}
-        for s in ["0", "3", "inf"]:
-            lines = run(a, os.path.join(out, f"straggler-{slow.replace(':', '')}-s{s}"),
-                        W1 + PS + ["--staleness", s, "--batch-size", "256", "--steps", "400", "--eval-every", "10",
-                                   "--cpus-per-worker", share],
-                        env={"ARTEL_TEST_SLOW": slow})
-            hit = next((l for l in lines if l.get("val_accuracy", 0) >= 0.96), None)
-            times[s] = hit["elapsed_s"] if hit else None
-            where = f"{hit['elapsed_s']:.2f} s (step {hit['step']})" if hit else "never (400 steps)"
-            print(f"  staleness {s:>3}: {where}; histogram {histogram(ps_summary(lines))}")
-        if times["0"] and times["3"]:
-            print(f"  SSP s=3 is {times['0'] / times['3']:.2f}x as fast as BSP")
+        times = {s: [] for s in ["0", "3", "inf"]}
+        for r in range(rounds):  # interleaved: each round runs all three
+            for s in times:
+                lines = run(a, os.path.join(out, f"straggler-{slow.replace(':', '')}-s{s}-r{r + 1}"),
+                            W1 + PS + ["--staleness", s, "--batch-size", "256", "--steps", "400", "--eval-every", "10",
+                                       "--cpus-per-worker", share],
+                            env={"ARTEL_TEST_SLOW": slow})
+                hit = next((l for l in lines if l.get("val_accuracy", 0) >= 0.96), None)
+                times[s].append(hit["elapsed_s"] if hit else None)
+                where = f"{hit['elapsed_s']:.2f} s (step {hit['step']})" if hit else "never (400 steps)"
+                print(f"  round {r + 1}, staleness {s:>3}: {where}; histogram {histogram(ps_summary(lines))}", flush=True)
+        bsp, ssp = times["0"], times["3"]
+        ratios = [b / s for b, s in zip(bsp, ssp) if b and s]
+        if ratios:
+            print(f"  SSP s=3 against BSP: rounds {' '.join(f'{x:.2f}x' for x in ratios)}", end="")
+            if None not in bsp + ssp:
+                print(f"; medians {statistics.median(bsp):.2f} s against {statistics.median(ssp):.2f} s, "
+                      f"{statistics.median(bsp) / statistics.median(ssp):.2f}x", end="")
+            print()
 
 
 def sparse(a, out):
@@ -146,11 +155,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--artel", default="build/artel")
     p.add_argument("--out", default="runs/ps")
+    p.add_argument("--rounds", type=int, default=1, help="straggler: interleaved rounds, with the medians")
     p.add_argument("parts", nargs="*", default=["equal", "table", "straggler", "sparse"])
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for part in args.parts:
-        {"equal": equal, "table": table, "straggler": straggler, "sparse": sparse}[part](os.path.abspath(args.artel), args.out)
+        parts = {"equal": equal, "table": table, "sparse": sparse,
+                 "straggler": lambda a, out: straggler(a, out, args.rounds)}
+        parts[part](os.path.abspath(args.artel), args.out)
 
 
 if __name__ == "__main__":
