@@ -53,7 +53,7 @@ class ParameterServerStrategy : public Strategy {
   // gets a hook that pulls the rows it is about to read during a step.
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
-  void begin_step(int64_t k) override;
+  void begin_step(int64_t k) override;  // the step's pull, before its forward
   // Checkpoints: the servers hold the model and its optimizer state, so
   // they write and read the shards (ps_server_checkpoint.h); worker 0 asks
   // them and writes only its dropout generator.
@@ -65,7 +65,7 @@ class ParameterServerStrategy : public Strategy {
   int shards() override { return 1 + client_.roles().servers; }
   void write_other_shards(int64_t step, const std::string& store_dir) override;
   void read_other_shards(int64_t step, const std::string& dir) override;
-  double forward_backward(std::span<const data::Batch> micro_batches) override;  // pull first
+  double forward_backward(std::span<const data::Batch> micro_batches) override;
   double sync_gradients() override { return pull_s_; }
   void clip_grad_norm(float max_norm) override;                // in place: the push sends clipped gradients
   double optimizer_step(optim::Optimizer& optimizer) override;  // the push
