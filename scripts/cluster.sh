@@ -10,6 +10,12 @@
 #
 #   scripts/cluster.sh --ranks 2,2 --rate 1gbit -- ./build/artel_mpi_suite
 #   scripts/cluster.sh --ranks 2,1,2 --rate 10gbit -- ./build/artel bench comm --backend mpi
+#   scripts/cluster.sh --ranks 2,2 --own-cores -- ./build/artel train --backend mpi
+#
+# The hosts share this machine's cores unless --own-cores gives each host
+# cores of its own (this process's CPUs split evenly, by affinity): a host's
+# ranks then run only there, and a host with nothing to do leaves its cores
+# idle instead of lending them to another host, as separate machines would.
 #
 # The command runs under `mpirun -H 10.N.0.1:r1,10.N.0.2:r2,...` started
 # inside host 1 (so its ranks start locally, the others through the agent),
@@ -21,15 +27,17 @@ usage() {
   echo "usage: scripts/cluster.sh --ranks R1,R2[,...] [--rate RATE] [--mpirun-args \"...\"] -- COMMAND [ARGS...]" >&2
   echo "  --ranks    ranks on each host (one number per host), e.g. 2,2 or 2,1,2" >&2
   echo "  --rate     each host's link in tc's units, both directions (default 1gbit; 'none' = unlimited)" >&2
+  echo "  --own-cores  each host runs on cores of its own: this process's CPUs split evenly over the hosts" >&2
   exit 2
 }
 
-ranks="" rate="1gbit" extra=""
+ranks="" rate="1gbit" extra="" own_cores=0
 while (($#)); do
   case "$1" in
     --ranks) ranks=${2:-}; shift 2 ;;
     --rate) rate=${2:-}; shift 2 ;;
     --mpirun-args) extra=${2:-}; shift 2 ;;
+    --own-cores) own_cores=1; shift ;;
     --) shift; break ;;
     *) usage ;;
   esac
@@ -38,6 +46,22 @@ done
 [[ $ranks =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "cluster.sh: --ranks takes counts like 2,2, got '$ranks'" >&2; exit 2; }
 IFS=, read -r -a per_host <<<"$ranks"
 hosts=${#per_host[@]}
+
+# --own-cores: host i's CPUs, "0" or "2,3", in ARTEL_CLUSTER_CORES as "0;1" (host 1's;host 2's).
+cores_of_hosts=""
+if ((own_cores)); then
+  cpus=()
+  IFS=, read -r -a spans <<<"$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+  for span in "${spans[@]}"; do
+    for ((c = ${span%-*}; c <= ${span#*-}; c++)); do cpus+=("$c"); done
+  done
+  per=$((${#cpus[@]} / hosts))
+  ((per >= 1)) || { echo "cluster.sh: --own-cores needs a CPU per host: $hosts hosts, ${#cpus[@]} CPUs" >&2; exit 2; }
+  for ((i = 0; i < hosts; i++)); do
+    list=$(IFS=,; echo "${cpus[*]:$((i * per)):$per}")
+    cores_of_hosts+="${cores_of_hosts:+;}$list"
+  done
+fi
 
 if [ "$(id -u)" != 0 ] || ! ip netns add "artel-probe-$$" 2>/dev/null; then
   echo "cluster.sh: skipped: this machine does not permit network namespaces (needs root and CAP_NET_ADMIN)" >&2
@@ -98,21 +122,32 @@ for ((i = 1; i <= hosts; i++)); do
   hostlist+="${hostlist:+,}$net.0.$i:${per_host[$((i - 1))]}"
 done
 
-echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24: mpirun -H $hostlist" >&2
-# The hosts share this machine's cores, so a rank waiting in MPI yields its
+echo "cluster.sh: $hosts hosts ($ranks ranks), links $rate, subnet $net.0.0/24${cores_of_hosts:+, cores $cores_of_hosts}:" \
+  "mpirun -H $hostlist" >&2
+# A host's ranks may share its cores, so a rank waiting in MPI yields its
 # core (mpirun counts only the slots of -H, not the cores under them).
+# With --own-cores, mpirun binds nothing: each host's ranks keep the
+# affinity their host was started with (host 1 here, the others by the agent).
+pin=()
+if [ -n "$cores_of_hosts" ]; then
+  pin=(taskset -c "${cores_of_hosts%%;*}")
+  extra="--bind-to none $extra"
+fi
 # mpirun itself runs in host 1 (its ranks start locally); the agent finds a
-# host's namespace by its address: artel-<pid>-h<last octet>.
-export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate"
+# host's namespace by its address: artel-<pid>-h<last octet>. A host is
+# entered with nsenter, not `ip netns exec`, which would mount a /sys of its
+# own without the cgroup hierarchies: with nsenter, cgroup limits work inside
+# a host (`artel launch --cpus-per-worker` under mpirun).
+export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate" ARTEL_CLUSTER_CORES="$cores_of_hosts"
 # Connections are made in MPI_Init (mpi_preconnect_mpi), not at a pair's
 # first message: the hosts share this machine's cores, and a connection made
 # while a training step keeps them busy can time out (OpenMPI then warns
 # "failed to TCP connect ... Operation now in progress" and the message is
 # lost; open-mpi/ompi#11508).
 # shellcheck disable=SC2086
-ip netns exec "$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
+${pin[@]+"${pin[@]}"} nsenter --net="/run/netns/$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
   mpirun --allow-run-as-root -H "$hostlist" \
   --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
   --mca mpi_yield_when_idle 1 --mca mpi_preconnect_mpi 1 \
-  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE $extra "$@"
+  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE -x ARTEL_CLUSTER_CORES $extra "$@"

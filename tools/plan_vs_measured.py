@@ -35,6 +35,14 @@ against a cluster file calibrated on it:
         --hosts-command "bash scripts/cluster.sh --rate 1gbit --ranks {ranks} --"
     python3 tools/plan_vs_measured.py --cluster /tmp/harness_1g.json --harness-rate 1gbit
 
+The planner gives each worker a steady share of its host's cores. On the
+harness, 4 ranks share this machine's 2 cores, and a rank that waits (in a
+pipeline's bubble, or for a tp peer) hands its time to the others, which
+real hosts cannot do. --cpus-per-rank F holds each rank to F cores' worth of
+time (`artel launch --cpus-per-worker F` around it, inside its host), so a
+waiting rank's share goes unused as on a host of its own; --own-cores also
+keeps each host's ranks on cores of their own (scripts/cluster.sh).
+
 With --search MODEL it checks `artel plan --search` instead: it ranks every
 layout of W2 or GPT-2 that `artel train` runs on --workers workers at
 --global-batch, prints the top 5, trains the top 3 and says whether the
@@ -127,6 +135,19 @@ def data_flags(args, model):
     return ["--data", args.gpt2_data] if model == "gpt2" else []
 
 
+# The launcher's variables come off again, so the rank is mpirun's.
+LAUNCH_VARIABLES = ["ARTEL_RANK", "ARTEL_WORLD_SIZE", "ARTEL_LOCAL_RANK", "ARTEL_JOB_ID", "ARTEL_NUM_THREADS",
+                    "ARTEL_RESTART_COUNT", "ARTEL_CPUS_PER_WORKER"]
+
+
+def rank_share(args):
+    """--cpus-per-rank: each harness rank in a cpu cgroup of its own, made by artel launch."""
+    if not args.cpus_per_rank:
+        return []
+    unset = [x for v in LAUNCH_VARIABLES for x in ("-u", v)]
+    return [args.artel, "launch", "-n", "1", "--cpus-per-worker", str(args.cpus_per_rank), "--", "env"] + unset
+
+
 def train(args, model, workers, batch, flags, out):
     steps = MODELS[model][2]
     cmd = ["nice", "-n", "19", args.artel, "train", "--out", out, "--steps", str(steps), "--batch-size", str(batch),
@@ -134,7 +155,8 @@ def train(args, model, workers, batch, flags, out):
     cmd += data_flags(args, model)
     if args.harness_rate:  # mpirun across the harness's hosts sets the workers
         cmd = ["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "cluster.sh"),
-               "--ranks", "2,2", "--rate", args.harness_rate, "--"] + cmd + ["--backend", "mpi", "--timeout", "300"]
+               "--ranks", "2,2", "--rate", args.harness_rate] + (["--own-cores"] if args.own_cores else []) + \
+              ["--"] + rank_share(args) + cmd + ["--backend", "mpi", "--timeout", "300"]
     elif workers > 1:
         cmd += ["--nproc", str(workers)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -245,6 +267,10 @@ def main():
     parser.add_argument("--harness-rate", default="",
                         help="run the 2-host harness's layouts through scripts/cluster.sh --ranks 2,2 at this link "
                              "rate (1gbit, 10gbit); --cluster must be a harness calibration at that rate")
+    parser.add_argument("--own-cores", action="store_true",
+                        help="--harness-rate: each host on cores of its own (scripts/cluster.sh --own-cores)")
+    parser.add_argument("--cpus-per-rank", type=float, default=0,
+                        help="--harness-rate: each rank held to this many cores' worth of time (cpu cgroups)")
     parser.add_argument("--search", default="", choices=["", "w2", "gpt2"],
                         help="check `artel plan --search` for this model instead of the fixed layouts")
     parser.add_argument("--workers", type=int, default=2, help="--search: the workers")
