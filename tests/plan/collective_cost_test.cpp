@@ -46,6 +46,25 @@ TEST(CollectiveCost, OwnNetworkShareRunsAtOneWorkersShare) {
                    all_gather_seconds(c, place_group(c, 4, 1), S));
 }
 
+TEST(CollectiveCost, HierarchicalGoesInsideTheHostThenAcrossOnAWorkersShareOfTheBytes) {
+  const Cluster c = test_cluster();
+  // 8 workers, 4 a host: a ring of 4 inside each host over S, then 4 rings
+  // of 2 across the hosts side by side, each over S/4 at one worker's 1 GB/s.
+  const GroupPlacement g = place_group(c, 8, 1, Route::hierarchical);
+  const double S = 1e8;
+  const double inside = 3 * 1e-6 + 3.0 / 4 * S / 1e10, across = 1 * 1e-5 + 1.0 / 2 * (S / 4) / 1e9;
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, g, S), inside + across);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, g, S), across + inside);
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, g, S), 2 * inside + 2 * across);
+  // Less across the hosts than the side-by-side rings here, which pass 7/8 of S twice at 4 GB/s.
+  EXPECT_LT(all_reduce_seconds(c, g, S), all_reduce_seconds(c, place_group(c, 8, 1), S));
+  // One member a host, or one host: the plain ring.
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, place_group(c, 2, 4, Route::hierarchical), S),
+                   all_reduce_seconds(c, place_group(c, 2, 4), S));
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, place_group(c, 4, 1, Route::hierarchical), S),
+                   all_reduce_seconds(c, place_group(c, 4, 1), S));
+}
+
 TEST(CollectiveCost, SendIsAlphaPlusBytesOverBeta) {
   const Cluster c = test_cluster();
   EXPECT_DOUBLE_EQ(send_seconds(c, false, 1e6), 1e-6 + 1e6 / 1e10);

@@ -212,6 +212,9 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   EXPECT_LT(inter, 125e6 * 1.05);  // 1 Gbit/s
   EXPECT_GT(c["links"]["intra_host"]["beta"]["value"].get<double>(), inter);
   EXPECT_NE(c["links"]["inter_host"]["beta"]["source"].get<std::string>().find("cluster.sh"), std::string::npos);
+  // The link measured by one rank a host, shared by the 2 workers of a host.
+  EXPECT_NE(c["links"]["inter_host"]["beta"]["source"].get<std::string>().find("divided by the 2 workers a host"),
+            std::string::npos);
   EXPECT_GT(c["device"]["runtime_bytes"]["value"].get<double>(), 0);
   const Result p = plan("--model gpt --cluster " + file.string() + " --workers 4 --global-batch 48 --json");
   ASSERT_EQ(p.code, 0) << p.err;

@@ -307,7 +307,13 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
       return launcher + " " + command + " --backend mpi";
     };
     c.intra_host = measure_link(on_hosts("2", bench), "MPI", facts);
+    // One rank a host has the host's whole link to itself; inter_host is one
+    // worker's share of it (plan/cluster.h), and a host's workers leave
+    // through the same link at once (tp groups' dp rings side by side).
     c.inter_host = measure_link(on_hosts("1,1", bench), "MPI across two hosts", facts);
+    c.inter_host.beta = {c.inter_host.beta.value / static_cast<double>(c.per_host()),
+                         c.inter_host.beta.source + ", divided by the " + std::to_string(c.per_host()) +
+                             " workers a host: one worker's share of its host's link"};
     // An MPI worker holds its library's buffers besides the program: measured on the harness, full.
     std::string ranks = std::to_string(c.per_host());
     for (int h = 1; h < options.hosts; ++h) ranks += "," + std::to_string(c.per_host());

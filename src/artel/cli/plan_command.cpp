@@ -34,7 +34,7 @@ struct PlanArgs {
   std::string cluster;
   int64_t workers = 0, global_batch = 0, threads = 0;
   std::string precision = "fp32", state = "artel", activations = "artel";
-  bool no_grad_overlap = false, scatter_gather_sends = false;
+  bool no_grad_overlap = false, scatter_gather_sends = false, nccl_rings = false;
   // layout
   int64_t dp = 0, tp = 1, pp = 1, micro_batches = 1, chunks = 0;
   std::string schedule = "1f1b", recompute = "none", grad_compression = "none";
@@ -133,6 +133,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   w.scatter_gather_sends = a.scatter_gather_sends;
   w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
   w.activations = plan::parse_activations(a.activations);
+  w.cross_host = a.nccl_rings ? plan::CrossHost::rings : plan::CrossHost::hierarchical;
   ARTEL_CHECK(a.threads >= 0, "--threads must be >= 0 (0: the host's cores split over its workers), got ", a.threads);
   w.threads = a.threads;
   return w;
@@ -185,6 +186,9 @@ void add_flags(CLI::App& app, PlanArgs& a) {
   app.add_flag("--no-grad-overlap", a.no_grad_overlap,
                "data-parallel reductions only after backward (Megatron-LM 2021)");
   app.add_flag("--scatter-gather-sends", a.scatter_gather_sends, "pipeline sends split over tp (Megatron-LM)");
+  app.add_flag("--nccl-rings", a.nccl_rings,
+               "data parallelism across hosts as NCCL's rings side by side (Megatron-LM), not artel's hierarchical "
+               "collectives");
   app.add_option("--dp", a.dp, "data-parallel degree [default workers / (tp·pp)]");
   app.add_option("--tp", a.tp, "tensor-parallel degree [1]");
   app.add_option("--pp", a.pp, "pipeline stages [1]");

@@ -29,23 +29,43 @@ Ring ring_of(const Cluster& c, const GroupPlacement& g) {
   return {c.inter_host.alpha.value, beta};
 }
 
-// One pass of a ring (reduce-scatter or all-gather): n−1 steps of S/n bytes.
-double ring_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
-  if (g.size <= 1 || bytes <= 0) return 0;
-  const Ring r = ring_of(c, g);
-  const double n = static_cast<double>(g.size);
+// One pass (reduce-scatter or all-gather) of a ring of n: n−1 steps of S/n bytes.
+double pass_over(const Ring& r, int64_t members, double bytes) {
+  if (members <= 1 || bytes <= 0) return 0;
+  const double n = static_cast<double>(members);
   return (n - 1) * r.alpha + (n - 1) / n * bytes / r.beta;
+}
+
+double ring_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
+  return pass_over(ring_of(c, g), g.size, bytes);
+}
+
+bool hierarchical(const GroupPlacement& g) { return g.route == Route::hierarchical && g.crosses_hosts(); }
+
+// Route::hierarchical's two halves: the pass inside a host over all the
+// bytes, and the one across hosts over a worker's 1/k of them.
+double inside_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
+  return pass_over({c.intra_host.alpha.value, c.intra_host.beta.value}, g.per_host, bytes);
+}
+double across_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
+  return pass_over({c.inter_host.alpha.value, c.inter_host.beta.value}, g.hosts,
+                   bytes / static_cast<double>(g.per_host));
 }
 
 }  // namespace
 
 double all_reduce_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
+  if (hierarchical(g)) return 2 * inside_pass(c, g, bytes) + 2 * across_pass(c, g, bytes);
   return 2 * ring_pass(c, g, bytes);
 }
 double reduce_scatter_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
+  if (hierarchical(g)) return inside_pass(c, g, bytes) + across_pass(c, g, bytes);
   return ring_pass(c, g, bytes);
 }
-double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double bytes) { return ring_pass(c, g, bytes); }
+double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
+  if (hierarchical(g)) return across_pass(c, g, bytes) + inside_pass(c, g, bytes);
+  return ring_pass(c, g, bytes);
+}
 
 double send_seconds(const Cluster& c, bool crosses_hosts, double bytes) {
   if (bytes <= 0) return 0;

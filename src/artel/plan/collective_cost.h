@@ -21,6 +21,17 @@
 // (the host's network rate / workers a host). ZeRO-3 is costed this way
 // (Note [ZeRO-3 over each worker's own network share], step_model.cpp).
 //
+// Route::hierarchical is artel's own way across hosts
+// (comm/all_reduce_hierarchical.cpp and its reduce-scatter and all-gather):
+// a ring inside each host over all S bytes, then k rings across the hosts
+// side by side, each over S/k through one worker's share, then inside the
+// host again. With h(B) = (H−1)·alpha_inter + (H−1)/H · B / beta_inter and
+// i(B) the intra-host pass over k workers:
+//
+//   all-reduce:       i(S) + 2·h(S/k) + i(S)
+//   reduce-scatter:   i(S) +   h(S/k)
+//   all-gather:              h(S/k) + i(S)
+//
 //   GroupPlacement g = place_group(cluster, /*size=*/8, /*stride=*/1);   // a tp group
 //   all_reduce_seconds(cluster, g, 64 << 20);
 #pragma once
@@ -35,6 +46,7 @@ namespace artel::plan {
 enum class Route {
   all_network_shares,  // k rings side by side, one per member of a host: beta = min(beta_intra, k·beta_inter)
   own_network_share,   // every worker's traffic through its own share alone: beta = beta_inter
+  hierarchical,        // inside the host, across hosts on S/k a worker, inside again (artel's)
 };
 
 struct GroupPlacement {

@@ -40,6 +40,13 @@ enum class Activations { megatron, artel };
 Activations parse_activations(const std::string& name);  // "megatron" | "artel"
 const char* activations_name(Activations a);
 
+// How data parallelism's collectives cross hosts when a host holds several
+// of a group's workers (plan/collective_cost.h): NCCL's rings side by side,
+// one through each worker's network share (Megatron-LM's runs), or artel's
+// hierarchical steps (inside the host, across hosts on 1/k of the bytes a
+// worker, inside again).
+enum class CrossHost { rings, hierarchical };
+
 // What data parallelism sends for a gradient, as `artel train
 // --grad-compression` names it: the gradient's own type (none), bf16 (2
 // bytes an element), or PowerSGD at rank r (parallel/powersgd.h: each weight
@@ -107,6 +114,9 @@ struct Workload {
   // Whose activation accounting applies: Megatron-LM's for the published
   // runs, artel's for artel's own (`artel plan` and `artel train`'s check).
   Activations activations = Activations::megatron;
+  // Data parallelism across hosts: rings for the published runs, artel's
+  // hierarchical collectives for its own.
+  CrossHost cross_host = CrossHost::rings;
   // Threads each worker runs on (`artel train --threads`); only CPU clusters
   // (Cluster::cores_per_host) use it, through worker_speed(). 0 = what
   // `artel train --nproc` picks: the host's cores split evenly, at least 1.

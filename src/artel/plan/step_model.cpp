@@ -108,7 +108,9 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
 double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   double exposed = 0;
   if (l.dp > 1 && l.zero <= 2) {
-    const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp);
+    const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp,
+                                         w.cross_host == CrossHost::hierarchical ? Route::hierarchical
+                                                                                 : Route::all_network_shares);
     const DpBuffers b = dp_buffers(st, l, w);
     double overlappable = 0, after_step = 0;
     if (l.compression.kind == Compression::Kind::powersgd) {
