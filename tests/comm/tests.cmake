@@ -24,10 +24,9 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
                      $<TARGET_FILE:artel_mpi_suite>)
     set_tests_properties(cluster_mpi_suite_${name} PROPERTIES TIMEOUT 600 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
   endforeach()
+  # cluster.sh --own-cores: every rank runs on its own host's CPUs only.
+  add_test(NAME cluster_own_cores
+           COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks 1,1 --own-cores --
+                   ${CMAKE_CURRENT_LIST_DIR}/own_cores_rank.sh)
+  set_tests_properties(cluster_own_cores PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
 endif()
-
-# cluster.sh --own-cores: every rank runs on its own host's CPUs only.
-add_test(NAME cluster_own_cores
-         COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks 1,1 --own-cores --
-                 ${CMAKE_CURRENT_LIST_DIR}/own_cores_rank.sh)
-set_tests_properties(cluster_own_cores PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
