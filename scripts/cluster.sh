@@ -47,6 +47,20 @@ done
 IFS=, read -r -a per_host <<<"$ranks"
 hosts=${#per_host[@]}
 
+# The token bucket's depth: 8 ms of the rate. tbf needs rate/HZ at the least
+# (4 ms at HZ 250) to reach the rate at all; a deeper bucket lets a burst
+# after a pause leave at the veth's own speed, which no real link of that
+# rate does (a fixed 4 MB let each of W2's 3 MB gradient all-reduces cross
+# a 1 Gbit/s link almost free).
+burst_bytes=0
+if [ "$rate" != none ]; then
+  [[ $rate =~ ^([1-9][0-9]*)(kbit|mbit|gbit)$ ]] ||
+    { echo "cluster.sh: --rate takes a number of kbit, mbit or gbit (1gbit, 100mbit) or none, got '$rate'" >&2; exit 2; }
+  case ${BASH_REMATCH[2]} in kbit) unit=1000 ;; mbit) unit=1000000 ;; gbit) unit=1000000000 ;; esac
+  burst_bytes=$((BASH_REMATCH[1] * unit / 1000))  # bits/s over 8 bits a byte, times 8 ms
+  ((burst_bytes >= 65536)) || burst_bytes=65536
+fi
+
 # --own-cores: host i's CPUs, "0" or "2,3", in ARTEL_CLUSTER_CORES as "0;1" (host 1's;host 2's).
 cores_of_hosts=""
 if ((own_cores)); then
@@ -95,20 +109,6 @@ teardown() {
 }
 trap teardown EXIT
 trap 'exit 130' INT TERM
-
-# The token bucket's depth: 8 ms of the rate. tbf needs rate/HZ at the least
-# (4 ms at HZ 250) to reach the rate at all; a deeper bucket lets a burst
-# after a pause leave at the veth's own speed, which no real link of that
-# rate does (a fixed 4 MB let each of W2's 3 MB gradient all-reduces cross
-# a 1 Gbit/s link almost free).
-burst_bytes=0
-if [ "$rate" != none ]; then
-  [[ $rate =~ ^([1-9][0-9]*)(kbit|mbit|gbit)$ ]] ||
-    { echo "cluster.sh: --rate takes a number of kbit, mbit or gbit (1gbit, 100mbit) or none, got '$rate'" >&2; exit 2; }
-  case ${BASH_REMATCH[2]} in kbit) unit=1000 ;; mbit) unit=1000000 ;; gbit) unit=1000000000 ;; esac
-  burst_bytes=$((BASH_REMATCH[1] * unit / 8 * 8 / 1000))
-  ((burst_bytes >= 65536)) || burst_bytes=65536
-fi
 
 limit() {  # limit NS DEV: the link's rate on DEV's egress in NS
   [ "$rate" = none ] && return 0
