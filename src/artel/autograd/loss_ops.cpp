@@ -2,6 +2,7 @@
 #include "artel/autograd/op_helpers.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/cross_entropy.h"
+#include "artel/kernels/elementwise.h"
 
 namespace artel::autograd {
 
@@ -14,20 +15,29 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, int64_t ig
   Tensor x = logits.value();
   Tensor lse = Tensor::empty({N});
   int64_t valid = 0;
+  // Where the gradient will be taken, it is computed with the loss, in the
+  // same pass over the logits (kernels::cross_entropy_with_gradient), and
+  // backward only scales it; the logits are then not kept for backward.
+  const bool with_gradient = grad_enabled() && needs_grad(logits);
+  Tensor dlogits = with_gradient ? Tensor::empty(x.shape()) : Tensor();
   double total = detail::with_ids(targets, "cross_entropy", "targets", [&](const auto* t) {
     kernels::check_targets(N, V, t, ignore_index);
+    if (with_gradient)
+      return kernels::cross_entropy_with_gradient(N, V, x.data<float>(), t, ignore_index, lse.data<float>(), &valid,
+                                                  dlogits.data<float>());
     return kernels::cross_entropy_forward(N, V, x.data<float>(), t, ignore_index, lse.data<float>(), &valid);
   });
   Tensor loss = Tensor::full({}, valid ? static_cast<float>(total / static_cast<double>(valid)) : 0.0f);
-  return make_result(loss, {logits}, "cross_entropy",
-                     [x, targets, lse, N, V, valid, ignore_index](const Tensor& g, std::vector<Tensor>& gi) {
-                       gi[0] = Tensor::empty(x.shape());
-                       float scale = valid ? g.item() / static_cast<float>(valid) : 0.0f;
-                       detail::with_ids(targets, "cross_entropy", "targets", [&](const auto* t) {
-                         kernels::cross_entropy_backward(N, V, x.data<float>(), t, ignore_index, lse.data<float>(),
-                                                         scale, gi[0].data<float>());
-                       });
-                     });
+  if (!with_gradient) return Variable(loss, false);
+  return make_result(loss, {logits}, "cross_entropy", [dlogits](const Tensor& g, std::vector<Tensor>& gi) {
+    const float dloss = g.item();
+    if (dloss == 1.0f) {  // the usual loss.backward(): the gradient as computed
+      gi[0] = dlogits;
+      return;
+    }
+    Tensor& out = grad_output_buffer(gi, 0, dlogits.shape());
+    kernels::affine(dlogits.numel(), dlogits.data<float>(), dloss, 0.0f, out.data<float>());
+  });
 }
 
 }  // namespace artel::autograd

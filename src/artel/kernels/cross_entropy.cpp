@@ -17,6 +17,13 @@ constexpr int64_t kGrainElems = 1 << 13;
 
 int64_t grain_rows(int64_t V) { return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, V)); }
 
+// A row's gradient, with d = exp(x − m) already in place: d·scale/s − scale·onehot.
+void finish_gradient_row(int64_t V, float* __restrict d, float s, float scale, int64_t target) {
+  const float f = scale / s;
+  for (int64_t i = 0; i < V; ++i) d[i] *= f;
+  if (target >= 0 && target < V) d[target] -= scale;
+}
+
 }  // namespace
 
 template <class Id>
@@ -59,20 +66,52 @@ double cross_entropy_forward(int64_t N, int64_t V, const float* logits, const Id
 }
 
 template <class Id>
-void cross_entropy_backward(int64_t N, int64_t V, const float* logits, const Id* targets, int64_t ignore_index,
-                            const float* lse, float scale, float* dlogits, int64_t vocab_start) {
-  parallel_for(N, grain_rows(V), [&](int64_t r0, int64_t r1) {
+double cross_entropy_with_gradient(int64_t N, int64_t V, const float* logits, const Id* targets,
+                                   int64_t ignore_index, float* lse, int64_t* valid, float* dlogits) {
+  *valid = 0;
+  for (int64_t r = 0; r < N; ++r) *valid += static_cast<int64_t>(targets[r]) != ignore_index;
+  const float scale = *valid ? 1.0f / static_cast<float>(*valid) : 0.0f;
+  int64_t chunks = num_chunks(N, grain_rows(V));
+  std::vector<double> loss(static_cast<size_t>(chunks), 0.0);
+  for_chunks(N, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+    double l = 0;
     for (int64_t r = r0; r < r1; ++r) {
-      const float* __restrict x = logits + r * V;
-      float* __restrict d = dlogits + r * V;
+      const float* x = logits + r * V;
+      float* d = dlogits + r * V;
+      // The max reads the row from memory; the rest finds it in cache (a
+      // vocabulary of 50,304 is 201 KB).
+      const float m = row_max(V, x);
+      const float s = row_exp(V, x, m, d);
+      lse[r] = m + std::log(s);
       int64_t t = static_cast<int64_t>(targets[r]);
       if (t == ignore_index) {
         std::memset(d, 0, static_cast<size_t>(V) * sizeof(float));
         continue;
       }
-      float l = lse[r];
-      for (int64_t i = 0; i < V; ++i) d[i] = scale * exp_approx(x[i] - l);
-      if (t >= vocab_start && t < vocab_start + V) d[t - vocab_start] -= scale;
+      l += static_cast<double>(lse[r]) - x[t];
+      finish_gradient_row(V, d, s, scale, t);
+    }
+    loss[static_cast<size_t>(c)] = l;
+  });
+  double total = 0;
+  for (double l : loss) total += l;
+  return total;
+}
+
+template <class Id>
+void cross_entropy_backward(int64_t N, int64_t V, const float* logits, const Id* targets, int64_t ignore_index,
+                            const float* row_max, const float* row_sum_exp, float scale, float* dlogits,
+                            int64_t vocab_start) {
+  parallel_for(N, grain_rows(V), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* d = dlogits + r * V;
+      int64_t t = static_cast<int64_t>(targets[r]);
+      if (t == ignore_index) {
+        std::memset(d, 0, static_cast<size_t>(V) * sizeof(float));
+        continue;
+      }
+      row_exp(V, logits + r * V, row_max[r], d);
+      finish_gradient_row(V, d, row_sum_exp[r], scale, t - vocab_start);
     }
   });
 }
@@ -81,9 +120,13 @@ template void check_targets(int64_t, int64_t, const int32_t*, int64_t);
 template void check_targets(int64_t, int64_t, const int64_t*, int64_t);
 template double cross_entropy_forward(int64_t, int64_t, const float*, const int32_t*, int64_t, float*, int64_t*);
 template double cross_entropy_forward(int64_t, int64_t, const float*, const int64_t*, int64_t, float*, int64_t*);
-template void cross_entropy_backward(int64_t, int64_t, const float*, const int32_t*, int64_t, const float*, float,
-                                     float*, int64_t);
-template void cross_entropy_backward(int64_t, int64_t, const float*, const int64_t*, int64_t, const float*, float,
-                                     float*, int64_t);
+template double cross_entropy_with_gradient(int64_t, int64_t, const float*, const int32_t*, int64_t, float*,
+                                            int64_t*, float*);
+template double cross_entropy_with_gradient(int64_t, int64_t, const float*, const int64_t*, int64_t, float*,
+                                            int64_t*, float*);
+template void cross_entropy_backward(int64_t, int64_t, const float*, const int32_t*, int64_t, const float*,
+                                     const float*, float, float*, int64_t);
+template void cross_entropy_backward(int64_t, int64_t, const float*, const int64_t*, int64_t, const float*,
+                                     const float*, float, float*, int64_t);
 
 }  // namespace artel::kernels

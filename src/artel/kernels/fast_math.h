@@ -73,6 +73,18 @@ namespace artel::kernels {
   return s;
 }
 
+// y = exp(x − m), returning Σ y (row_sum_exp that keeps the terms).
+[[gnu::always_inline]] inline float row_exp(int64_t n, const float* __restrict x, float m, float* __restrict y) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += y[i + j] = exp_approx(x[i + j] - m);
+  float s = 0;
+  for (; i < n; ++i) s += y[i] = exp_approx(x[i] - m);
+  for (float l : lanes) s += l;
+  return s;
+}
+
 [[gnu::always_inline]] inline float row_dot(int64_t n, const float* __restrict a, const float* __restrict b) {
   float lanes[16] = {};
   int64_t i = 0;

@@ -115,30 +115,29 @@ void shard_row_sums(int64_t N, int64_t Vl, int64_t Vv, const float* x, const Id*
   });
 }
 
-// The forward's two all-reduces: the global row max, then per row Σ exp(x −
-// max), the target logit and the count of shards holding the target. Writes
-// each valid row's log-sum-exp into lse (N); returns Σ (lse − target logit)
-// over the valid rows and their count.
+// The forward's two all-reduces: the global row max (into row_max, N), then
+// per row Σ exp(x − max), the target logit and the count of shards holding
+// the target (into sums, 3N, as shard_row_sums). Returns Σ (log-sum-exp −
+// target logit) over the valid rows and their count.
 template <class Id>
 double shard_cross_entropy_forward(int64_t N, int64_t Vl, int64_t Vv, const float* x, const Id* t, int64_t start,
-                                   int64_t ignore_index, comm::ProcessGroup& group, Tensor& lse_tensor,
+                                   int64_t ignore_index, comm::ProcessGroup& group, Tensor& row_max, Tensor& sums,
                                    int64_t* valid) {
-  float* lse = lse_tensor.data<float>();  // first the global row max
+  float* m = row_max.data<float>();
   parallel_for(N, grain_rows(Vl), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) lse[r] = Vv > 0 ? kernels::row_max(Vv, x + r * Vl) : -INFINITY;
+    for (int64_t r = r0; r < r1; ++r) m[r] = Vv > 0 ? kernels::row_max(Vv, x + r * Vl) : -INFINITY;
   });
-  all_reduce(group, lse_tensor, comm::ReduceOp::max);
-  Tensor sums = Tensor::empty({3 * N});
-  float* s = sums.data<float>();  // [Σ exp (N) | target logit (N) | hits (N)]
-  shard_row_sums(N, Vl, Vv, x, t, start, ignore_index, lse, s);
+  all_reduce(group, row_max, comm::ReduceOp::max);
+  float* s = sums.data<float>();
+  shard_row_sums(N, Vl, Vv, x, t, start, ignore_index, m, s);
   all_reduce(group, sums, comm::ReduceOp::sum);
   check_hits("vocab_parallel_cross_entropy", "target", N, t, ignore_index, s + 2 * N, start, Vv, group);
   double total = 0;
   *valid = 0;
   for (int64_t r = 0; r < N; ++r) {
     if (static_cast<int64_t>(t[r]) == ignore_index) continue;
-    lse[r] += std::log(s[r]);
-    total += static_cast<double>(lse[r]) - s[N + r];
+    const float lse = m[r] + std::log(s[r]);
+    total += static_cast<double>(lse) - s[N + r];
     ++*valid;
   }
   return total;
@@ -161,19 +160,21 @@ Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor
   // Columns from `vocab` on are padding (a table padded to divide over the group): never in the softmax.
   const int64_t Vv = vocab < 0 ? Vl : std::clamp<int64_t>(vocab - vocab_start, 0, Vl);
   Tensor x = local_logits.value();
-  Tensor lse = Tensor::empty({N});
+  Tensor row_max = Tensor::empty({N});
+  Tensor sums = Tensor::empty({3 * N});
   int64_t valid = 0;
   double total = with_ids(targets, op, "targets", [&](const auto* t) {
-    return shard_cross_entropy_forward(N, Vl, Vv, x.data<float>(), t, vocab_start, ignore_index, group, lse, &valid);
+    return shard_cross_entropy_forward(N, Vl, Vv, x.data<float>(), t, vocab_start, ignore_index, group, row_max, sums,
+                                       &valid);
   });
   Tensor loss = Tensor::full({}, valid ? static_cast<float>(total / static_cast<double>(valid)) : 0.0f);
-  auto backward = [x, targets, lse, N, Vl, Vv, vocab_start, valid, ignore_index](const Tensor& g,
-                                                                                 std::vector<Tensor>& gi) {
+  auto backward = [x, targets, row_max, sums, N, Vl, Vv, vocab_start, valid, ignore_index](
+                      const Tensor& g, std::vector<Tensor>& gi) {
     gi[0] = Tensor::empty(x.shape());
     float scale = valid ? g.item() / static_cast<float>(valid) : 0.0f;
     with_ids(targets, "vocab_parallel_cross_entropy", "targets", [&](const auto* t) {
-      kernels::cross_entropy_backward(N, Vl, x.data<float>(), t, ignore_index, lse.data<float>(), scale,
-                                      gi[0].data<float>(), vocab_start);
+      kernels::cross_entropy_backward(N, Vl, x.data<float>(), t, ignore_index, row_max.data<float>(),
+                                      sums.data<float>(), scale, gi[0].data<float>(), vocab_start);
     });
     if (Vv < Vl) {  // padding columns: no gradient, so padded rows stay zero
       float* d = gi[0].data<float>();
