@@ -19,3 +19,10 @@ target_link_libraries(hf_gpt2_dump PRIVATE artel)
 add_test(NAME hf_gpt2_torch
          COMMAND ${ARTEL_TORCH_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/hf_gpt2_test.py $<TARGET_FILE:hf_gpt2_dump>)
 set_tests_properties(hf_gpt2_torch PROPERTIES TIMEOUT 300 LABELS reference)
+
+# The PyTorch harness's --grad-compression powersgd, the reference column of
+# README's PowerSGD loss table, runs (two gloo processes, 12 steps).
+add_test(NAME torch_harness_powersgd
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/torch_powersgd_test.sh ${ARTEL_TORCH_PYTHON}
+                 ${PROJECT_SOURCE_DIR}/tools/torch/train.py)
+set_tests_properties(torch_harness_powersgd PROPERTIES TIMEOUT 300 LABELS reference)

@@ -9,6 +9,8 @@ backward, update), the median over the steps after a warmup.
   /usr/bin/python3 tools/torch/train.py --workload mnist-cnn --epochs 2 --threads 2
   /usr/bin/python3 tools/torch/train.py --workload mnist-mlp --ddp 2 --threads 1   # 2 processes, DDP over gloo
   /usr/bin/python3 tools/torch/train.py --workload gpt2 --data-file tokens.bin --iters 8 --warmup 2 --precision bf16
+  /usr/bin/python3 tools/torch/train.py --workload shakespeare-char-gpt --ddp 4 --iters 1000 --eval-at 1000 \
+      --grad-compression powersgd --powersgd-rank 4   # PyTorch's PowerSGD hook, against artel's
 
 Use Debian's /usr/bin/python3 (python3-torch); another python3 may come first
 on PATH. The workloads (src/artel/train/train_config.cpp, default_config):
@@ -46,6 +48,10 @@ ap.add_argument("--workload", required=True, choices=["mnist-mlp", "mnist-cnn", 
 ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (and OpenMP's) per process")
 ap.add_argument("--blas-threads", type=int, default=None, help="OpenBLAS threads per process (default: --threads)")
 ap.add_argument("--ddp", type=int, default=0, help="processes of DistributedDataParallel over gloo (0: one, no DDP)")
+ap.add_argument("--grad-compression", choices=["none", "powersgd"], default="none",
+                help="under --ddp: powersgd registers PyTorch's powerSGD_hook (error feedback, warm start)")
+ap.add_argument("--powersgd-rank", type=int, default=4, help="its matrix_approximation_rank")
+ap.add_argument("--powersgd-start-step", type=int, default=10, help="its start_powerSGD_iter")
 ap.add_argument("--epochs", type=int, default=10, help="MNIST epochs")
 ap.add_argument("--iters", type=int, default=2000, help="W2 and GPT-2 iterations")
 ap.add_argument("--data-file", default=None, help="gpt2: uint16 token file (nanoGPT's raw layout), 90%% train")
@@ -204,11 +210,24 @@ def train_gpt(rank, world, log, base):
                             lr=lr, betas=shape["betas"], eps=1e-8)
     raw = model
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        if args.grad_compression == "powersgd":
+            # One bucket: the hook's second all-reduce (Q's) is issued from a
+            # future's callback, and gloo's collectives must come in the same
+            # order on every rank, which two buckets' callbacks do not keep.
+            import torch.distributed as dist
+            dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024 if args.grad_compression == "powersgd" else 25)
+        if args.grad_compression == "powersgd":                   # artel's --grad-compression powersgd, PyTorch's way
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+            state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                           start_powerSGD_iter=args.powersgd_start_step, min_compression_rate=2,
+                                           use_error_feedback=True, warm_start=True, random_seed=args.seed)
+            model.register_comm_hook(state, powersgd.powerSGD_hook)
     eval_at = sorted(int(x) for x in args.eval_at.split(",") if x)
     log(dict(base, event="config", params=num_params(raw), vocab=vocab, n_layer=shape["n_layer"],
              n_head=shape["n_head"], n_embd=shape["n_embd"], block_size=T, batch_per_process=B, lr=lr,
              betas=list(shape["betas"]), weight_decay=0.1, grad_clip=shape["clip"], precision=args.precision,
+             grad_compression=args.grad_compression,
              iters=args.iters, eval_at=eval_at))
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
     gen = torch.Generator().manual_seed(args.seed + 1000 * rank)  # each process its own batches
