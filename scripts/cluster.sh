@@ -106,6 +106,9 @@ teardown() {
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
   done
+  # OpenMPI's shared-memory transport names its segments by hostname; a
+  # rank killed above never unlinks its own.
+  rm -f /dev/shm/vader_segment."$tag"-h*
 }
 trap teardown EXIT
 trap 'exit 130' INT TERM
