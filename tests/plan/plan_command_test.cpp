@@ -201,8 +201,13 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   if (std::system("ip netns add artel-plan-probe >/dev/null 2>&1 && ip netns del artel-plan-probe") != 0)
     GTEST_SKIP() << "no network namespaces here (needs root and CAP_NET_ADMIN)";
   const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_harness.json";
+  // Each rank started through `artel launch`, as a harness of slower hosts
+  // does (--cpus-per-worker; docs/PLAN.md): its lines come prefixed "[0] ".
+  const std::string launch = std::string(ARTEL_BINARY) +
+                             " launch -n 1 -- env -u ARTEL_RANK -u ARTEL_WORLD_SIZE -u ARTEL_LOCAL_RANK -u ARTEL_JOB_ID"
+                             " -u ARTEL_NUM_THREADS -u ARTEL_RESTART_COUNT -u ARTEL_CPUS_PER_WORKER";
   const Result cal = plan("calibrate --workloads w2 --workers 2 --hosts 2 --out " + file.string() +
-                          " --hosts-command 'bash scripts/cluster.sh --rate 1gbit --ranks {ranks} --'",
+                              " --hosts-command 'bash scripts/cluster.sh --rate 1gbit --ranks {ranks} -- " + launch + "'",
                           /*timeout_s=*/300);
   ASSERT_EQ(cal.code, 0) << cal.err;
   const nlohmann::json c = nlohmann::json::parse(slurp(file));

@@ -194,7 +194,9 @@ double measure_kernel_stream_rate() {
 
 plan::Link measure_link(const std::string& bench_command, const std::string& what, const MachineFacts& facts) {
   std::vector<std::pair<double, double>> rows;  // (bytes, seconds)
-  for (const std::string& line : run_program(bench_command)) {
+  for (std::string line : run_program(bench_command)) {
+    // A harness that starts each rank through `artel launch` prefixes its lines with "[rank] ".
+    if (line.starts_with('[')) line.erase(0, line.find("] ") == std::string::npos ? 0 : line.find("] ") + 2);
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("size") && j.contains("time_us"))
       rows.emplace_back(j["size"].get<double>(), j["time_us"].get<double>() / 1e6);
