@@ -63,6 +63,8 @@ ap.add_argument("--lr", type=float, default=None, help="default: the workload's 
 ap.add_argument("--seed", type=int, default=1337)
 ap.add_argument("--data-dir", default=os.path.normpath(os.path.join(HERE, "..", "..", "data")))
 args = ap.parse_args()
+if args.grad_compression != "none" and (args.ddp < 2 or args.workload not in ("shakespeare-char-gpt", "gpt2")):
+    sys.exit("train.py: --grad-compression is for the GPT workloads under --ddp 2 or more")
 if args.precision == "bf16" and args.workload not in ("shakespeare-char-gpt", "gpt2"):
     sys.exit("train.py: --precision bf16 is for the GPT workloads")
 if args.blas_threads is None:
@@ -210,19 +212,20 @@ def train_gpt(rank, world, log, base):
                             lr=lr, betas=shape["betas"], eps=1e-8)
     raw = model
     if world > 1:
-        if args.grad_compression == "powersgd":
+        powersgd = args.grad_compression == "powersgd"             # artel's --grad-compression powersgd, PyTorch's way
+        if powersgd:
             # One bucket: the hook's second all-reduce (Q's) is issued from a
             # future's callback, and gloo's collectives must come in the same
             # order on every rank, which two buckets' callbacks do not keep.
             import torch.distributed as dist
             dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
-        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024 if args.grad_compression == "powersgd" else 25)
-        if args.grad_compression == "powersgd":                   # artel's --grad-compression powersgd, PyTorch's way
-            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
-            state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
-                                           start_powerSGD_iter=args.powersgd_start_step, min_compression_rate=2,
-                                           use_error_feedback=True, warm_start=True, random_seed=args.seed)
-            model.register_comm_hook(state, powersgd.powerSGD_hook)
+        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024 if powersgd else 25)
+        if powersgd:
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as hook
+            state = hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                       start_powerSGD_iter=args.powersgd_start_step, min_compression_rate=2,
+                                       use_error_feedback=True, warm_start=True, random_seed=args.seed)
+            model.register_comm_hook(state, hook.powerSGD_hook)
     eval_at = sorted(int(x) for x in args.eval_at.split(",") if x)
     log(dict(base, event="config", params=num_params(raw), vocab=vocab, n_layer=shape["n_layer"],
              n_head=shape["n_head"], n_embd=shape["n_embd"], block_size=T, batch_per_process=B, lr=lr,

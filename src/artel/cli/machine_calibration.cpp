@@ -196,7 +196,7 @@ plan::Link measure_link(const std::string& bench_command, const std::string& wha
   std::vector<std::pair<double, double>> rows;  // (bytes, seconds)
   for (std::string line : run_program(bench_command)) {
     // A harness that starts each rank through `artel launch` prefixes its lines with "[rank] ".
-    if (line.starts_with('[')) line.erase(0, line.find("] ") == std::string::npos ? 0 : line.find("] ") + 2);
+    if (const size_t end = line.find("] "); line.starts_with('[') && end != std::string::npos) line.erase(0, end + 2);
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("size") && j.contains("time_us"))
       rows.emplace_back(j["size"].get<double>(), j["time_us"].get<double>() / 1e6);
