@@ -517,7 +517,7 @@ int run_bench_train(int argc, char** argv) {
                   "steps when fewer)\n");
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
     std::printf("%s", gemm_lines(a).c_str());
-    std::printf("# gemm_ms: at 1 thread, one step's matrix products replayed alone, the floor under artel_ms\n");
+    std::printf("# gemm_ms: at 1 thread, each timed step's matrix products replayed alone right after it (median), the floor under artel_ms\n");
     if (a.repeat > 1)
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
                   "rounds and their ratio\n", a.repeat);

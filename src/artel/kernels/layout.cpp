@@ -32,11 +32,4 @@ void strided_copy(int64_t outer, int64_t len, const float* src, int64_t src_stri
   });
 }
 
-void repeat_row(int64_t rows, int64_t cols, const float* row, float* dst) {
-  if (cols == 0) return;
-  parallel_for(rows, std::max<int64_t>(1, (1 << 16) / cols), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) std::memcpy(dst + r * cols, row, static_cast<size_t>(cols) * sizeof(float));
-  });
-}
-
 }  // namespace artel::kernels

@@ -16,7 +16,4 @@ void transpose(int64_t outer, int64_t a, int64_t mid, int64_t b, int64_t inner, 
 // For o in [0, outer): dst[o·dst_stride, +len) = src[o·src_stride, +len).
 void strided_copy(int64_t outer, int64_t len, const float* src, int64_t src_stride, float* dst, int64_t dst_stride);
 
-// dst (rows, cols)[r] = row for every r: a bias laid down before a GEMM with beta = 1.
-void repeat_row(int64_t rows, int64_t cols, const float* row, float* dst);
-
 }  // namespace artel::kernels

@@ -43,7 +43,7 @@ struct BenchResult {
   int64_t timed_steps = 0;
   double items_per_s = 0; // samples (w1, cnn) or tokens (w2) per second at the median
   double final_loss = 0;  // the last step's loss, a sanity check that it trained
-  double gemm_ms = 0;     // 1 thread: the last step's GEMMs replayed alone, median (0: not measured)
+  double gemm_ms = 0;     // 1 thread: each timed step's GEMMs replayed alone after it, median (0: not measured)
 };
 
 // The recipe of a workload (baselines.md), to run `steps` steps on `threads`
@@ -55,13 +55,13 @@ int64_t bench_warmup(const BenchCase& c);
 
 BenchResult bench_artel(const BenchCase& c);
 
-// Median milliseconds of one step's matrix products alone: the last `calls`
-// / `steps` of them (every step makes the same ones) run `repeats` times on
-// scratch operands. 0 when the calls do not split evenly into steps.
-double replay_step_gemms_ms(const std::vector<kernels::GemmArgs>& calls, int64_t steps, int repeats);
+// The last step's matrix products out of `calls` recorded over `steps`
+// steps that each made the same ones: the last calls / steps of them. Empty
+// when the calls do not split evenly into steps.
+std::vector<kernels::GemmArgs> last_step_products(const std::vector<kernels::GemmArgs>& calls, int64_t steps);
 // Median milliseconds of `calls` run one after another `repeats` times on
 // scratch operands (their shapes, strides and transposes; their own
-// pointers are not read): the replay behind replay_step_gemms_ms, and
+// pointers are not read): the benchmark's floor of a step's products, and
 // `artel plan calibrate`'s rate of one shape.
 double replay_gemms_ms(std::vector<kernels::GemmArgs> calls, int repeats);
 
