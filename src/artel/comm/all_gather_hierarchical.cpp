@@ -7,7 +7,7 @@
 //   3. the blocks are put in group-rank order.
 // A host's link carries (H−1)/H · S, what an all-gather between H hosts must
 // move, in g flows; the host-local step moves S through shared memory.
-#include <vector>
+#include <memory>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/reduce.h"
@@ -21,14 +21,16 @@ void all_gather_hierarchical(Transport& t, const Collective& c, const OpContext&
   const size_t block = c.block_bytes(), slice = static_cast<size_t>(hosts) * block;
   local.enter(ctx.seq);
 
-  std::vector<std::byte> by_slice(static_cast<size_t>(g) * slice);
+  // Written whole before it is read: not zero-filled first (a vector would
+  // be: GPT-2's 154 MB bucket once more through memory on every call).
+  const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g) * slice);
   Collective across = c;  // 1.
-  across.out = by_slice.data() + static_cast<size_t>(l) * slice;
+  across.out = by_slice.get() + static_cast<size_t>(l) * slice;
   h.across().run(across, ctx);
 
   Collective in_host = c;  // 2. in place: local rank l's slice is its block of the host's buffer
-  in_host.in = by_slice.data() + static_cast<size_t>(l) * slice;
-  in_host.out = by_slice.data();
+  in_host.in = by_slice.get() + static_cast<size_t>(l) * slice;
+  in_host.out = by_slice.get();
   in_host.count = c.count * static_cast<size_t>(hosts);
   in_host.algorithm = "auto";
   run_collective(local, in_host, ctx);
@@ -36,7 +38,7 @@ void all_gather_hierarchical(Transport& t, const Collective& c, const OpContext&
   for (int sl = 0; sl < g; ++sl)  // 3.
     for (int host = 0; host < hosts; ++host)
       stream_copy(c.out + static_cast<size_t>(h.group_rank(sl, host)) * block,
-                  by_slice.data() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block, block);
+                  by_slice.get() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block, block);
 }
 
 }  // namespace artel::comm

@@ -3,7 +3,7 @@
 // without shared memory (gloo's AllreduceRingChunked, MPI's large-message one).
 // Cost: 2(N-1) steps; each rank sends and receives 2(N-1)/N·S bytes.
 // bf16 partial sums are rounded at each step.
-#include <vector>
+#include <memory>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/reduce.h"
@@ -21,15 +21,15 @@ void all_reduce_ring(Transport& t, const Collective& c, const OpContext& ctx) {
     begin = part_begin(c.count, n, p);
     len = part_begin(c.count, n, p + 1) - begin;
   };
-  std::vector<std::byte> tmp((c.count / n + 1) * e);
+  const auto tmp = std::make_unique_for_overwrite<std::byte[]>((c.count / n + 1) * e);  // received into before read
   uint32_t step = 0;
   for (int s = 0; s < n - 1; ++s, ++step) {  // reduce-scatter: r ends owning part r+1
     size_t sb, sl, rb, rl;
     part(r - s, sb, sl);
     part(r - s - 1, rb, rl);
     t.send_recv(right, collective_tag(ctx.seq, step), c.out + sb * e, sl * e, left, collective_tag(ctx.seq, step),
-                tmp.data(), rl * e, ctx);
-    reduce_into(c.out + rb * e, tmp.data(), rl, c.dtype, c.op);
+                tmp.get(), rl * e, ctx);
+    reduce_into(c.out + rb * e, tmp.get(), rl, c.dtype, c.op);
   }
   size_t ob, ol;
   part(r + 1, ob, ol);

@@ -9,7 +9,7 @@
 // A host's link carries (H−1)/H · S, what a reduce-scatter between H hosts
 // must move, in g flows; the host-local step moves S through shared memory.
 // avg reduces by sum and divides once at the end.
-#include <vector>
+#include <memory>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/reduce.h"
@@ -24,22 +24,22 @@ void reduce_scatter_hierarchical(Transport& t, const Collective& c, const OpCont
   const size_t block = c.block_bytes(), slice = static_cast<size_t>(hosts) * block;
   local.enter(ctx.seq);
 
-  std::vector<std::byte> by_slice(static_cast<size_t>(g) * slice);  // 1.
+  const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g) * slice);  // 1. (not zeroed: copied over whole)
   for (int sl = 0; sl < g; ++sl)
     for (int host = 0; host < hosts; ++host)
-      stream_copy(by_slice.data() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block,
+      stream_copy(by_slice.get() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block,
                   c.in + static_cast<size_t>(h.group_rank(sl, host)) * block, block);
 
   Collective in_host = c;  // 2. in place: local rank l's block of the host's buffer is its slice
-  in_host.in = by_slice.data();
-  in_host.out = by_slice.data() + static_cast<size_t>(l) * slice;
+  in_host.in = by_slice.get();
+  in_host.out = by_slice.get() + static_cast<size_t>(l) * slice;
   in_host.count = c.count * static_cast<size_t>(hosts);
   in_host.op = op;
   in_host.algorithm = "auto";
   run_collective(local, in_host, ctx);
 
   Collective across = c;  // 3.
-  across.in = by_slice.data() + static_cast<size_t>(l) * slice;
+  across.in = by_slice.get() + static_cast<size_t>(l) * slice;
   across.out = c.out;
   across.op = op;
   h.across().run(across, ctx);

@@ -2,7 +2,7 @@
 // ring, each rank adding its own contribution, over point-to-point messages.
 // Cost: N-1 steps; each rank sends and receives (N-1)·S bytes (S = one block).
 // bf16 partial sums are rounded at each step.
-#include <vector>
+#include <memory>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/reduce.h"
@@ -21,13 +21,13 @@ void reduce_scatter_ring(Transport& t, const Collective& c, const OpContext& ctx
     return finish_reduce(c.out, c.count, c.dtype, c.op, n);
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  std::vector<std::byte> acc(bytes), tmp(bytes);
+  auto acc = std::make_unique_for_overwrite<std::byte[]>(bytes), tmp = std::make_unique_for_overwrite<std::byte[]>(bytes);  // received into before read
   // Step s sends the partial sum of block r-s-1 and receives that of block r-s-2;
   // after N-1 steps the block received is r's own.
   for (int s = 0; s < n - 1; ++s) {
-    const void* send = s == 0 ? static_cast<const void*>(block(r - 1)) : acc.data();
+    const void* send = s == 0 ? static_cast<const void*>(block(r - 1)) : acc.get();
     bool last = s == n - 2;
-    std::byte* dst = last && !in_place ? c.out : tmp.data();
+    std::byte* dst = last && !in_place ? c.out : tmp.get();
     t.send_recv(right, collective_tag(ctx.seq, s), send, bytes, left, collective_tag(ctx.seq, s), dst, bytes, ctx);
     reduce_into(dst, block(r - s - 2), c.count, c.dtype, c.op);
     if (last && in_place) copy_bytes(c.out, dst, bytes);
