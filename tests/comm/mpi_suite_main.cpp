@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 
+#include "artel/comm/algorithms.h"
 #include "artel/comm/hosts.h"
 #include "artel/comm/process_group.h"
 #include "collective_suite.h"
@@ -127,7 +128,7 @@ void check_hierarchy(ProcessGroup& pg) {
   for (const auto& on_host : hosts.ranks) equal = equal && on_host.size() == hosts.ranks[0].size();
   const int r = pg.rank(), n = pg.size();
   const int64_t count = 1031;
-  Tensor x = Tensor::full({count * n}, static_cast<float>(r + 1)), block = Tensor::empty({count});
+  Tensor x = Tensor::full({count * n}, static_cast<float>(r + 1));
   const float sum = static_cast<float>(n * (n + 1) / 2);
   if (!equal) {
     expect_error("hierarchical all_reduce on " + hosts.describe(), "not spread",
@@ -136,13 +137,23 @@ void check_hierarchy(ProcessGroup& pg) {
   }
   pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
   for (int64_t i = 0; i < count * n; i += 97) check_equal(x, i, sum, "hierarchical all_reduce");
-  Tensor parts = Tensor::empty({count * n});
-  for (int64_t i = 0; i < count * n; ++i) parts.data<float>()[i] = static_cast<float>(i / count + r);
-  pg.reduce_scatter(parts, block, {ReduceOp::sum, "hierarchical"})->wait();
-  for (int64_t i = 0; i < count; i += 13) check_equal(block, i, static_cast<double>(r) * n + n * (n - 1) / 2, "hierarchical reduce_scatter");
-  Tensor mine = Tensor::full({count}, static_cast<float>(r)), all = Tensor::empty({count * n});
-  pg.all_gather(mine, all, {"hierarchical"})->wait();
-  for (int64_t i = 0; i < count * n; i += 31) check_equal(all, i, static_cast<double>(i / count), "hierarchical all_gather");
+  // Blocks of one piece, and of more than one (kHierarchicalScratchBytes):
+  // every element differs along the block, so a piece out of place shows.
+  const int64_t piece = static_cast<int64_t>(hierarchical_piece(static_cast<size_t>(n), sizeof(float)));
+  for (const int64_t len : {int64_t{1031}, piece + 5}) {
+    auto value = [](int64_t i, int64_t owner) { return static_cast<double>(i % 1000 + 1000 * owner); };
+    Tensor parts = Tensor::empty({len * n}), mine = Tensor::empty({len}), one = Tensor::empty({len});
+    for (int64_t i = 0; i < len * n; ++i) parts.data<float>()[i] = static_cast<float>(value(i % len, i / len) + r);
+    pg.reduce_scatter(parts, one, {ReduceOp::sum, "hierarchical"})->wait();
+    for (int64_t i = 0; i < len; i += i + 13 < len ? 13 : 1)
+      check_equal(one, i, n * value(i, r) + n * (n - 1) / 2, "hierarchical reduce_scatter");
+    for (int64_t i = 0; i < len; ++i) mine.data<float>()[i] = static_cast<float>(value(i, r));
+    Tensor all = Tensor::empty({len * n});
+    pg.all_gather(mine, all, {"hierarchical"})->wait();
+    for (int64_t b = 0; b < n; ++b)  // every block: a sample, and its last elements (the last piece's)
+      for (int64_t i = 0; i < len; i += i + 13 < len ? 31 : 1)
+        check_equal(all, b * len + i, value(i, b), "hierarchical all_gather");
+  }
   if (r == 0) std::printf("hierarchical all_reduce, reduce_scatter and all_gather on %s\n", hosts.describe().c_str());
 }
 

@@ -8,7 +8,8 @@
 //      hosts: each rank ends with the sum of its own block.
 // A host's link carries (H−1)/H · S, what a reduce-scatter between H hosts
 // must move, in g flows; the host-local step moves S through shared memory.
-// avg reduces by sum and divides once at the end.
+// avg reduces by sum and divides once at the end. Blocks go a piece at a
+// time, so the reordering's scratch stays small (kHierarchicalScratchBytes).
 #include <memory>
 
 #include "artel/comm/algorithms.h"
@@ -21,28 +22,34 @@ void reduce_scatter_hierarchical(Transport& t, const Collective& c, const OpCont
   Transport& local = h.local();
   const int g = local.size(), l = local.rank(), hosts = t.size() / g;
   const ReduceOp op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
-  const size_t block = c.block_bytes(), slice = static_cast<size_t>(hosts) * block;
+  const size_t e = c.elem_bytes(), block = c.block_bytes();
+  const size_t piece = hierarchical_piece(static_cast<size_t>(g * hosts), e);  // elements of each block at a time
   local.enter(ctx.seq);
 
-  const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g) * slice);  // 1. (not zeroed: copied over whole)
-  for (int sl = 0; sl < g; ++sl)
-    for (int host = 0; host < hosts; ++host)
-      stream_copy(by_slice.get() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * block,
-                  c.in + static_cast<size_t>(h.group_rank(sl, host)) * block, block);
+  // Not zeroed: every piece is copied over whole before it is read.
+  const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g * hosts) * std::min(piece, c.count) * e);
+  for (size_t first = 0; first < c.count; first += piece) {
+    const size_t n = std::min(piece, c.count - first), part = n * e, slice = static_cast<size_t>(hosts) * part;
+    for (int sl = 0; sl < g; ++sl)  // 1.
+      for (int host = 0; host < hosts; ++host)
+        stream_copy(by_slice.get() + static_cast<size_t>(sl) * slice + static_cast<size_t>(host) * part,
+                    c.in + static_cast<size_t>(h.group_rank(sl, host)) * block + first * e, part);
 
-  Collective in_host = c;  // 2. in place: local rank l's block of the host's buffer is its slice
-  in_host.in = by_slice.get();
-  in_host.out = by_slice.get() + static_cast<size_t>(l) * slice;
-  in_host.count = c.count * static_cast<size_t>(hosts);
-  in_host.op = op;
-  in_host.algorithm = "auto";
-  run_collective(local, in_host, ctx);
+    Collective in_host = c;  // 2. in place: local rank l's block of the host's buffer is its slice
+    in_host.in = by_slice.get();
+    in_host.out = by_slice.get() + static_cast<size_t>(l) * slice;
+    in_host.count = n * static_cast<size_t>(hosts);
+    in_host.op = op;
+    in_host.algorithm = "auto";
+    run_collective(local, in_host, ctx);
 
-  Collective across = c;  // 3.
-  across.in = by_slice.get() + static_cast<size_t>(l) * slice;
-  across.out = c.out;
-  across.op = op;
-  h.across().run(across, ctx);
+    Collective across = c;  // 3.
+    across.in = by_slice.get() + static_cast<size_t>(l) * slice;
+    across.out = c.out + first * e;
+    across.count = n;
+    across.op = op;
+    h.across().run(across, ctx);
+  }
   finish_reduce(c.out, c.count, c.dtype, c.op, t.size());
 }
 
