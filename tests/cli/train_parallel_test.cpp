@@ -244,4 +244,25 @@ TEST_F(TrainParallel, ScalingBenchmarkMeasuresDdpAndIndependentRuns) {
   EXPECT_GT(j["sync_share"].get<double>(), 0) << r.out;
 }
 
+// The header names the BLAS that the harness's torch says it was built with:
+// PyPI's wheels multiply with MKL, not the OpenBLAS that Debian's torch calls.
+// A stand-in python answers the probe and prints one summary line.
+TEST_F(TrainParallel, BenchHeaderNamesTheBlasOfTheHarnessTorch) {
+  for (const std::string blas : {"mkl 9.9.9", "generic 1.13.0a0"}) {
+    const fs::path python = dir_ / "python";
+    {
+      std::ofstream f(python);
+      f << "#!/bin/sh\n"
+           "case \"$2\" in *BLAS_INFO*) echo '" << blas << "' ;; *) echo '{\"event\": \"summary\", \"median_ms\": 1.5}' ;; esac\n";
+    }
+    fs::permissions(python, fs::perms::owner_all);
+    Result r = artel("bench train --workloads w1 --threads 1 --steps 4 --warmup 1 --python " + python.string());
+    ok(r);
+    const std::string mkl = "# PyTorch GEMM: MKL (torch 9.9.9, BLAS_INFO=mkl)\n";
+    if (blas.rfind("mkl", 0) == 0) EXPECT_NE(r.out.find(mkl), std::string::npos) << r.out;
+    else EXPECT_NE(r.out.find("# PyTorch GEMM: OpenBLAS"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1.50"), std::string::npos) << "the stand-in's median is the torch column:\n" << r.out;
+  }
+}
+
 }  // namespace

@@ -101,13 +101,28 @@ std::vector<std::string> run_captured(const std::vector<std::string>& argv, int 
   return CapturedRun(argv, timeout_s).finish();
 }
 
+// What the harness's torch says it multiplies with: its BLAS_INFO build
+// setting and version, e.g. "generic 1.13.0a0" (Debian's, through the system
+// BLAS) or "mkl 2.11.0" (PyPI's wheels).
+std::string torch_blas(const BenchArgs& a) {
+  const std::string probe =
+      "import re, torch; m = re.search(r'BLAS_INFO=(\\w+)', torch.__config__.show()); "
+      "print(m.group(1) if m else 'unknown', torch.__version__)";
+  std::vector<std::string> lines = run_captured({a.python, "-c", probe}, 60);
+  return lines.empty() ? "unknown" : lines.front();
+}
+
 // Which kernels multiply on each side. Debian's PyTorch calls OpenBLAS, whose
 // kernels OPENBLAS_CORETYPE (read when OpenBLAS loads, inherited by the
-// harness) may force; artel's --gemm openblas runs those same kernels.
-std::string gemm_lines(const BenchArgs& a) {
+// harness) may force; artel's --gemm openblas runs those same kernels. A
+// torch built with MKL (PyPI's) picks its own kernels, so it is named instead.
+std::string gemm_lines(const BenchArgs& a, const std::string& harness) {
   std::string s;
   for (const std::string& g : a.gemms)
     s += "# artel GEMM " + g + ": " + kernels::gemm_kernels(kernels::parse_gemm_library(g)) + "\n";
+  if (harness.empty()) return s;
+  const std::string blas = torch_blas(a);
+  if (blas.rfind("mkl", 0) == 0) return s + "# PyTorch GEMM: MKL (torch " + blas.substr(4) + ", BLAS_INFO=mkl)\n";
   return s + "# PyTorch GEMM: " + kernels::gemm_kernels(kernels::GemmLibrary::openblas) + "\n";
 }
 
@@ -339,7 +354,7 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
     std::printf("# indep = the same efficiency for two independent 1 x 1 runs at once (no communication, no "
                 "synchronisation): what the machine itself gives two workers\n");
-    std::printf("%s", gemm_lines(a).c_str());
+    std::printf("%s", gemm_lines(a, harness).c_str());
     if (a.repeat > 1)
       std::printf("# %d rounds, each artel 1x1, 2x1 and the independent pair (per GEMM library), torch 1x1, torch "
                   "2x1; 'median' = the medians over rounds and their ratio\n", a.repeat);
@@ -397,7 +412,7 @@ void bench_variants(const BenchArgs& a) {
   if (!a.json) {
     std::printf("# %s side by side: %s; ratio = median ms/step / the first variant's (per-round range)\n",
                 zero ? "ZeRO stages" : "activation recomputation", zero ? "2 workers x 1 thread" : "1 worker");
-    std::printf("%s", gemm_lines(a).c_str());
+    std::printf("%s", gemm_lines(a, "").c_str());
     std::printf("%-9s %-20s %6s %9s %7s %17s %12s %10s\n", "workload", "variant", "steps", "ms/step", "ratio", "range",
                 "activ_MiB", "held_MiB");
   }
@@ -516,7 +531,7 @@ int run_bench_train(int argc, char** argv) {
       std::printf("# artel bench train: ms/step = median of the steps after 20 warmup steps (a quarter of the "
                   "steps when fewer)\n");
     std::printf("# PyTorch: %s\n", harness.empty() ? ("skipped: " + why).c_str() : harness.c_str());
-    std::printf("%s", gemm_lines(a).c_str());
+    std::printf("%s", gemm_lines(a, harness).c_str());
     std::printf("# gemm_ms: at 1 thread, each timed step's matrix products replayed alone right after it (median), the floor under artel_ms\n");
     if (a.repeat > 1)
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
