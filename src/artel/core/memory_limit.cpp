@@ -62,6 +62,11 @@ void note_backed_shared_memory(int64_t bytes) { g_backed_shared.fetch_add(bytes,
 
 void set_kept_memory_release(void (*release)()) { g_kept_release.store(release); }
 
+void release_freed_memory() {
+  if (void (*release)() = g_kept_release.load()) release();
+  ::malloc_trim(0);
+}
+
 int64_t resident_bytes() {
   auto [resident, shared] = read_statm();
   return resident - shared + g_backed_shared.load(std::memory_order_relaxed);
@@ -85,8 +90,7 @@ void check_memory_limit(size_t nbytes, const char* what) {
   // allocation. Give the free pages back, so that what is left resident is
   // what is in use, and ask again. This costs page faults later, so it is
   // done only this close to the limit.
-  if (void (*release)() = g_kept_release.load()) release();
-  ::malloc_trim(0);
+  release_freed_memory();
   resident = resident_bytes();
   if (!exceeds_memory_limit(resident, n, limit)) return;
   char shared[80] = "";

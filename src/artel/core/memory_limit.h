@@ -62,6 +62,11 @@ bool exceeds_memory_limit(int64_t resident, int64_t nbytes, int64_t limit);
 // counts again. One per process; set by the keeper.
 void set_kept_memory_release(void (*release)());
 
+// Gives memory that is freed but still resident back to the kernel: the kept
+// large buffers, then the heap's free pages (malloc_trim). For a phase change,
+// when what the last phase freed will not be asked for again at those sizes.
+void release_freed_memory();
+
 // Throws the one-line out-of-memory artel::Error when an allocation of
 // `nbytes` (>= kMemoryCheckMinBytes; smaller ones pass) would take this
 // process over its limit; `what` names what is allocated (default: the

@@ -12,6 +12,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
+#include "artel/core/memory_limit.h"
 #include "artel/core/memory_stats.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
@@ -424,6 +425,10 @@ RunSummary Trainer::run() {
     throw;
   }
   progress.finish();
+  // The steps are over: the buffers they freed and kept for the next step go
+  // back, so that writing the weights (gathered to one worker when sharded)
+  // and sampling do not stack on memory that no step will ask for again.
+  release_freed_memory();
   // Every worker takes part in writing a sharded model's weights and in
   // sampling through it, so the conditions are the same on all.
   if (run_.write_files && (report || strategy_->sharded())) save("final.safetensors", total_steps_);
