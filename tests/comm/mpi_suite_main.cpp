@@ -133,6 +133,17 @@ void check_hierarchy(ProcessGroup& pg) {
   if (!equal) {
     expect_error("hierarchical all_reduce on " + hosts.describe(), "not spread",
                  [&] { pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait(); });
+    if (hosts.ranks.size() < 2) return;
+    // Across hosts, auto's reduce-scatter is artel's ring over MPI, not MPI's
+    // own (algorithms.cpp: auto_is_native): each rank sends (n-1) blocks.
+    Tensor one = Tensor::empty({count});
+    const int64_t before = pg.bytes_sent();
+    pg.reduce_scatter(x, one, {ReduceOp::sum, "auto"})->wait();
+    for (int64_t i = 0; i < count; i += 97) check_equal(one, i, sum, "auto reduce_scatter across hosts");
+    if (pg.bytes_sent() - before != (n - 1) * count * 4)
+      throw Error("auto reduce_scatter across hosts sent " + std::to_string(pg.bytes_sent() - before) +
+                  " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+    if (r == 0) std::printf("auto reduce_scatter is the ring on %s\n", hosts.describe().c_str());
     return;
   }
   pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();

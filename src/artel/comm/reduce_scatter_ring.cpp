@@ -21,7 +21,9 @@ void reduce_scatter_ring(Transport& t, const Collective& c, const OpContext& ctx
     return finish_reduce(c.out, c.count, c.dtype, c.op, n);
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  auto acc = std::make_unique_for_overwrite<std::byte[]>(bytes), tmp = std::make_unique_for_overwrite<std::byte[]>(bytes);  // received into before read
+  // Received into before read; two ranks need no partial sum to pass on.
+  auto tmp = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  auto acc = n > 2 ? std::make_unique_for_overwrite<std::byte[]>(bytes) : nullptr;
   // Step s sends the partial sum of block r-s-1 and receives that of block r-s-2;
   // after N-1 steps the block received is r's own.
   for (int s = 0; s < n - 1; ++s) {

@@ -38,7 +38,8 @@ constexpr size_t kAlignment = 64;
 // top ever trimmed (-1): it would be given back after a step only to be
 // faulted in and zeroed again in the next. Like a caching allocator, the heap
 // keeps its peak; --memory-per-worker trims it when close to its limit
-// (memory_limit.cpp).
+// (memory_limit.cpp), and a training run when its steps are over
+// (release_freed_memory).
 [[maybe_unused]] const bool kAllocatorTuned = [] {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, -1);
@@ -72,7 +73,8 @@ std::byte* map_anonymous(size_t nbytes) {
 // same size. The cache never takes the large memory resident (in use + kept)
 // past the most that was ever in use at once: a request it cannot serve first
 // gives back the oldest kept buffers. Close to --memory-per-worker every kept
-// buffer is given back (set_kept_memory_release). The price: a kept buffer no
+// buffer is given back (set_kept_memory_release), and so is every kept buffer
+// when a training run's steps are over (release_freed_memory). The price: a kept buffer no
 // longer serves smaller tensors, so the peak resident can grow by about one of
 // them (GPT-2 124M on 4 x 256 tokens, 12 steps: 3.15 -> 3.33 GiB).
 constexpr size_t kLargeBuffer = size_t{16} << 20;
