@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "artel/comm/mpi/mpi_env.h"
@@ -58,7 +59,7 @@ struct MpiTransport::Pending {
 };
 
 struct MpiTransport::Buffered {
-  std::vector<std::byte> data;
+  std::unique_ptr<std::byte[]> data;  // written whole before it is sent: not zero-filled first
   uint64_t header = 0;
   std::vector<Pending> reqs;
 };
@@ -240,10 +241,10 @@ void MpiTransport::send(int dst, Tag tag, const void* data, size_t nbytes, const
   reap_buffered();
   if (static_cast<int64_t>(tag) >= 0) {  // Note [Buffered user sends]
     Buffered& b = buffered_.emplace_back();
-    b.data.resize(nbytes);
-    if (nbytes) std::memcpy(b.data.data(), data, nbytes);
+    b.data = std::make_unique_for_overwrite<std::byte[]>(nbytes);
+    if (nbytes) std::memcpy(b.data.get(), data, nbytes);
     try {
-      post_send(dst, tag, b.data.data(), nbytes, ctx, b.reqs, &b.header);
+      post_send(dst, tag, b.data.get(), nbytes, ctx, b.reqs, &b.header);
     } catch (...) {
       buffered_.pop_back();
       throw;
