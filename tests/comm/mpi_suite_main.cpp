@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -175,6 +176,11 @@ int run() {
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
   if (r != mpi_rank || n != mpi_size) throw Error("rank/size differ from MPI_COMM_WORLD's");
+  // OpenMPI's tcp transport gets two connections a peer unless the job says
+  // otherwise (mpi_env.cpp); CTest's mpirun says nothing.
+  const char* links = std::getenv("OMPI_MCA_btl_tcp_links");
+  if (!links || std::strcmp(links, "2") != 0)
+    throw Error(std::string("OMPI_MCA_btl_tcp_links is ") + (links ? links : "unset") + " after MPI_Init, not 2");
   testing::SuiteOptions so;
   so.shared_memory = false;
   testing::run_collective_suite(*pg, so);

@@ -94,6 +94,13 @@ void ensure_initialized() {
   if (finalized) throw Error("the mpi backend cannot start: MPI was already finalised in this process");
   int provided = 0;
   if (!initialized) {
+    // OpenMPI's tcp transport carries both directions between two ranks over
+    // one connection, and then moves them at about half the link's rate: on
+    // the 2-host harness at 1 Gbit/s, a 64 MiB all-reduce between one rank a
+    // host crossed at 66 MB/s each way over one connection, 119 MB/s (95% of
+    // the link) over two, whatever the algorithm (docs/COLLECTIVES.md). A
+    // value the user gives (OMPI_MCA_btl_tcp_links, mpirun --mca) stands.
+    setenv("OMPI_MCA_btl_tcp_links", "2", /*overwrite=*/0);
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
     we_initialized = true;
     std::atexit(finalize_at_exit);
