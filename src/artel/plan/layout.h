@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "artel/parallel/bucket_plan.h"
 #include "artel/plan/cluster.h"
 #include "artel/plan/model_description.h"
 
@@ -95,6 +96,9 @@ struct Workload {
   // Data-parallel reductions start during the last micro-batch's backward
   // (artel's DDP buckets, PyTorch DDP) or only after it (Megatron-LM 2021).
   bool overlap_grad_reduce = true;
+  // Which gradients reduce together while backward runs: DDP's buckets
+  // (parallel/bucket_plan.h; artel's and PyTorch's defaults, 1 and 25 MiB).
+  parallel::BucketOptions buckets;
   // Bytes of a gradient bucket held as a copy of the gradients while it is
   // reduced (PyTorch's DDP without gradient_as_bucket_view: its 25 MiB
   // buckets, two in flight). 0 for artel: its DDP reduces the buckets that

@@ -114,6 +114,7 @@ void add_blocks(StageWork& w, const GptContext& c, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     w.unit_parameters.push_back((12 * h * h + 7 * h) / t +
                                 6 * h);  // split matrices and biases; norms and row biases whole
+    w.unit_backward.push_back(b.backward + b.recompute);
     for (Matrix m : {Matrix{h, 3 * h / t}, Matrix{h / t, h}, Matrix{h, 4 * h / t}, Matrix{4 * h / t, h}}) {
       w.matrices.push_back(m);
     }
@@ -133,6 +134,7 @@ void add_embedding(StageWork& w, const GptContext& c) {
   const double fwd = c.stream(3 * T * c.h * c.e);
   w.forward_compute += fwd;
   w.backward_compute += 2 * fwd;
+  w.unit_backward.push_back(2 * fwd);
   w.forward_tensor_parallel += c.activation_all_reduce();
   w.activation_bytes += embedding_activations(c.activation_shape());
 }
@@ -150,6 +152,7 @@ void add_head(StageWork& w, const GptContext& c) {
       c.gemm(T, c.v / t, h) + c.stream(2 * T * h * c.e / c.replicated_split()) + c.stream(T * c.v / t * (2 * c.e + 4));
   w.forward_compute += fwd;
   w.backward_compute += 2 * fwd;
+  w.unit_backward.push_back(2 * fwd);
   w.flops += 3 * logits_forward_flops(c.shape, c.b) / t;
   if (t > 1) {
     const GroupPlacement g = place_group(c.cluster, c.layout.tp, 1);
@@ -207,6 +210,7 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
       largest = std::max(largest, layer.activation_bytes);
       st.parameters += layer.parameters;
       st.unit_parameters.push_back(layer.parameters);
+      st.unit_backward.push_back(b * layer.forward_flops / rate * (l.recompute == Recompute::full ? 3 : 2));
     }
     const double forward = b * flops / rate;
     st.forward_compute = forward;

@@ -48,6 +48,7 @@ struct StageWork {
   // parameters one worker holds for this stage (after tp, before ZeRO)
   double parameters = 0;
   std::vector<double> unit_parameters;  // by unit (embedding, each layer, head): ZeRO-3 gathers one at a time
+  std::vector<double> unit_backward;    // each unit's backward seconds (tp collectives excluded): when its gradients are ready
   std::vector<Matrix> matrices;         // the weight matrices among them (GPT only)
 };
 

@@ -105,6 +105,33 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
   return b;
 }
 
+// When the reduction of a stage's gradients ends, from the start of the last
+// micro-batch's backward (`window` long): DDP's buckets
+// (parallel/bucket_plan.h) over the stage's units walked backwards, each
+// started once backward has produced its last unit's gradients (units ready
+// in proportion to their backward time) and the bucket before it is done;
+// `seconds` prices a bucket of that many parameters. The last bucket holds
+// the first units (a GPT's embedding, ready only when backward ends), so
+// its reduction is exposed however early the others run.
+template <class Seconds>
+double bucketed_finish(const StageWork& st, double window, const parallel::BucketOptions& opts, Seconds seconds) {
+  std::vector<int64_t> numels;
+  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
+  const double total = std::accumulate(st.unit_backward.begin(), st.unit_backward.end(), 0.0);
+  std::vector<double> done(st.unit_backward.size());  // unit i's gradients ready: backward runs units last to first
+  double after = 0;
+  for (size_t i = done.size(); i-- > 0;) {
+    after += st.unit_backward[i];
+    done[i] = total > 0 ? window * after / total : window;
+  }
+  double finish = 0;
+  for (const parallel::Bucket& b : parallel::plan_buckets(numels, opts)) {
+    const int first = *std::min_element(b.params.begin(), b.params.end());  // the last ready
+    finish = std::max(finish, done[static_cast<size_t>(first)]) + seconds(static_cast<double>(b.numel));
+  }
+  return finish;
+}
+
 double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   double exposed = 0;
   if (l.dp > 1 && l.zero <= 2) {
@@ -125,6 +152,14 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
       after_step = all_gather_seconds(c, g, st.parameters * w.state.weight);  // the updated weights
     }
     const double window = w.overlap_grad_reduce ? st.backward_compute + st.backward_tensor_parallel : 0;
+    const bool buckets = w.overlap_grad_reduce && l.compression.kind != Compression::Kind::powersgd &&
+                         st.unit_backward.size() == st.unit_parameters.size() && st.parameters > 0;
+    if (buckets) {
+      const double wire = b.first / st.parameters;  // bytes a parameter on the wire
+      overlappable = bucketed_finish(st, window, w.buckets, [&](double params) {
+        return l.zero == 0 ? all_reduce_seconds(c, g, params * wire) : reduce_scatter_seconds(c, g, params * wire);
+      });
+    }
     exposed += std::max(0.0, overlappable - window) + after_step;
   }
   return exposed;

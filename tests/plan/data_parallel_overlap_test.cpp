@@ -1,0 +1,68 @@
+// The data-parallel reduction overlaps backward bucket by bucket (DDP's
+// buckets, parallel/bucket_plan.h): a bucket starts once backward has
+// produced its gradients, so the last one, which holds a GPT's embedding,
+// is exposed even when the whole reduction is shorter than backward.
+#include <gtest/gtest.h>
+
+#include "artel/plan/collective_cost.h"
+#include "artel/plan/step_model.h"
+#include "artel/plan/transformer_shape.h"
+#include "test_cluster.h"
+
+namespace artel::plan {
+namespace {
+
+using testing::test_cluster;
+
+// 2 layers of 1024 and a 50,304-token vocabulary: the embedding is two
+// thirds of the parameters. 2 hosts of one worker: the pair crosses hosts.
+const TransformerShape kWideVocabulary{2, 8, 1024, 64, 50304};  // L, a, h, s, V
+
+Workload fp32_workload(bool overlap) {
+  Workload w;
+  w.global_batch = 64;
+  w.precision = Precision::fp32;
+  w.overlap_grad_reduce = overlap;
+  return w;
+}
+
+double embedding_all_reduce_seconds(const Cluster& c) {
+  const double params = 50304.0 * 1024 + 64.0 * 1024;  // wte and wpe: one unit, one bucket of its own
+  return all_reduce_seconds(c, place_group(c, 2, 1, Route::hierarchical), params * 4);
+}
+
+TEST(DataParallelOverlap, TheEmbeddingsBucketIsExposedThoughBackwardOutlastsTheWholeReduction) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  const Cluster c = test_cluster(64e9, 2, 1);
+  const Layout l{.dp = 2, .zero = 0};
+  const Prediction p = predict(model, c, l, fp32_workload(true));
+  const Prediction after = predict(model, c, l, fp32_workload(false));
+  // Backward is longer than the reduction of every gradient at once...
+  ASSERT_LT(after.time.data_parallel, p.time.compute * 2 / 3);
+  // ...yet the embedding's gradients are ready only when it ends.
+  EXPECT_GE(p.time.data_parallel, 0.99 * embedding_all_reduce_seconds(c));
+  EXPECT_LT(p.time.data_parallel, after.time.data_parallel);
+}
+
+TEST(DataParallelOverlap, WithoutOverlapTheWholeReductionFollowsBackward) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  const Cluster c = test_cluster(64e9, 2, 1);
+  const Prediction p = predict(model, c, Layout{.dp = 2, .zero = 0}, fp32_workload(false));
+  const double params = total_parameters(kWideVocabulary);
+  EXPECT_NEAR(p.time.data_parallel, all_reduce_seconds(c, place_group(c, 2, 1, Route::hierarchical), params * 4),
+              1e-9);
+}
+
+TEST(DataParallelOverlap, LargerBucketsStartLater) {
+  const ModelDescription model = transformer_model("wide vocabulary", TransformerShape{8, 8, 1024, 64, 256});
+  const Cluster c = test_cluster(64e9, 2, 1);
+  Workload w = fp32_workload(true);
+  w.global_batch = 2;  // a short backward: the reduction outlasts it
+  const double small = predict(model, c, Layout{.dp = 2, .zero = 0}, w).time.data_parallel;
+  w.buckets.first_bucket_bytes = w.buckets.bucket_bytes = int64_t{1} << 40;  // one bucket: starts when backward ends
+  const double one = predict(model, c, Layout{.dp = 2, .zero = 0}, w).time.data_parallel;
+  EXPECT_GT(one, small);
+}
+
+}  // namespace
+}  // namespace artel::plan
