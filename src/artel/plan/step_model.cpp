@@ -152,12 +152,14 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
       after_step = all_gather_seconds(c, g, st.parameters * w.state.weight);  // the updated weights
     }
     const double window = w.overlap_grad_reduce ? st.backward_compute + st.backward_tensor_parallel : 0;
-    const bool buckets = w.overlap_grad_reduce && l.compression.kind != Compression::Kind::powersgd &&
-                         st.unit_backward.size() == st.unit_parameters.size() && st.parameters > 0;
-    if (buckets) {
-      const double wire = b.first / st.parameters;  // bytes a parameter on the wire
+    const bool buckets =
+        w.overlap_grad_reduce && st.unit_backward.size() == st.unit_parameters.size() && st.parameters > 0;
+    if (buckets) {  // a parameter's bytes on the wire: PowerSGD's two all-reduces at the stage's average
+      const double first = b.first / st.parameters, second = b.second / st.parameters;
       overlappable = bucketed_finish(st, window, w.buckets, [&](double params) {
-        return l.zero == 0 ? all_reduce_seconds(c, g, params * wire) : reduce_scatter_seconds(c, g, params * wire);
+        if (l.compression.kind == Compression::Kind::powersgd)
+          return all_reduce_seconds(c, g, params * first) + all_reduce_seconds(c, g, params * second);
+        return l.zero == 0 ? all_reduce_seconds(c, g, params * first) : reduce_scatter_seconds(c, g, params * first);
       });
     }
     exposed += std::max(0.0, overlappable - window) + after_step;
