@@ -64,5 +64,15 @@ TEST(DataParallelOverlap, LargerBucketsStartLater) {
   EXPECT_GT(one, small);
 }
 
+TEST(DataParallelOverlap, ZeroOneWithPowerSgdStillGathersTheWholeWeights) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  const Cluster c = test_cluster(64e9, 2, 1);
+  Layout l{.dp = 2, .zero = 1};
+  l.compression = parse_compression("powersgd", 4);
+  const Prediction p = predict(model, c, l, fp32_workload(true));
+  const double weights = total_parameters(kWideVocabulary) * fp32_workload(true).state.weight;
+  EXPECT_GE(p.time.data_parallel, all_gather_seconds(c, place_group(c, 2, 1, Route::hierarchical), weights));
+}
+
 }  // namespace
 }  // namespace artel::plan

@@ -145,6 +145,9 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
       // Compressing runs on the cores (or the stream) backward computes on: never hidden.
       after_step = b.compression_flops / achieved_flops(c.device, Precision::fp32) +
                    b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+      // ZeRO 1 with PowerSGD: the averaged gradient updates this rank's
+      // shard, and the updated weights are all-gathered whole.
+      if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
     } else if (l.zero == 0) {
       overlappable = all_reduce_seconds(c, g, b.first);
     } else {
