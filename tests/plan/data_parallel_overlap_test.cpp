@@ -74,5 +74,25 @@ TEST(DataParallelOverlap, ZeroOneWithPowerSgdStillGathersTheWholeWeights) {
   EXPECT_GE(p.time.data_parallel, all_gather_seconds(c, place_group(c, 2, 1, Route::hierarchical), weights));
 }
 
+// Pipeline stages end backward one micro-batch apart, so the data-parallel
+// pairs of a host's two stages cross its link one after the other: when the
+// first pair is done before the second starts, each has the link alone,
+// as a pair on hosts of one worker does.
+TEST(DataParallelOverlap, StagesOnOneHostReduceOneAfterTheOther) {
+  ModelDescription model;  // a user's layers: no tied embedding to sum between the stages
+  model.name = "four layers";
+  for (int i = 0; i < 4; ++i) model.layers.push_back({"layer", 1e9, 1e6, 1e4, 1e4});
+  Workload w = fp32_workload(true);
+  w.global_batch = 64;  // a long backward against a short reduction
+  const Layout l{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 0};
+  const Cluster two_a_host = test_cluster(64e9, 2, 2);  // a worker's share of its host's link: 1 GB/s
+  Cluster one_a_host = test_cluster(64e9, 4, 1);
+  one_a_host.inter_host.beta.value = 2e9;  // the same host link, one worker on it
+  const double shared = predict(model, two_a_host, l, w).time.data_parallel;
+  const double alone = predict(model, one_a_host, l, w).time.data_parallel;
+  EXPECT_GT(alone, 0);
+  EXPECT_NEAR(shared, alone, 1e-3 * alone);
+}
+
 }  // namespace
 }  // namespace artel::plan

@@ -159,11 +159,27 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
         w.overlap_grad_reduce && st.unit_backward.size() == st.unit_parameters.size() && st.parameters > 0;
     if (buckets) {  // a parameter's bytes on the wire: PowerSGD's two all-reduces at the stage's average
       const double first = b.first / st.parameters, second = b.second / st.parameters;
-      overlappable = bucketed_finish(st, window, w.buckets, [&](double params) {
-        if (l.compression.kind == Compression::Kind::powersgd)
-          return all_reduce_seconds(c, g, params * first) + all_reduce_seconds(c, g, params * second);
-        return l.zero == 0 ? all_reduce_seconds(c, g, params * first) : reduce_scatter_seconds(c, g, params * first);
-      });
+      auto finish_on = [&](const Cluster& links) {
+        return bucketed_finish(st, window, w.buckets, [&](double params) {
+          if (l.compression.kind == Compression::Kind::powersgd)
+            return all_reduce_seconds(links, g, params * first) + all_reduce_seconds(links, g, params * second);
+          return l.zero == 0 ? all_reduce_seconds(links, g, params * first)
+                             : reduce_scatter_seconds(links, g, params * first);
+        });
+      };
+      overlappable = finish_on(c);
+      // A host's workers of different pipeline stages end backward a
+      // micro-batch apart (`window`), so their pairs' reductions cross its
+      // link staggered, not side by side as a worker's share assumes: two
+      // flows of a link started Δ apart end, the later one, at the later of
+      // its time alone and its shared time less Δ (processor sharing).
+      const double stages_on_host =
+          std::clamp(static_cast<double>(c.per_host()) / static_cast<double>(l.tp), 1.0, static_cast<double>(l.pp));
+      if (g.crosses_hosts() && stages_on_host > 1) {
+        Cluster alone = c;
+        alone.inter_host.beta.value *= stages_on_host;
+        overlappable = std::max(finish_on(alone), overlappable - (stages_on_host - 1) * window);
+      }
     }
     exposed += std::max(0.0, overlappable - window) + after_step;
   }
