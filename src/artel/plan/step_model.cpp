@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "artel/core/error.h"
 #include "artel/parallel/powersgd.h"
 #include "artel/plan/collective_cost.h"
 #include "artel/plan/pipeline_timeline.h"
@@ -133,57 +134,48 @@ double bucketed_finish(const StageWork& st, double window, const parallel::Bucke
 }
 
 double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
-  double exposed = 0;
-  if (l.dp > 1 && l.zero <= 2) {
-    const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp,
-                                         w.cross_host == CrossHost::hierarchical ? Route::hierarchical
-                                                                                 : Route::all_network_shares);
-    const DpBuffers b = dp_buffers(st, l, w);
-    double overlappable = 0, after_step = 0;
-    if (l.compression.kind == Compression::Kind::powersgd) {
-      overlappable = all_reduce_seconds(c, g, b.first) + all_reduce_seconds(c, g, b.second);
-      // Compressing runs on the cores (or the stream) backward computes on: never hidden.
-      after_step = b.compression_flops / achieved_flops(c.device, Precision::fp32) +
-                   b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
-      // ZeRO 1 with PowerSGD: the averaged gradient updates this rank's
-      // shard, and the updated weights are all-gathered whole.
-      if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
-    } else if (l.zero == 0) {
-      overlappable = all_reduce_seconds(c, g, b.first);
-    } else {
-      overlappable = reduce_scatter_seconds(c, g, b.first);
-      after_step = all_gather_seconds(c, g, st.parameters * w.state.weight);  // the updated weights
-    }
-    const double window = w.overlap_grad_reduce ? st.backward_compute + st.backward_tensor_parallel : 0;
-    const bool buckets =
-        w.overlap_grad_reduce && st.unit_backward.size() == st.unit_parameters.size() && st.parameters > 0;
-    if (buckets) {  // a parameter's bytes on the wire: PowerSGD's two all-reduces at the stage's average
-      const double first = b.first / st.parameters, second = b.second / st.parameters;
-      auto finish_on = [&](const Cluster& links) {
-        return bucketed_finish(st, window, w.buckets, [&](double params) {
-          if (l.compression.kind == Compression::Kind::powersgd)
-            return all_reduce_seconds(links, g, params * first) + all_reduce_seconds(links, g, params * second);
-          return l.zero == 0 ? all_reduce_seconds(links, g, params * first)
-                             : reduce_scatter_seconds(links, g, params * first);
-        });
-      };
-      overlappable = finish_on(c);
-      // A host's workers of different pipeline stages end backward a
-      // micro-batch apart (`window`), so their pairs' reductions cross its
-      // link staggered, not side by side as a worker's share assumes: two
-      // flows of a link started Δ apart end, the later one, at the later of
-      // its time alone and its shared time less Δ (processor sharing).
-      const double stages_on_host =
-          std::clamp(static_cast<double>(c.per_host()) / static_cast<double>(l.tp), 1.0, static_cast<double>(l.pp));
-      if (g.crosses_hosts() && stages_on_host > 1) {
-        Cluster alone = c;
-        alone.inter_host.beta.value *= stages_on_host;
-        overlappable = std::max(finish_on(alone), overlappable - (stages_on_host - 1) * window);
-      }
-    }
-    exposed += std::max(0.0, overlappable - window) + after_step;
+  if (l.dp <= 1 || l.zero > 2 || st.parameters <= 0) return 0;
+  ARTEL_CHECK(st.unit_backward.size() == st.unit_parameters.size(), "stage work: ", st.unit_backward.size(),
+              " units' backward times for ", st.unit_parameters.size(), " units");
+  const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp,
+                                       w.cross_host == CrossHost::hierarchical ? Route::hierarchical
+                                                                               : Route::all_network_shares);
+  const DpBuffers b = dp_buffers(st, l, w);
+  const bool powersgd = l.compression.kind == Compression::Kind::powersgd;
+  // The reduction of `params` parameters' gradients over `links`, at the
+  // stage's bytes a parameter on the wire (PowerSGD: its two all-reduces).
+  const double first = b.first / st.parameters, second = b.second / st.parameters;
+  auto reduce_seconds = [&](const Cluster& links, double params) {
+    if (powersgd) return all_reduce_seconds(links, g, params * first) + all_reduce_seconds(links, g, params * second);
+    return l.zero == 0 ? all_reduce_seconds(links, g, params * first) : reduce_scatter_seconds(links, g, params * first);
+  };
+  double after_step = 0;
+  // ZeRO 1/2 (with PowerSGD too): the updated shards' weights are all-gathered whole.
+  if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
+  // Compressing runs on the cores (or the stream) backward computes on: never hidden.
+  if (powersgd)
+    after_step += b.compression_flops / achieved_flops(c.device, Precision::fp32) +
+                  b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+  if (!w.overlap_grad_reduce) return reduce_seconds(c, st.parameters) + after_step;
+
+  const double window = st.backward_compute + st.backward_tensor_parallel;
+  auto finish_on = [&](const Cluster& links) {
+    return bucketed_finish(st, window, w.buckets, [&](double params) { return reduce_seconds(links, params); });
+  };
+  double finish = finish_on(c);
+  // A host's workers of different pipeline stages end backward a
+  // micro-batch apart (`window`), so their pairs' reductions cross its
+  // link staggered, not side by side as a worker's share assumes: two
+  // flows of a link started Δ apart end, the later one, at the later of
+  // its time alone and its shared time less Δ (processor sharing).
+  const double stages_on_host =
+      std::clamp(static_cast<double>(c.per_host()) / static_cast<double>(l.tp), 1.0, static_cast<double>(l.pp));
+  if (g.crosses_hosts() && stages_on_host > 1) {
+    Cluster alone = c;
+    alone.inter_host.beta.value *= stages_on_host;
+    finish = std::max(finish_on(alone), finish - (stages_on_host - 1) * window);
   }
-  return exposed;
+  return std::max(0.0, finish - window) + after_step;
 }
 
 // The tied embedding's two copies (first and last stage) summed after backward.
