@@ -10,6 +10,7 @@
 
 #include "artel/core/rng.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/gemm.h"
 
 namespace artel::kernels {
 namespace {
@@ -75,17 +76,61 @@ Reference reference(const AttentionDims& d, const std::vector<float>& qkv, const
   return r;
 }
 
-void expect_matches(const AttentionDims& d, int threads) {
+struct Outputs {
+  std::vector<float> y, dqkv;
+};
+
+// Forward and backward on seeded inputs; probs starts as NaN, so reading
+// anything the forward did not write shows.
+Outputs run(const AttentionDims& d, int threads) {
   set_num_threads(threads);
   const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
   std::vector<float> qkv = random_values(n_qkv, 1), dy = random_values(n_y, 2);
-  std::vector<float> y(n_y), probs(d.probs_numel()), dqkv(n_qkv, NAN);
-  attention_forward(d, qkv.data(), y.data(), probs.data());
-  attention_backward(d, qkv.data(), probs.data(), dy.data(), dqkv.data());
+  Outputs out{std::vector<float>(n_y), std::vector<float>(n_qkv, NAN)};
+  std::vector<float> probs(d.probs_numel(), NAN);
+  attention_forward(d, qkv.data(), out.y.data(), probs.data());
+  attention_backward(d, qkv.data(), probs.data(), dy.data(), out.dqkv.data());
   set_num_threads(1);
-  Reference ref = reference(d, qkv, dy);
-  for (int64_t i = 0; i < n_y; ++i) ASSERT_NEAR(y[i], ref.y[i], 1e-5) << "y element " << i;
-  for (int64_t i = 0; i < n_qkv; ++i) ASSERT_NEAR(dqkv[i], ref.dqkv[i], 2e-5) << "dqkv element " << i;
+  return out;
+}
+
+Reference reference_of(const AttentionDims& d) {
+  const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
+  return reference(d, random_values(n_qkv, 1), random_values(n_y, 2));
+}
+
+void expect_matches(const AttentionDims& d, int threads) {
+  Outputs out = run(d, threads);
+  Reference ref = reference_of(d);
+  for (size_t i = 0; i < out.y.size(); ++i) ASSERT_NEAR(out.y[i], ref.y[i], 1e-5) << "y element " << i;
+  for (size_t i = 0; i < out.dqkv.size(); ++i) ASSERT_NEAR(out.dqkv[i], ref.dqkv[i], 2e-5) << "dqkv element " << i;
+}
+
+// The largest |a − ref| over the largest |ref|.
+double relative_error(const std::vector<float>& a, const std::vector<double>& ref) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(a[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return err / scale;
+}
+
+// Under bf16 precision the products take bf16 operands (rounded q, k, v, dY,
+// P and dS: each off by up to 2^-9), so the results move off the fp32 ones by
+// ~1e-3 of their scale, and stay within 1e-2 of the exact math.
+void expect_bf16_matches(const AttentionDims& d, int threads) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  const Outputs fp32 = run(d, threads);
+  set_gemm_precision(GemmPrecision::bf16);
+  const Outputs bf16 = run(d, threads);
+  set_gemm_precision(GemmPrecision::fp32);
+  const Reference ref = reference_of(d);
+  EXPECT_LT(relative_error(bf16.y, ref.y), 1e-2);
+  EXPECT_LT(relative_error(bf16.dqkv, ref.dqkv), 1e-2);
+  std::vector<double> y32(fp32.y.begin(), fp32.y.end()), dqkv32(fp32.dqkv.begin(), fp32.dqkv.end());
+  EXPECT_GT(relative_error(bf16.y, y32), 1e-4) << "bf16 products: results equal to fp32's";
+  EXPECT_GT(relative_error(bf16.dqkv, dqkv32), 1e-4) << "bf16 products: results equal to fp32's";
 }
 
 TEST(Attention, MatchesReferenceAtNanoGptShape) { expect_matches({2, 64, 128, 4}, 1); }
@@ -105,6 +150,26 @@ TEST(Attention, MatchesReferenceAcrossBlockEdges) {
     }
 }
 TEST(Attention, MatchesReferenceOnTwoThreads) { expect_matches({3, 40, 64, 2}, 2); }
+TEST(Attention, Bf16ProductsMatchReferenceToBf16Accuracy) {
+  expect_bf16_matches({2, 64, 128, 4}, 1);  // W2's heads
+  expect_bf16_matches({3, 40, 64, 2}, 2);
+}
+// Odd T (a zero partner for the last pair), ragged blocks, a head size of 10
+// (scalar columns on pairs), and 2 (a single pair).
+TEST(Attention, Bf16ProductsMatchReferenceAcrossBlockEdges) {
+  for (int64_t t : {1, 7, 17, 33, 49, 65})
+    for (int64_t hs : {2, 10, 32, 48}) {
+      SCOPED_TRACE(testing::Message() << "T " << t << ", head size " << hs);
+      expect_bf16_matches({1, t, 2 * hs, 2}, 1);
+    }
+}
+// An odd head size has no channel pairs: its products stay fp32.
+TEST(Attention, OddHeadSizeMultipliesInFp32UnderBf16) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_gemm_precision(GemmPrecision::bf16);
+  expect_matches({1, 17, 6, 2}, 1);
+  set_gemm_precision(GemmPrecision::fp32);
+}
 TEST(Attention, ResultsDoNotDependOnTheThreadSplit) {
   const AttentionDims d{3, 33, 96, 3};  // 9 (b, h) items: uneven halves
   const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;

@@ -60,6 +60,27 @@ TEST(Cluster, MeasuredNumbersAndTheirSourcesSurviveWriteAndRead) {
   EXPECT_EQ(back.device.gemm_table[0].precision, Precision::bf16);
 }
 
+// Attention is measured at each precision (its products run in bf16 under
+// bf16); a table of fp32 only, as older files hold, serves both.
+TEST(Cluster, AttentionIsTimedFromTheEntryOfItsPrecision) {
+  Device d = testing::test_cluster().device;
+  d.attention_table = {{64, 32, 1e-5, 2e-5, "", Precision::fp32}, {64, 32, 6e-6, 1e-5, "", Precision::bf16}};
+  EXPECT_DOUBLE_EQ(attention_seconds(d, Precision::fp32, 10, 64, 32)->forward, 1e-4);
+  EXPECT_DOUBLE_EQ(attention_seconds(d, Precision::bf16, 10, 64, 32)->backward, 1e-4);
+  // Twice the sequence: four times the pairs of tokens.
+  EXPECT_DOUBLE_EQ(attention_seconds(d, Precision::bf16, 1, 128, 32)->forward, 2.4e-5);
+  d.attention_table.pop_back();
+  EXPECT_DOUBLE_EQ(attention_seconds(d, Precision::bf16, 10, 64, 32)->forward, 1e-4);
+  d.attention_table.clear();
+  EXPECT_FALSE(attention_seconds(d, Precision::fp32, 10, 64, 32));
+  Cluster c = cpu_host(1, 1);
+  c.device.attention_table = {{256, 64, 1e-3, 2e-3, "measured: here", Precision::bf16}};
+  const Cluster back = parse_cluster(to_json(c), "round trip");
+  ASSERT_EQ(back.device.attention_table.size(), 1u);
+  EXPECT_EQ(back.device.attention_table[0].precision, Precision::bf16);
+  EXPECT_EQ(back.device.attention_table[0].source, "measured: here");
+}
+
 TEST(Cluster, OversubscribedWorkersStepSlowerAndTheRuntimeCountsInMemory) {
   const ModelDescription gpt = transformer_model("gpt", {4, 4, 128, 64, 65});
   const Workload w{.global_batch = 24, .precision = Precision::fp32};

@@ -77,13 +77,14 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
   bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
   bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
   // bf16 products: x and W rounded once, here; backward multiplies by the same
-  // roundings. dX reads W transposed (w16t), oneDNN's fast layout for it,
-  // rounded in the same pass as W, except where dX's K (out) is long enough
-  // to run in chunks (a vocabulary-wide head), which run as fast on W as
-  // stored, and where transposing 50,304 rows would cost more than it saves.
+  // roundings. Where the CPU runs dX faster on W transposed
+  // (kernels::bf16_dx_reads_transposed_weights), dX reads w16t, rounded in the
+  // same pass as W, except where dX's K (out) is long enough to run in chunks
+  // (a vocabulary-wide head), which run as fast on W as stored, and where
+  // transposing 50,304 rows would cost more than it saves.
   const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
   Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16, w16t;
-  if (bf16 && gx && out <= kernels::kBf16MaxK) {
+  if (bf16 && gx && out <= kernels::kBf16MaxK && kernels::bf16_dx_reads_transposed_weights()) {
     w16 = Tensor::empty({out, in}, DType::bf16), w16t = Tensor::empty({in, out}, DType::bf16);
     kernels::round_operand_both(wv.data<float>(), out, in, static_cast<uint16_t*>(w16.raw()),
                                 static_cast<uint16_t*>(w16t.raw()));

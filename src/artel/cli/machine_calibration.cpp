@@ -112,9 +112,11 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int6
   return rates;
 }
 
-plan::AttentionRate measure_attention(const std::string& workload, const MachineFacts& facts) {
+plan::AttentionRate measure_attention(const std::string& workload, plan::Precision precision, const MachineFacts& facts) {
   const train::TrainConfig cfg = train::bench_config({.workload = workload, .steps = 1, .warmup = 0});
   set_num_threads(1);
+  kernels::set_gemm_precision(precision == plan::Precision::bf16 ? kernels::GemmPrecision::bf16
+                                                                 : kernels::GemmPrecision::fp32);
   const kernels::AttentionDims d{cfg.batch_size, cfg.block_size, cfg.n_embd, cfg.n_head};
   std::vector<float> qkv(static_cast<size_t>(d.batch * d.time * 3 * d.channels), 0.01f);
   std::vector<float> y(qkv.size() / 3), dy(y.size(), 0.01f), dqkv(qkv.size());
@@ -129,11 +131,13 @@ plan::AttentionRate measure_attention(const std::string& workload, const Machine
     forward = std::min(forward, std::chrono::duration<double>(middle - start).count());
     backward = std::min(backward, std::chrono::duration<double>(end - middle).count());
   }
+  kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
   const double items = static_cast<double>(d.batch * d.n_head);
   return {cfg.block_size, d.head_size(), forward / items, backward / items,
           facts.source("one thread, kernels::attention_forward and _backward of " + workload + " (" +
                        std::to_string(d.batch) + " sequences x " + std::to_string(d.n_head) +
-                       " heads), fastest of 5, per (sequence, head)")};
+                       " heads) at " + plan::precision_name(precision) + ", fastest of 5, per (sequence, head)"),
+          precision};
 }
 
 double measure_memory_bandwidth() {
@@ -272,7 +276,7 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   c.device.name = facts.cpu + ", one core";
   for (const std::string& workload : options.workloads) {
     const int64_t bench_batch = train::bench_config({.workload = workload, .steps = 1, .warmup = 0}).batch_size;
-    c.device.attention_table.push_back(measure_attention(workload, facts));
+    for (plan::Precision p : precisions) c.device.attention_table.push_back(measure_attention(workload, p, facts));
     for (plan::Precision p : precisions)
       for (int64_t batch : {bench_batch, int64_t{1}}) {
         std::vector<plan::GemmRate> rates = measure_gemm_rates(workload, batch, p, facts);

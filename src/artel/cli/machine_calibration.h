@@ -60,7 +60,7 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int6
 // artel's fused attention core (kernels/attention.h) at the workload's
 // sequence and head size, one thread: seconds of forward and of backward
 // per (sequence, head) item.
-plan::AttentionRate measure_attention(const std::string& workload, const MachineFacts& facts);
+plan::AttentionRate measure_attention(const std::string& workload, plan::Precision precision, const MachineFacts& facts);
 // Bytes/s of one thread's triad a[i] = b[i] + s·c[i] (3 × 4 bytes an element).
 double measure_memory_bandwidth();
 // alpha (s) and beta (bytes/s) of a link from `bench_command`, an `artel

@@ -3,9 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
+#include <immintrin.h>
+
+#include "artel/core/dtype.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/gemm.h"
 #include "artel/kernels/simd.h"
 
 namespace artel::kernels {
@@ -31,15 +38,27 @@ const vi16 kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 // R × 16V accumulators in vector registers. OpenBLAS is slower here: at T = 64
 // its packing and call overhead outweigh the arithmetic, and it cannot skip
 // the masked triangle.
+//
+// Under bf16 precision (kernels::gemm_precision) the same products run on
+// bf16 pairs, as every other matrix product of the step does (and as PyTorch's
+// autocast runs attention's): a unit of k is then a pair (k, k+1), a coef
+// element a 32-bit word holding the pair, a vec row 16 lanes × 2, and one
+// VDPBF16PS adds both terms into fp32 accumulators. Operands are rounded into
+// that layout once per (b, h) (Note [Pair layouts]); softmax and its backward
+// stay fp32.
+template <class T>
 struct Operand {
-  const float* coef;
+  const T* coef;
   int64_t cs_r, cs_k;
-  const float* vec;
+  const T* vec;
   int64_t ldv;
 };
+using Pairs = Operand<uint32_t>;
 
+// Not inlined: inside a caller's loops GCC allocated the R × V accumulators
+// worse (the fp32 forward ran 1.5× slower).
 template <int R, int V>
-void micro(const Operand& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
+__attribute__((noinline)) void micro(const Operand<float>& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
   v16 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -64,16 +83,55 @@ void micro(const Operand& o, int64_t k0, int64_t k1, float alpha, float* out, in
     for (int v = 0; v < V; ++v) store16(out + r * ldo + 16 * v, alpha * acc[r][v]);
 }
 
+template <int R, int V>
+__attribute__((noinline, target("avx512f,avx512bf16"))) void micro(const Pairs& o, int64_t k0, int64_t k1, float alpha,
+                                                          float* out, int64_t ldo) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  const uint32_t* coef = o.coef + k0 * o.cs_k;
+  const uint32_t* vec = o.vec + k0 * o.ldv;
+  for (int64_t k = k0; k < k1; ++k, coef += o.cs_k, vec += o.ldv) {
+    __m512bh x[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) x[v] = (__m512bh)_mm512_loadu_si512(vec + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh c = (__m512bh)_mm512_set1_epi32(static_cast<int>(coef[r * o.cs_r]));
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], c, x[v]);
+    }
+  }
+  const __m512 a = _mm512_set1_ps(alpha);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + r * ldo + 16 * v, _mm512_mul_ps(a, acc[r][v]));
+}
+
+// One term of a product's ragged columns, element by element.
+float term(float coef, float vec) { return coef * vec; }
+float term(uint32_t coef, uint32_t vec) {
+  auto as_float = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  return as_float(coef << 16) * as_float(vec << 16) + as_float(coef & 0xffff0000u) * as_float(vec & 0xffff0000u);
+}
+
 // Columns [0, width) of R rows (width need not be a multiple of 16).
-template <int R>
-void row_block(Operand o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
+template <int R, class T>
+void row_block(Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
   int64_t c = 0;
   for (; c + 32 <= width; c += 32, o.vec += 32) micro<R, 2>(o, k0, k1, alpha, out + c, ldo);
   for (; c + 16 <= width; c += 16, o.vec += 16) micro<R, 1>(o, k0, k1, alpha, out + c, ldo);
   for (int r = 0; r < R; ++r)
     for (int64_t cc = 0; c + cc < width; ++cc) {
       float s = 0;
-      for (int64_t k = k0; k < k1; ++k) s += o.coef[r * o.cs_r + k * o.cs_k] * o.vec[k * o.ldv + cc];
+      for (int64_t k = k0; k < k1; ++k) s += term(o.coef[r * o.cs_r + k * o.cs_k], o.vec[k * o.ldv + cc]);
       out[r * ldo + c + cc] = alpha * s;
     }
 }
@@ -81,40 +139,85 @@ void row_block(Operand o, int64_t width, int64_t k0, int64_t k1, float alpha, fl
 constexpr int kRows = 8;  // 8 × 32 outputs: 16 of the 32 vector registers accumulate
 
 // `rows` ≤ kRows rows of out; row r's coefficients start at o.coef + r·cs_r.
-void rows_panel(Operand o, int64_t rows, int64_t width, int64_t k0, int64_t k1, float alpha, float* out,
+template <class T>
+void rows_panel(Operand<T> o, int64_t rows, int64_t width, int64_t k0, int64_t k1, float alpha, float* out,
                 int64_t ldo) {
   if (rows == kRows) return row_block<kRows>(o, width, k0, k1, alpha, out, ldo);
   for (int64_t r = 0; r < rows; ++r, o.coef += o.cs_r) row_block<1>(o, width, k0, k1, alpha, out + r * ldo, ldo);
+}
+
+// Units of k that cover n elements: n, or its pairs.
+template <class T>
+int64_t units(int64_t n) {
+  return std::is_same_v<T, float> ? n : (n + 1) / 2;
 }
 
 constexpr int64_t kBlock = 32;  // queries per block: two 16-float vectors of lanes
 
 // Transposed scores (or dP) of the query block q0 .. q0 + nq − 1 (nq ≤ 32):
 // out[j][l] = alpha · Σ_e a[j][e] · bt[e][l] for j < q0 + nq, a rows lda apart,
-// bt and out rows ldb and ldo apart, both starting at the block's first lane.
+// bt and out rows ldb and ldo apart, both starting at the block's first lane
+// (a, bt and their strides in units of T; hs in elements).
 // Rows j ≥ q0 + 16 skip the first 16 lanes: queries before j, all masked.
-void block_scores(int64_t q0, int64_t nq, int64_t hs, float alpha, const float* a, int64_t lda, const float* bt,
+template <class T>
+void block_scores(int64_t q0, int64_t nq, int64_t hs, float alpha, const T* a, int64_t lda, const T* bt,
                   int64_t ldb, float* out, int64_t ldo) {
-  const int64_t halves = nq > 16 ? 2 : 1, nj = q0 + nq;
+  const int64_t halves = nq > 16 ? 2 : 1, nj = q0 + nq, ke = units<T>(hs);
   for (int64_t j0 = 0; j0 < nj; j0 += kRows) {
     const int64_t skip = j0 >= q0 + 16 ? 1 : 0, rows = std::min<int64_t>(kRows, nj - j0);
-    Operand o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
+    Operand<T> o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
     float* dst = out + j0 * ldo + 16 * skip;
     if (rows == kRows) {
-      if (halves - skip == 2) micro<kRows, 2>(o, 0, hs, alpha, dst, ldo);
-      else micro<kRows, 1>(o, 0, hs, alpha, dst, ldo);
+      if (halves - skip == 2) micro<kRows, 2>(o, 0, ke, alpha, dst, ldo);
+      else micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
       continue;
     }
     for (int64_t r = 0; r < rows; ++r, o.coef += lda, dst += ldo) {
-      if (halves - skip == 2) micro<1, 2>(o, 0, hs, alpha, dst, ldo);
-      else micro<1, 1>(o, 0, hs, alpha, dst, ldo);
+      if (halves - skip == 2) micro<1, 2>(o, 0, ke, alpha, dst, ldo);
+      else micro<1, 1>(o, 0, ke, alpha, dst, ldo);
     }
   }
 }
 
+// ---- bf16 lanes for the pair layouts, in plain AVX-512F (so they inline into
+// the softmax loops, which also run where the CPU has no bf16): x rounded to
+// nearest even, for finite x, in the top half of each 32-bit lane.
+typedef uint32_t vu16 __attribute__((vector_size(64)));
+typedef uint16_t vh16 __attribute__((vector_size(32)));
+
+vu16 bf16_top(v16 x) {
+  vu16 u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+// 16 pair words (lo, hi) at `words`.
+void store_pairs(void* words, v16 lo, v16 hi) {
+  const vu16 w = bf16_top(lo) >> 16 | bf16_top(hi);
+  std::memcpy(words, &w, sizeof w);
+}
+// 16 bf16 at `bits`.
+void store_bf16(void* bits, v16 x) {
+  const vh16 h = __builtin_convertvector(bf16_top(x) >> 16, vh16);
+  std::memcpy(bits, &h, sizeof h);
+}
+
+// Where the bf16 path takes a lane block's results, rounded, as they are
+// made: pair words of rows (j, j+1) at pairs + (j/2)·ld_pairs words, and bf16
+// rows at rows + j·ld_rows bf16 (and, in backward, P's rows at p_rows).
+struct PairOutputs {
+  uint32_t* pairs = nullptr;
+  int64_t ld_pairs = 0;
+  uint16_t* rows = nullptr;
+  uint16_t* p_rows = nullptr;
+  int64_t ld_rows = 0;
+};
+
 // Softmax down the columns of one query block's scores s (nj rows ld apart,
 // lanes = queries i0 + l): over j ≤ i, zeros for j > i and for lanes past T.
-void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t t) {
+// With kPairs, also P's pair words at `out`.
+template <bool kPairs = false>
+void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t t,
+                          const PairOutputs* out = nullptr) {
   v16 m = splat(-INFINITY);
   for (int64_t j = 0; j < i0; ++j) {
     v16 x = load16(s + j * ld);
@@ -133,34 +236,64 @@ void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t 
     store16(s + j * ld, e);
   }
   const v16 inv = kLane < static_cast<int32_t>(t - i0) ? 1.0f / sum : v16{};
-  for (int64_t j = 0; j < nj; ++j) store16(s + j * ld, load16(s + j * ld) * inv);
+  if constexpr (!kPairs) {
+    for (int64_t j = 0; j < nj; ++j) store16(s + j * ld, load16(s + j * ld) * inv);
+    return;
+  }
+  for (int64_t j = 0; j < nj; j += 2) {  // a zero partner after an odd last row
+    const v16 lo = load16(s + j * ld) * inv, hi = j + 1 < nj ? load16(s + (j + 1) * ld) * inv : v16{};
+    store16(s + j * ld, lo);
+    if (j + 1 < nj) store16(s + (j + 1) * ld, hi);
+    store_pairs(out->pairs + j / 2 * out->ld_pairs, lo, hi);
+  }
 }
 
 // dP of one query block (nj rows ld apart) -> dS = scale · P ∘ (dP − Σ_j dP ∘ P)
-// in place. p is zero where j > i, so dS is too.
-void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, float scale) {
+// in place. p is zero where j > i, so dS is too. With kPairs, dS goes to its
+// pair words and bf16 rows at `out` instead, and P to its bf16 rows.
+template <bool kPairs = false>
+void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, float scale,
+                            const PairOutputs* out = nullptr) {
   v16 dot{};
   for (int64_t j = 0; j < nj; ++j) dot += load16(ds + j * ld) * load16(p + j * ld);
-  for (int64_t j = 0; j < nj; ++j) store16(ds + j * ld, scale * load16(p + j * ld) * (load16(ds + j * ld) - dot));
+  if constexpr (!kPairs) {
+    for (int64_t j = 0; j < nj; ++j) store16(ds + j * ld, scale * load16(p + j * ld) * (load16(ds + j * ld) - dot));
+    return;
+  }
+  v16 lo{};
+  for (int64_t j = 0; j < nj; ++j) {
+    const v16 pj = load16(p + j * ld), dsj = scale * pj * (load16(ds + j * ld) - dot);
+    store_bf16(out->rows + j * out->ld_rows, dsj);
+    store_bf16(out->p_rows + j * out->ld_rows, pj);
+    if (j % 2 == 0) lo = dsj;
+    else store_pairs(out->pairs + j / 2 * out->ld_pairs, lo, dsj);
+  }
+  if (nj % 2 == 1) store_pairs(out->pairs + nj / 2 * out->ld_pairs, lo, v16{});
 }
 
 // out rows q0 .. q0+31 (< t) = L rows, L = P or dS given transposed (lt, rows
 // ld apart, this block's lanes at lt), times r (T, hs): row i sums j ≤ i.
-void block_times(int64_t q0, int64_t t, int64_t hs, const float* lt, int64_t ld, const float* r, int64_t ldr,
-                 float* out, int64_t ldo) {
+// (lt, r and their strides in units of T: for pairs, lt's rows and r's rows
+// are pair-interleaved.)
+template <class T>
+void block_times(int64_t q0, int64_t t, int64_t hs, const T* lt, int64_t ld, const T* r, int64_t ldr, float* out,
+                 int64_t ldo) {
   for (int64_t s = 0; s < kBlock && q0 + s < t; s += kRows) {
     int64_t rows = std::min<int64_t>(kRows, t - q0 - s);
-    rows_panel({lt + s, 1, ld, r, ldr}, rows, hs, 0, q0 + s + rows, 1.0f, out + s * ldo, ldo);
+    rows_panel(Operand<T>{lt + s, 1, ld, r, ldr}, rows, hs, 0, units<T>(q0 + s + rows), 1.0f, out + s * ldo, ldo);
   }
 }
 
 // out (T, hs) = L(T, T)ᵀ · r for lower-triangular L given transposed (lt, rows
-// ld apart): row j sums i ≥ j.
-void lower_t_times(int64_t t, int64_t hs, const float* lt, int64_t ld, const float* r, int64_t ldr, float* out,
+// ld apart): row j sums i ≥ j. (For pairs: lt's rows hold pairs of i, r's rows
+// are pair-interleaved.)
+template <class T>
+void lower_t_times(int64_t t, int64_t hs, const T* lt, int64_t ld, const T* r, int64_t ldr, float* out,
                    int64_t ldo) {
-  for (int64_t j0 = 0; j0 < t; j0 += kRows) {
+  for (int64_t j0 = 0; j0 < t; j0 += kRows) {  // j0 is even: a pair never straddles it
     int64_t rows = std::min<int64_t>(kRows, t - j0);
-    rows_panel({lt + j0 * ld, ld, 1, r, ldr}, rows, hs, j0, t, 1.0f, out + j0 * ldo, ldo);
+    rows_panel(Operand<T>{lt + j0 * ld, ld, 1, r, ldr}, rows, hs, units<T>(j0), units<T>(t), 1.0f,
+               out + j0 * ldo, ldo);
   }
 }
 
@@ -176,10 +309,61 @@ void transpose_padded(int64_t t, int64_t tp, int64_t hs, const float* src, int64
       for (int64_t r = 0; r < kLanes; ++r) store16(dst + (e0 + r) * tp + j0, tile[r]);
     }
     for (int64_t e = e0; e < std::min(hs, e0 + kLanes); ++e) {
-      for (int64_t j = j0; j < t; ++j) dst[e * tp + j] = src[j * ld + e];
+      for (int64_t j = j0; j < t; ++j) std::memcpy(dst + e * tp + j, src + j * ld + e, sizeof(float));  // bits as they are
       std::fill(dst + e * tp + t, dst + (e + 1) * tp, 0.0f);
     }
   }
+}
+
+// Note [Pair layouts]
+// The bf16 products read k in pairs. qkv (and, in backward, dY) is rounded to
+// bf16 once, whole. A coef operand whose k runs along its rows (K, V rows for
+// scores; Pᵀ, dSᵀ rows for dK, dV) is then read as it is: a row of bf16 is a
+// row of pair words. A vec operand, and a coef operand whose k runs down its
+// columns (Pᵀ, dSᵀ lanes for P·V and dS·K), has its rows interleaved in pairs:
+// word [k/2][c] = (x[k][c], x[k+1][c]), a zero row after an odd last one. Qᵀ
+// and dYᵀ, whose k (the channel) runs along the rows of Q and dY, are the
+// rounded rows transposed as 32-bit words: word [e/2][l] = (x[l][e], x[l][e+1]),
+// the fp32 transpose applied to the words.
+
+// A (rows, cols) tensor rounded to bf16 whole, held as the pair words the
+// products read (cols even).
+struct Rounded {
+  std::unique_ptr<uint32_t[]> words;
+  Rounded(const float* x, int64_t rows, int64_t cols) : words(std::make_unique_for_overwrite<uint32_t[]>(rows * cols / 2)) {
+    round_operand(x, rows, cols, cols, reinterpret_cast<uint16_t*>(words.get()));
+  }
+};
+
+// dst ((rows+1)/2, cols) words = bf16 rows of src (ld bf16 apart, src and ld
+// even) interleaved in pairs: integer moves only, the rounding was done.
+void interleave_rows(int64_t rows, int64_t cols, const uint32_t* src, int64_t ld, uint32_t* dst) {
+  const char* base = reinterpret_cast<const char*>(src);
+  for (int64_t r = 0; r < rows; r += 2) {
+    const char* lo = base + r * ld * 2;
+    const char* hi = r + 1 < rows ? lo + ld * 2 : nullptr;
+    uint32_t* out = dst + r / 2 * cols;
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
+      vh16 l, h{};
+      std::memcpy(&l, lo + c * 2, sizeof l);
+      if (hi) std::memcpy(&h, hi + c * 2, sizeof h);
+      const vu16 w = __builtin_convertvector(l, vu16) | __builtin_convertvector(h, vu16) << 16;
+      std::memcpy(out + c, &w, sizeof w);
+    }
+    for (; c < cols; ++c) {
+      uint16_t l, h = 0;
+      std::memcpy(&l, lo + c * 2, 2);
+      if (hi) std::memcpy(&h, hi + c * 2, 2);
+      out[c] = static_cast<uint32_t>(l) | static_cast<uint32_t>(h) << 16;
+    }
+  }
+}
+
+// The bf16 products need an even head size (pairs of channels); an odd one
+// multiplies in fp32.
+bool pairs_for(const AttentionDims& d) {
+  return gemm_precision() == GemmPrecision::bf16 && d.head_size() % 2 == 0;
 }
 
 // Pointers to one (b, h) item: q, k, v rows are `ld` = 3C apart.
@@ -196,27 +380,128 @@ Head head_of(const AttentionDims& d, const float* qkv, int64_t b, int64_t h) {
   return {base, base + c, base + 2 * c, 3 * c};
 }
 
+// Word pointers to one (b, h) item of the rounded qkv: rows `ld` = 3C/2 words apart.
+struct HeadPairs {
+  const uint32_t* q;
+  const uint32_t* k;
+  const uint32_t* v;
+  int64_t ld;
+};
+
+HeadPairs head_of(const AttentionDims& d, const Rounded& qkv, int64_t b, int64_t h) {
+  const int64_t c = d.channels;  // even, as hs is
+  const uint32_t* base = qkv.words.get() + (b * d.time * 3 * c + h * d.head_size()) / 2;
+  return {base, base + c / 2, base + c, 3 * c / 2};
+}
+
+// One (b, h) of the forward, fp32 (qt: Qᵀ's buffer) or bf16 (ForwardPairs:
+// the pair layouts' buffers). Under bf16 the scores of every query block and
+// their softmax come first (the softmax writing Pᵀ's pair words), then y = P v.
+struct ForwardPairs {
+  std::vector<uint32_t> qt, pt, v;
+  ForwardPairs(int64_t t, int64_t tp, int64_t tq, int64_t hs) : qt(hs / 2 * tq), pt((t + 1) / 2 * tp), v((t + 1) / 2 * hs) {}
+};
+
+void forward_item(const AttentionDims& d, const Head& x, float scale, float* pt, float* yb, std::vector<float>& qt) {
+  const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = qt.size() / hs;
+  transpose_padded(t, tq, hs, x.q, x.ld, qt.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+    const int64_t nq = std::min(kBlock, t - q0);
+    block_scores(q0, nq, hs, scale, x.k, x.ld, qt.data() + q0, tq, pt + q0, tp);
+    for (int64_t l0 = 0; l0 < nq; l0 += 16)
+      causal_softmax_block(pt + q0 + l0, tp, q0 + l0, std::min(t, q0 + l0 + 16), t);
+    block_times(q0, t, hs, pt + q0, tp, x.v, x.ld, yb + q0 * c, c);
+  }
+}
+
+// A word is 4 bytes, as a float: transpose_padded moves the words untouched.
+void transpose_words(int64_t t, int64_t tq, int64_t words, const uint32_t* src, int64_t ld, uint32_t* dst) {
+  transpose_padded(t, tq, words, reinterpret_cast<const float*>(src), ld, reinterpret_cast<float*>(dst));
+}
+
+void forward_item(const AttentionDims& d, const HeadPairs& x, float scale, float* pt, float* yb, ForwardPairs& w) {
+  const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = w.qt.size() * 2 / hs;
+  transpose_words(t, tq, hs / 2, x.q, x.ld, w.qt.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+    const int64_t nq = std::min(kBlock, t - q0);
+    block_scores(q0, nq, hs, scale, x.k, x.ld, w.qt.data() + q0, tq, pt + q0, tp);
+    for (int64_t l0 = 0; l0 < nq; l0 += 16) {
+      const PairOutputs out{.pairs = w.pt.data() + q0 + l0, .ld_pairs = tp};
+      causal_softmax_block<true>(pt + q0 + l0, tp, q0 + l0, std::min(t, q0 + l0 + 16), t, &out);
+    }
+  }
+  interleave_rows(t, hs, x.v, 2 * x.ld, w.v.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock) block_times(q0, t, hs, w.pt.data() + q0, tp, w.v.data(), hs, yb + q0 * c, c);
+}
+
+// One (b, h) of the backward, fp32 or bf16 (BackwardPairs; g16: dY rounded,
+// rows C/2 words apart). Under bf16, dPᵀ and dSᵀ of every query block come
+// first (the softmax backward writing dS's and P's bf16 layouts), then dQ, dK
+// and dV.
+struct BackwardPairs {
+  std::vector<uint32_t> gt, ds_rows, ds_pairs, p_rows, k, q, g;
+  BackwardPairs(int64_t t, int64_t tp, int64_t tq, int64_t hs)
+      : gt(hs / 2 * tq), ds_rows(t * tp / 2), ds_pairs((t + 1) / 2 * tp), p_rows(t * tp / 2), k((t + 1) / 2 * hs),
+        q((t + 1) / 2 * hs), g((t + 1) / 2 * hs) {}
+};
+
+void backward_item(const AttentionDims& d, const Head& x, float scale, const float* pt, const float* g, float* dq,
+                   std::vector<float>& gt, std::vector<float>& ds) {
+  const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = gt.size() / hs;
+  transpose_padded(t, tq, hs, g, c, gt.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+    const int64_t nq = std::min(kBlock, t - q0);
+    block_scores(q0, nq, hs, 1.0f, x.v, x.ld, gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
+    for (int64_t l0 = 0; l0 < nq; l0 += 16)
+      softmax_backward_block(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale);
+    block_times(q0, t, hs, ds.data() + q0, tp, x.k, x.ld, dq + q0 * x.ld, x.ld);  // dQ = dS K
+  }
+  lower_t_times(t, hs, ds.data(), tp, x.q, x.ld, dq + c, x.ld);  // dK = dSᵀ Q
+  lower_t_times(t, hs, pt, tp, g, c, dq + 2 * c, x.ld);           // dV = Pᵀ dY
+}
+
+void backward_item(const AttentionDims& d, const HeadPairs& x, float scale, const float* pt, const uint32_t* g16,
+                   float* dq, BackwardPairs& w, std::vector<float>& ds) {
+  const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = w.gt.size() * 2 / hs;
+  const int64_t ldq = 3 * c;  // dq, dk, dv rows, floats
+  transpose_words(t, tq, hs / 2, g16, c / 2, w.gt.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
+    const int64_t nq = std::min(kBlock, t - q0);
+    block_scores(q0, nq, hs, 1.0f, x.v, x.ld, w.gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
+    for (int64_t l0 = 0; l0 < nq; l0 += 16) {
+      const PairOutputs out{.pairs = w.ds_pairs.data() + q0 + l0, .ld_pairs = tp,
+                            .rows = reinterpret_cast<uint16_t*>(w.ds_rows.data()) + q0 + l0,
+                            .p_rows = reinterpret_cast<uint16_t*>(w.p_rows.data()) + q0 + l0, .ld_rows = tp};
+      softmax_backward_block<true>(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale, &out);
+    }
+  }
+  interleave_rows(t, hs, x.k, 2 * x.ld, w.k.data());
+  for (int64_t q0 = 0; q0 < t; q0 += kBlock)  // dQ = dS K
+    block_times(q0, t, hs, w.ds_pairs.data() + q0, tp, w.k.data(), hs, dq + q0 * ldq, ldq);
+  interleave_rows(t, hs, x.q, 2 * x.ld, w.q.data());
+  lower_t_times(t, hs, w.ds_rows.data(), tp / 2, w.q.data(), hs, dq + c, ldq);  // dK = dSᵀ Q
+  interleave_rows(t, hs, g16, c, w.g.data());
+  lower_t_times(t, hs, w.p_rows.data(), tp / 2, w.g.data(), hs, dq + 2 * c, ldq);  // dV = Pᵀ dY
+}
+
 }  // namespace
 
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = (t + kBlock - 1) / kBlock * kBlock;  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool pairs = pairs_for(d);
+  const std::optional<Rounded> qkv16 = pairs ? std::optional<Rounded>(std::in_place, qkv, d.batch * t, 3 * c) : std::nullopt;
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> qt(static_cast<size_t>(hs * tq));
+    std::vector<float> qt(pairs ? 0 : static_cast<size_t>(hs * tq));
+    std::optional<ForwardPairs> w;
+    if (pairs) w.emplace(t, tp, tq, hs);
     for (int64_t item = i0; item < i1; ++item) {
       int64_t b = item / d.n_head, h = item % d.n_head;
-      Head x = head_of(d, qkv, b, h);
       float* pt = probs + item * t * tp;  // Pᵀ of (b, h): (B, n_head, T, Tp), item-major
       float* yb = y + b * t * c + h * hs;
-      transpose_padded(t, tq, hs, x.q, x.ld, qt.data());
-      for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
-        const int64_t nq = std::min(kBlock, t - q0);
-        block_scores(q0, nq, hs, scale, x.k, x.ld, qt.data() + q0, tq, pt + q0, tp);
-        for (int64_t l0 = 0; l0 < nq; l0 += 16)
-          causal_softmax_block(pt + q0 + l0, tp, q0 + l0, std::min(t, q0 + l0 + 16), t);
-        block_times(q0, t, hs, pt + q0, tp, x.v, x.ld, yb + q0 * c, c);
-      }
+      if (pairs) forward_item(d, head_of(d, *qkv16, b, h), scale, pt, yb, *w);
+      else forward_item(d, head_of(d, qkv, b, h), scale, pt, yb, qt);
     }
   });
 }
@@ -225,24 +510,21 @@ void attention_backward(const AttentionDims& d, const float* qkv, const float* p
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = (t + kBlock - 1) / kBlock * kBlock;  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const bool pairs = pairs_for(d);
+  std::optional<Rounded> qkv16, dy16;
+  if (pairs) qkv16.emplace(qkv, d.batch * t, 3 * c), dy16.emplace(dy, d.batch * t, c);
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> gt(static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp));  // dPᵀ, then dSᵀ in place
+    std::vector<float> gt(pairs ? 0 : static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp));  // dPᵀ, then dSᵀ in place
+    std::optional<BackwardPairs> w;
+    if (pairs) w.emplace(t, tp, tq, hs);
     for (int64_t item = i0; item < i1; ++item) {
       int64_t b = item / d.n_head, h = item % d.n_head;
-      Head x = head_of(d, qkv, b, h);
       const float* pt = probs + item * t * tp;
       const float* g = dy + b * t * c + h * hs;   // dY rows, C apart
       float* dq = dqkv + b * t * 3 * c + h * hs;  // dq, dk, dv rows, 3C apart
-      transpose_padded(t, tq, hs, g, c, gt.data());
-      for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
-        const int64_t nq = std::min(kBlock, t - q0);
-        block_scores(q0, nq, hs, 1.0f, x.v, x.ld, gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
-        for (int64_t l0 = 0; l0 < nq; l0 += 16)
-          softmax_backward_block(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale);
-        block_times(q0, t, hs, ds.data() + q0, tp, x.k, x.ld, dq + q0 * x.ld, x.ld);  // dQ = dS K
-      }
-      lower_t_times(t, hs, ds.data(), tp, x.q, x.ld, dq + c, x.ld);  // dK = dSᵀ Q
-      lower_t_times(t, hs, pt, tp, g, c, dq + 2 * c, x.ld);           // dV = Pᵀ dY
+      if (pairs)
+        backward_item(d, head_of(d, *qkv16, b, h), scale, pt, dy16->words.get() + (b * t * c + h * hs) / 2, dq, *w, ds);
+      else backward_item(d, head_of(d, qkv, b, h), scale, pt, g, dq, gt, ds);
     }
   });
 }

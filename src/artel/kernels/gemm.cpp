@@ -180,6 +180,11 @@ std::string bf16_instructions() {
   return "";
 }
 
+bool bf16_dx_reads_transposed_weights() {
+  static const bool transposed = !__builtin_cpu_is("amd");
+  return transposed;
+}
+
 void check_native_bf16() {
   if (bf16_instructions().empty())
     throw Error("this CPU has no native bf16 (no AVX512_BF16 or AMX; oneDNN sees " + gemm_kernels(GemmLibrary::onednn) +

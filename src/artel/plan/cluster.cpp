@@ -116,11 +116,14 @@ Cluster with_worker_speed(const Cluster& c, double speed) {
   return s;
 }
 
-std::optional<AttentionSeconds> attention_seconds(const Device& device, double items, double seq,
+std::optional<AttentionSeconds> attention_seconds(const Device& device, Precision precision, double items, double seq,
                                                   double head_size) {
+  const bool has_precision = std::any_of(device.attention_table.begin(), device.attention_table.end(),
+                                         [&](const AttentionRate& a) { return a.precision == precision; });
   const AttentionRate* nearest = nullptr;
   double best = std::numeric_limits<double>::infinity();
   for (const AttentionRate& a : device.attention_table) {
+    if (has_precision && a.precision != precision) continue;
     const double d = std::pow(std::log(seq / a.seq), 2) + std::pow(std::log(head_size / a.head_size), 2);
     if (d < best) best = d, nearest = &a;
   }
@@ -190,7 +193,8 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
       ARTEL_CHECK(a.is_object(), dw, ": every attention_table entry is an object {seq, head_size, forward_s, backward_s}");
       c.device.attention_table.push_back({a.value("seq", int64_t{0}), a.value("head_size", int64_t{0}),
                                           a.value("forward_s", 0.0), a.value("backward_s", 0.0),
-                                          a.value("source", std::string())});
+                                          a.value("source", std::string()),
+                                          parse_precision(a.value("precision", std::string("fp32")))});
     }
   }
   ARTEL_CHECK(j.contains("links") && j["links"].is_object(), origin,
@@ -241,7 +245,8 @@ nlohmann::ordered_json to_json(const Cluster& c) {
   if (!c.device.attention_table.empty()) {
     d["attention_table"] = nlohmann::ordered_json::array();
     for (const AttentionRate& a : c.device.attention_table) {
-      d["attention_table"].push_back({{"seq", a.seq},
+      d["attention_table"].push_back({{"precision", precision_name(a.precision)},
+                                      {"seq", a.seq},
                                       {"head_size", a.head_size},
                                       {"forward_s", a.forward_s},
                                       {"backward_s", a.backward_s},

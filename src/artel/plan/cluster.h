@@ -42,12 +42,14 @@ struct GemmRate {
 };
 
 // One measured fused attention core (artel's kernels/attention.h: scores,
-// causal softmax and P·V in one kernel, fp32 at any --precision): seconds of
-// its forward and of its backward for one (sequence, head) item.
+// causal softmax and P·V in one kernel, its products in bf16 under --precision
+// bf16): seconds of its forward and of its backward for one (sequence, head)
+// item.
 struct AttentionRate {
   int64_t seq = 0, head_size = 0;
   double forward_s = 0, backward_s = 0;
   std::string source;
+  Precision precision = Precision::fp32;  // files written before bf16 attention hold fp32 only
 };
 
 struct Device {
@@ -120,7 +122,10 @@ double gemm_seconds(const Device& device, Precision precision, double m, double 
 struct AttentionSeconds {
   double forward = 0, backward = 0;
 };
-std::optional<AttentionSeconds> attention_seconds(const Device& device, double items, double seq, double head_size);
+// From the nearest entry of `precision` (or, where the table has none of it,
+// the nearest of any); none without a table.
+std::optional<AttentionSeconds> attention_seconds(const Device& device, Precision precision, double items, double seq,
+                                                  double head_size);
 // Peak × efficiency: the rate of a large product with no table entry.
 double achieved_flops(const Device& device, Precision precision);
 

@@ -24,6 +24,7 @@ struct GptContext {
   double tokens() const { return b * s; }
   // Layer norms, dropouts and residual adds: split over tp only under sequence parallelism.
   double replicated_split() const { return layout.sequence_parallel ? t : 1.0; }
+  Precision precision() const { return workload.precision; }
   double gemm(double m, double n, double k) const { return gemm_seconds(cluster.device, workload.precision, m, n, k); }
   double stream(double bytes) const {
     return bytes / (cluster.device.memory_bandwidth.value * cluster.device.memory_efficiency.value);
@@ -66,7 +67,7 @@ BlockCost block_cost(const GptContext& c) {
   // cluster has an attention table (its backward is not twice its forward:
   // it recomputes nothing but multiplies four products to forward's two),
   // else its per-head products and the softmax's streams.
-  const std::optional<AttentionSeconds> fused = attention_seconds(c.cluster.device, c.b * c.a / t, c.s, h / c.a);
+  const std::optional<AttentionSeconds> fused = attention_seconds(c.cluster.device, c.precision(), c.b * c.a / t, c.s, h / c.a);
   const double core = fused ? fused->forward : attention_core_gemm_seconds(c) + c.stream(attention_core_stream_bytes(c));
   const double core_backward = fused ? fused->backward : 2 * core;
   // Per token: ln_1, ln_2 (read h, write h each), two dropout+residual adds
