@@ -1,7 +1,10 @@
-// matmul, linear and linear_add: values against naive loops, gradients by finite differences.
+// matmul, linear, linear_add and linear_gelu: values against naive loops or
+// the unfused ops, gradients by finite differences.
 #include <gtest/gtest.h>
 
 #include "artel/autograd/ops.h"
+#include "artel/core/threads.h"
+#include "artel/kernels/gemm.h"
 #include "gradcheck.h"
 
 namespace artel::autograd {
@@ -71,6 +74,61 @@ TEST(LinearAdd, ResidualOfTheWrongShapeNamesTheOp) {
       },
       Error);
   EXPECT_THROW(linear_add(x, w, b, Variable()), Error);
+}
+
+TEST(LinearGelu, Gradients) {
+  for (bool tanh : {false, true}) {
+    gradcheck([tanh](std::vector<Variable>& in) { return linear_gelu(in[0], in[1], in[2], tanh); },
+              {random_tensor({2, 3, 4}, 1), random_tensor({5, 4}, 2), random_tensor({5}, 3)});
+    gradcheck([tanh](std::vector<Variable>& in) { return linear_gelu(in[0], in[1], Variable(), tanh); },
+              {random_tensor({3, 4}, 4), random_tensor({2, 4}, 5)});
+  }
+}
+
+struct Results {
+  std::vector<float> y, dx, dw, db;
+};
+
+// y = fn(x, w, b) and the gradients of Σ y·c for a fixed c.
+template <class Fn>
+Results run(const Fn& fn, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& c) {
+  Variable vx(x.clone(), true), vw(w.clone(), true), vb(b.clone(), true);
+  Variable y = fn(vx, vw, vb);
+  sum(mul(y, Variable(c))).backward();
+  return {y.value().to_vector(), vx.grad().to_vector(), vw.grad().to_vector(), vb.grad().to_vector()};
+}
+
+void expect_same(const Results& a, const Results& b) {
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.dx, b.dx);
+  EXPECT_EQ(a.dw, b.dw);
+  EXPECT_EQ(a.db, b.db);
+}
+
+// The fused op is the two ops, bit for bit, in fp32 and under bf16 products
+// (whose backward rounds dU and sums the bias gradient in one pass), on one
+// thread and split over two (the bias sums then in chunks), with columns not
+// a multiple of 16.
+TEST(LinearGelu, EqualsGeluOfLinearBitForBit) {
+  std::vector<kernels::GemmPrecision> precisions = {kernels::GemmPrecision::fp32};
+  if (!kernels::bf16_instructions().empty()) precisions.push_back(kernels::GemmPrecision::bf16);
+  const Tensor x = random_tensor({4, 300, 24}, 1), w = random_tensor({40, 24}, 2), b = random_tensor({40}, 3);
+  const Tensor c = random_tensor({4, 300, 40}, 4);
+  for (kernels::GemmPrecision p : precisions)
+    for (int threads : {1, 2})
+      for (bool tanh : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << kernels::to_string(p) << ", " << threads << " thread(s), tanh " << tanh);
+        kernels::set_gemm_precision(p);
+        set_num_threads(threads);
+        const Results fused = run([&](auto& a, auto& w_, auto& b_) { return linear_gelu(a, w_, b_, tanh); }, x, w, b, c);
+        const Results two = run([&](auto& a, auto& w_, auto& b_) {
+          const Variable u = linear(a, w_, b_);
+          return tanh ? gelu_tanh(u) : gelu(u);
+        }, x, w, b, c);
+        expect_same(fused, two);
+      }
+  kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  set_num_threads(1);
 }
 
 TEST(Matmul, ForwardAndGradients) {

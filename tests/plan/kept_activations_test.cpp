@@ -19,9 +19,10 @@ TEST(KeptActivations, ArtelKeepsEveryOpsInputsGeluDerivativeAndProbabilitiesInFp
   const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48;
   const BlockActivations b = block_activations(artel_shape());
   // 4h replicated (block output, two layer-norm outputs, the residual sum) +
-  // 16h (q|k|v, attention output, c_fc's output, GELU's output and derivative)
-  // + the probabilities, 4 bytes each.
-  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (20 * h + a * tp_time));
+  // 12h (q|k|v, attention output, GELU's output and derivative: c_fc's
+  // product fused with GELU keeps no output of its own) + the probabilities,
+  // 4 bytes each.
+  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (16 * h + a * tp_time));
   EXPECT_DOUBLE_EQ(b.working, 4 * tokens * 9 * h);
   EXPECT_DOUBLE_EQ(embedding_activations(artel_shape()), 4 * tokens * 2 * h);
   EXPECT_DOUBLE_EQ(head_activations(artel_shape()), 4 * tokens * (h + 2 * 100));
@@ -31,8 +32,8 @@ TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndKeep
   const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48, t = 2;
   const BlockActivations b = block_activations(artel_shape(t));
   // Each row-parallel product's partial sum and the zeros standing for the
-  // residual: 4h more replicated; the 16h and the probabilities halve.
-  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (8 * h + 16 * h / t + a * tp_time / t));
+  // residual: 4h more replicated; the 12h and the probabilities halve.
+  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (8 * h + 12 * h / t + a * tp_time / t));
   EXPECT_DOUBLE_EQ(b.working, 4 * tokens * (h + 8 * h / t));
   EXPECT_DOUBLE_EQ(embedding_activations(artel_shape(t)), 4 * tokens * 3 * h);
   EXPECT_DOUBLE_EQ(head_activations(artel_shape(t)), 4 * tokens * (h + 2 * 100 / t));
@@ -44,6 +45,10 @@ TEST(KeptActivations, ArtelBf16KeepsFp32ActivationsPlusTheProductsBf16Copies) {
   const double bf16 = block_activations(artel_shape(1, Recompute::none, Precision::bf16)).kept;
   // Inputs of c_attn, c_proj, c_fc and the MLP's c_proj (h + h + h + 4h) and the block's 12h² weights, 2 bytes each.
   EXPECT_DOUBLE_EQ(bf16 - fp32, 2 * tokens * 7 * h + 2 * 12 * h * h);
+  // In backward, c_fc's output's gradient is made bf16 (4h at 2 bytes, not 4).
+  EXPECT_DOUBLE_EQ(block_activations(artel_shape()).working -
+                       block_activations(artel_shape(1, Recompute::none, Precision::bf16)).working,
+                   2 * tokens * 4 * h);
   EXPECT_DOUBLE_EQ(head_activations(artel_shape(1, Recompute::none, Precision::bf16)) - head_activations(artel_shape()),
                    2 * tokens * h + 2 * 100 * h);
 }

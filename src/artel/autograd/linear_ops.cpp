@@ -2,6 +2,7 @@
 // skipped when x needs no gradient, e.g. a network's input). Leading dimensions of the left
 // operand are flattened into rows without copying.
 #include "artel/autograd/ops.h"
+#include "artel/kernels/activation.h"
 #include "artel/kernels/elementwise.h"
 #include "artel/kernels/gemm.h"
 #include "artel/kernels/gemm_bf16.h"
@@ -66,16 +67,22 @@ Tensor rounded(const Tensor& t, int64_t rows, int64_t cols) {
 
 const uint16_t* bits(const Tensor& t) { return t.defined() ? static_cast<const uint16_t*>(t.raw()) : nullptr; }
 
+// What a linear layer's backward reads: the forward's values and, for bf16
+// products, their roundings.
+struct LinearSaved {
+  Tensor xv, wv, x16, w16, w16t;
+  int64_t M = 0, in = 0, out = 0;
+  bool gx = false, gw = false;
+};
+
 // y = x·Wᵀ + beta·y (+ the bias row, with beta 0, when add_bias) (beta 1: y
-// holds what the product is added to; 0: y is uninitialised), recorded as op
-// `name` over `inputs` = {x, weight, bias[, residual]}. A residual's gradient
-// is the output gradient itself (Note [Gradient ownership]).
-Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> inputs, const char* name) {
+// holds what the product is added to; 0: y is uninitialised), for inputs
+// {x, weight, bias, ...}.
+LinearSaved linear_forward(Tensor& y, float beta, bool add_bias, const std::vector<Variable>& inputs) {
   const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
-  int64_t M = rows_of(x.shape()), in = weight.size(1), out = weight.size(0);
-  Tensor xv = x.value(), wv = weight.value();
-  bool gx = needs_grad(x), gw = needs_grad(weight), gb = needs_grad(bias);
-  bool gr = inputs.size() > 3 && needs_grad(inputs[3]);
+  LinearSaved s{.xv = x.value(), .wv = weight.value(), .M = rows_of(x.shape()), .in = weight.size(1),
+                .out = weight.size(0), .gx = needs_grad(x), .gw = needs_grad(weight)};
+  const int64_t M = s.M, in = s.in, out = s.out;
   // bf16 products: x and W rounded once, here; backward multiplies by the same
   // roundings. Where the CPU runs dX faster on W transposed
   // (kernels::bf16_dx_reads_transposed_weights), dX reads w16t, rounded in the
@@ -83,43 +90,57 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
   // (a vocabulary-wide head), which run as fast on W as stored, and where
   // transposing 50,304 rows would cost more than it saves.
   const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
-  Tensor x16 = bf16 ? rounded(xv, M, in) : Tensor(), w16, w16t;
-  if (bf16 && gx && out <= kernels::kBf16MaxK && kernels::bf16_dx_reads_transposed_weights()) {
-    w16 = Tensor::empty({out, in}, DType::bf16), w16t = Tensor::empty({in, out}, DType::bf16);
-    kernels::round_operand_both(wv.data<float>(), out, in, static_cast<uint16_t*>(w16.raw()),
-                                static_cast<uint16_t*>(w16t.raw()));
+  if (bf16) s.x16 = rounded(s.xv, M, in);
+  if (bf16 && s.gx && out <= kernels::kBf16MaxK && kernels::bf16_dx_reads_transposed_weights()) {
+    s.w16 = Tensor::empty({out, in}, DType::bf16), s.w16t = Tensor::empty({in, out}, DType::bf16);
+    kernels::round_operand_both(s.wv.data<float>(), out, in, static_cast<uint16_t*>(s.w16.raw()),
+                                static_cast<uint16_t*>(s.w16t.raw()));
   } else if (bf16) {
-    w16 = rounded(wv, out, in);
+    s.w16 = rounded(s.wv, out, in);
   }
-  kernels::gemm(kernels::GemmArgs{.trans_b = true, .m = M, .n = out, .k = in, .a = xv.data<float>(), .lda = in,
-                                  .b = wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
-                                  .a16 = bits(x16), .b16 = bits(w16),
+  kernels::gemm(kernels::GemmArgs{.trans_b = true, .m = M, .n = out, .k = in, .a = s.xv.data<float>(), .lda = in,
+                                  .b = s.wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
+                                  .a16 = bits(s.x16), .b16 = bits(s.w16),
                                   .bias = add_bias ? bias.value().data<float>() : nullptr});
-  if (!gw) x16 = Tensor();                  // only dW reads x
-  if (!gx || w16t.defined()) w16 = Tensor();  // dX reads W as stored only without w16t
-  return make_result(y, std::move(inputs), name,
-                     [xv, wv, x16, w16, w16t, M, in, out, gx, gw, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
-                       kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
-                       if (gx) {  // dX = dY · W
-                         gi[0] = Tensor::empty(xv.shape());
-                         kernels::gemm(kernels::GemmArgs{.m = M, .n = in, .k = out, .a = g.data<float>(), .lda = out,
-                                                         .b = wv.data<float>(), .ldb = in, .c = gi[0].data<float>(),
-                                                         .ldc = in, .b16 = bits(w16t.defined() ? w16t : w16),
-                                                         .b16_transposed = w16t.defined()});
-                       }
-                       if (gw) {  // dW = dYᵀ · X, straight into a destination if there is one
-                         Tensor& dw = grad_output_buffer(gi, 1, wv.shape());
-                         kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = out, .n = in, .k = M,
-                                                         .a = g.data<float>(), .lda = out, .b = xv.data<float>(),
-                                                         .ldb = in, .c = dw.data<float>(), .ldc = in,
-                                                         .b16 = bits(x16)});
-                       }
-                       if (gb) {  // db = Σ_rows dY
-                         Tensor& db = grad_output_buffer(gi, 2, {out});
-                         kernels::column_sums(M, out, g.data<float>(), db.data<float>());
-                       }
-                       if (gr) gi[3] = g;
-                     });
+  if (!s.gw) s.x16 = Tensor();                    // only dW reads x
+  if (!s.gx || s.w16t.defined()) s.w16 = Tensor();  // dX reads W as stored only without w16t
+  return s;
+}
+
+// dX and dW from the output gradient g (M x out), into gi[0] and gi[1]; g16,
+// when not null, is g already rounded (bf16 products), and g may then be undefined.
+void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16, std::vector<Tensor>& gi) {
+  kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
+  const float* gp = g.defined() ? g.data<float>() : nullptr;
+  if (s.gx) {  // dX = dY · W
+    gi[0] = Tensor::empty(s.xv.shape());
+    kernels::gemm(kernels::GemmArgs{.m = s.M, .n = s.in, .k = s.out, .a = gp, .lda = s.out, .b = s.wv.data<float>(),
+                                    .ldb = s.in, .c = gi[0].data<float>(), .ldc = s.in, .a16 = g16,
+                                    .b16 = bits(s.w16t.defined() ? s.w16t : s.w16),
+                                    .b16_transposed = s.w16t.defined()});
+  }
+  if (s.gw) {  // dW = dYᵀ · X, straight into a destination if there is one
+    Tensor& dw = grad_output_buffer(gi, 1, s.wv.shape());
+    kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = s.out, .n = s.in, .k = s.M, .a = gp, .lda = s.out,
+                                    .b = s.xv.data<float>(), .ldb = s.in, .c = dw.data<float>(), .ldc = s.in,
+                                    .a16 = g16, .b16 = bits(s.x16)});
+  }
+}
+
+// y = x·Wᵀ + beta·y as linear_forward, recorded as op `name` over `inputs` =
+// {x, weight, bias[, residual]}. A residual's gradient is the output gradient
+// itself (Note [Gradient ownership]).
+Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> inputs, const char* name) {
+  const LinearSaved s = linear_forward(y, beta, add_bias, inputs);
+  const bool gb = needs_grad(inputs[2]), gr = inputs.size() > 3 && needs_grad(inputs[3]);
+  return make_result(y, std::move(inputs), name, [s, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
+    linear_products(s, g, nullptr, gi);
+    if (gb) {  // db = Σ_rows dY
+      Tensor& db = grad_output_buffer(gi, 2, {s.out});
+      kernels::column_sums(s.M, s.out, g.data<float>(), db.data<float>());
+    }
+    if (gr) gi[3] = g;
+  });
 }
 
 }  // namespace
@@ -128,6 +149,37 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   check_linear("linear", x, weight, bias);
   Tensor y = Tensor::empty(with_last(x.shape(), weight.size(0)));
   return linear_onto(y, 0.0f, bias.defined(), {x, weight, bias}, "linear");
+}
+
+Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias, bool tanh_approximation) {
+  check_linear("linear_gelu", x, weight, bias);
+  std::vector<Variable> inputs{x, weight, bias};
+  Tensor u = Tensor::empty(with_last(x.shape(), weight.size(0)));  // the product, GELU's input
+  const LinearSaved s = linear_forward(u, 0.0f, bias.defined(), inputs);
+  Tensor h = Tensor::empty(u.shape());
+  const bool gb = needs_grad(bias);
+  if (!grad_enabled() || !(s.gx || s.gw || gb)) {
+    if (tanh_approximation) kernels::gelu_tanh_forward(u.numel(), u.data<float>(), h.data<float>(), nullptr);
+    else kernels::gelu_forward(u.numel(), u.data<float>(), h.data<float>());
+    return make_result(h, std::move(inputs), "linear_gelu", nullptr);
+  }
+  Tensor dhdu = Tensor::empty(u.shape());  // GELU's derivative, kept instead of u
+  if (tanh_approximation) kernels::gelu_tanh_forward(u.numel(), u.data<float>(), h.data<float>(), dhdu.data<float>());
+  else kernels::gelu_forward_with_derivative(u.numel(), u.data<float>(), h.data<float>(), dhdu.data<float>());
+  const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
+  return make_result(h, std::move(inputs), "linear_gelu", [s, dhdu, gb, bf16](const Tensor& g, std::vector<Tensor>& gi) {
+    if (bf16) {  // dU = dH ∘ GELU′(u), rounded, and db = Σ_rows dU, in one pass
+      Tensor du16 = Tensor::empty({s.M, s.out}, DType::bf16);
+      uint16_t* bits16 = static_cast<uint16_t*>(du16.raw());
+      kernels::product_rounded_with_column_sums(s.M, s.out, g.data<float>(), dhdu.data<float>(), bits16,
+                                                gb ? grad_output_buffer(gi, 2, {s.out}).data<float>() : nullptr);
+      return linear_products(s, Tensor(), bits16, gi);
+    }
+    Tensor du = Tensor::empty(g.shape());
+    kernels::multiply(g.numel(), g.data<float>(), dhdu.data<float>(), du.data<float>());
+    linear_products(s, du, nullptr, gi);
+    if (gb) kernels::column_sums(s.M, s.out, du.data<float>(), grad_output_buffer(gi, 2, {s.out}).data<float>());
+  });
 }
 
 Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual) {

@@ -25,6 +25,12 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 // connection): the residual is laid into the GEMM's output with the bias, so
 // the sum costs no pass of its own. residual has the output's shape.
 Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual);
+// gelu(linear(x, weight, bias)) (gelu_tanh's with tanh_approximation) as one
+// op, values and gradients equal to the two ops' bit for bit (Megatron's
+// bias-GELU fusion). Under bf16 products its backward writes the gradient of
+// the product's output rounded, with the bias gradient, in one pass, where
+// the two ops write it in fp32 and read it twice more (to round it, to sum it).
+Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias, bool tanh_approximation = false);
 
 // ---- elementwise, numpy broadcasting (trailing dimensions aligned)
 Variable add(const Variable& a, const Variable& b);

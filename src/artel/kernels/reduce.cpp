@@ -4,6 +4,9 @@
 #include <cstring>
 #include <vector>
 
+#include <immintrin.h>
+
+#include "artel/core/dtype.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/chunks.h"
 
@@ -32,6 +35,31 @@ void add_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict x, f
   }
 }
 
+// Rows [r0, r1) of a ∘ b rounded into x16, each product also added into acc
+// (when not null) in add_rows's order. The product is rounded to fp32 before
+// it is added (a separate multiply, as multiply() stores it): it feeds the
+// rounding too, so GCC does not contract it into a fused multiply-add.
+__attribute__((target("avx512f,avx512bf16"))) void round_product_rows(int64_t r0, int64_t r1, int64_t cols,
+                                                                      const float* a, const float* b,
+                                                                      uint16_t* x16, float* acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* ar = a + r * cols;
+    const float* br = b + r * cols;
+    uint16_t* out = x16 + r * cols;
+    int64_t c = 0;
+    for (; c + 16 <= cols; c += 16) {
+      const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(ar + c), _mm512_loadu_ps(br + c));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), (__m256i)_mm512_cvtneps_pbh(p));
+      if (acc) _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), p));
+    }
+    for (; c < cols; ++c) {
+      const float p = ar[c] * br[c];
+      out[c] = bf16(p).bits;
+      if (acc) acc[c] += p;
+    }
+  }
+}
+
 }  // namespace
 
 double sum_all(int64_t n, const float* x) {
@@ -54,6 +82,20 @@ void column_sums(int64_t rows, int64_t cols, const float* x, float* out) {
     add_rows(r0, r1, cols, x, c == 0 ? out : part.data() + (c - 1) * cols);
   });
   for (int64_t c = 1; c < chunks; ++c) add_rows(0, 1, cols, part.data() + (c - 1) * cols, out);
+}
+
+void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, uint16_t* x16,
+                                      float* out) {
+  if (out) std::memset(out, 0, static_cast<size_t>(cols) * sizeof(float));
+  if (cols == 0) return;
+  // column_sums's chunks, so the sums are its sums.
+  int64_t chunks = num_chunks(rows, std::max<int64_t>(1, kGrainElems / cols));
+  std::vector<float> part(out ? static_cast<size_t>((chunks - 1) * cols) : 0, 0.0f);
+  for_chunks(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+    round_product_rows(r0, r1, cols, a, b, x16, !out ? nullptr : c == 0 ? out : part.data() + (c - 1) * cols);
+  });
+  if (out)
+    for (int64_t c = 1; c < chunks; ++c) add_rows(0, 1, cols, part.data() + (c - 1) * cols, out);
 }
 
 void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale) {

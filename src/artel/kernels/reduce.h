@@ -16,6 +16,13 @@ double sum_all(int64_t n, const float* x);
 // out[c] = Σ_r x[r, c] for an (rows, cols) matrix; overwrites out.
 void column_sums(int64_t rows, int64_t cols, const float* x, float* out);
 
+// The gradient a ∘ b of a layer's output, for its bf16 products, in one pass:
+// rounded to bf16 into x16 (tight), and its column sums (the bias gradient)
+// into out when out is not null. Bit for bit what multiply, round_operand and
+// column_sums give in three. Needs AVX512_BF16 (the caller checks).
+void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, uint16_t* x16,
+                                      float* out);
+
 // out[r] = scale · Σ_c x[r, c]; overwrites out.
 void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale = 1.0f);
 

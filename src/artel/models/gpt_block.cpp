@@ -68,11 +68,11 @@ GptMlp::GptMlp(int64_t n_embd, float dropout, const BlockInit& init, std::shared
 }
 
 Variable GptMlp::forward(const Variable& x) {
-  return dropout_->forward(c_proj_->forward(gelu_->forward(c_fc_->forward(x))));
+  return dropout_->forward(c_proj_->forward(gelu_->after(*c_fc_, x)));
 }
 
 Variable GptMlp::forward_onto(const Variable& residual, const Variable& x) {
-  return project_onto(residual, *c_proj_, *dropout_, gelu_->forward(c_fc_->forward(x)));
+  return project_onto(residual, *c_proj_, *dropout_, gelu_->after(*c_fc_, x));
 }
 
 Block::Block(int64_t n_embd, int64_t n_head, float dropout, const BlockInit& init, std::shared_ptr<Rng> drop,

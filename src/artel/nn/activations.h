@@ -9,6 +9,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/nn/layer.h"
+#include "artel/nn/linear.h"
 
 namespace artel::nn {
 
@@ -28,6 +29,8 @@ class GELU : public Layer {
   Variable forward(const Variable& x) override {
     return kind_ == Gelu::tanh ? autograd::gelu_tanh(x) : autograd::gelu(x);
   }
+  // Its output of fc's: fused with the product where fc allows (Linear::forward_gelu).
+  Variable after(Linear& fc, const Variable& x) const { return fc.forward_gelu(x, kind_ == Gelu::tanh); }
 
  private:
   Gelu kind_;

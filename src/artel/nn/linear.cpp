@@ -18,6 +18,18 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init weight
 
 Variable Linear::forward(const Variable& x) { return forward_onto(Variable(), x); }
 
+Variable Linear::forward_gelu(const Variable& x, bool tanh_approximation) {
+  if (parallel_.kind == LinearParallel::Kind::row) {
+    const Variable y = forward(x);
+    return tanh_approximation ? autograd::gelu_tanh(y) : autograd::gelu(y);
+  }
+  ARTEL_CHECK(weight_.value().defined(), "Linear(", in_, " -> ", out_,
+              "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
+  ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input of shape ",
+              shape_str(x.shape()), " does not end in ", in_);
+  return autograd::linear_gelu(parallel_.enter ? parallel_.enter(x) : x, weight_, bias_, tanh_approximation);
+}
+
 // One body for every form: with no plan the functions are absent and this is
 // linear / linear_add; split, the same op runs on the shard between them.
 Variable Linear::forward_onto(const Variable& residual, const Variable& x) {

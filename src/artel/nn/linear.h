@@ -10,6 +10,7 @@
 //   Linear fc(784, 512);                               // declared; materialize() draws it
 //   Variable y = fc.forward(x);                        // (B, 784) -> (B, 512)
 //   Variable h = proj.forward_onto(residual, x);       // residual + x·Wᵀ + b, one op
+//   Variable a = fc.forward_gelu(x);                   // gelu(x·Wᵀ + b), one op
 #pragma once
 
 #include <functional>
@@ -41,6 +42,10 @@ class Linear : public Layer {
   Variable forward(const Variable& x) override;
   // residual + forward(x), the residual laid into the GEMM's output (autograd::linear_add).
   Variable forward_onto(const Variable& residual, const Variable& x);
+  // GELU (the tanh approximation with tanh_approximation) of forward(x) as
+  // one op, autograd::linear_gelu. A row-parallel layer's output is a partial
+  // sum, which GELU must follow: it runs the two.
+  Variable forward_gelu(const Variable& x, bool tanh_approximation = false);
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }  // undefined without bias

@@ -39,12 +39,14 @@ BlockActivations artel_block(const ActivationShape& x) {
   const double padded = std::ceil(x.s / 16) * 16;  // kernels/attention.h's Tp
   const double replicated = (4 + (t > 1 ? 4 : 0) + (x.dropout ? 6 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
-  double none_kept = 4 * tokens * (replicated + 16 * h / t) + probabilities;
+  double none_kept = 4 * tokens * (replicated + 12 * h / t) + probabilities;
   if (x.precision == Precision::bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
   // Backward frees what each op kept as the op finishes, so beside the kept
   // bytes only the gradients in flight are alive: at most in the MLP's
-  // backward, the incoming gradient and those of GELU's output and input.
-  BlockActivations out{.kept = none_kept, .working = 4 * tokens * (h + 8 * h / t)};
+  // backward, the incoming gradient, GELU's output's and c_fc's output's
+  // (bf16 under bf16 products: linear_gelu rounds it as it makes it).
+  const double product_gradient = x.precision == Precision::bf16 ? 2 : 4;
+  BlockActivations out{.kept = none_kept, .working = 4 * tokens * (h + 4 * h / t) + product_gradient * tokens * 4 * h / t};
   switch (x.recompute) {
     case Recompute::none: break;
     case Recompute::selective:

@@ -16,8 +16,9 @@
 // inputs stay alive through the graph, in fp32 whatever the products'
 // precision. A block keeps, a token, in floats: its output, ln_1's and
 // ln_2's outputs and the attention's residual sum (4h, replicated); c_attn's
-// q|k|v, the attention's output, c_fc's output, GELU's output and the GELU
-// derivative it saves (16h, split over tp); the softmax probabilities the
+// q|k|v, the attention's output, GELU's output and the GELU derivative that
+// c_fc's fused product and GELU (autograd::linear_gelu) saves instead of the
+// product (12h, split over tp); the softmax probabilities the
 // fused attention saves (a·Tp/t, Tp = s rounded up to 16). Under tp every
 // row-parallel product adds its partial sum and, on ranks other than 0, the
 // zeros that stand for the residual it lays into the sum (4h a block, the
@@ -37,7 +38,7 @@
 // block kept (one block's none-kept bytes); artel, whose backward frees what
 // each op kept as the op finishes, the gradients in flight in the MLP's
 // backward (the incoming one and GELU's output's and input's: h + 8h/t
-// floats a token).
+// floats a token, the last bf16 under bf16 products).
 //
 //   const ActivationShape x{.b = 4, .s = 1024, .h = 768, .a = 12, .v = 50304, .t = 1, ...};
 //   BlockActivations blk = block_activations(x);   // blk.kept, blk.working
