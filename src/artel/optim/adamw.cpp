@@ -16,6 +16,10 @@ constexpr int64_t kGrain = 1 << 14;  // elements per chunk: below this, threads 
 // with masked loads for the tail, so every element is computed by the same
 // instructions however the tensor is split over threads. (The scalar loop
 // does not vectorise: std::sqrt keeps errno semantics, a branch per element.)
+// The pass streams four arrays from memory (a step's activations evict the
+// optimizer state from cache); prefetching each 1 KiB ahead took W2's bf16
+// step from 13.5 to 13.0 ms (1 thread, AMD Zen 5, 256 to 1,024 floats ahead
+// alike). A prefetch past an array's end is a hint: it never faults.
 void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __restrict m, float* __restrict v,
                  int64_t n, float b1, float b2, float eps, float decay, float step_size, float bc2_sqrt,
                  float grad_scale) {
@@ -26,6 +30,10 @@ void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __res
   const __m512 v_bc2 = _mm512_set1_ps(bc2_sqrt), v_scale = _mm512_set1_ps(grad_scale);
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    constexpr int64_t kAhead = 256;  // floats
+    for (const float* stream : {grad, static_cast<const float*>(m), static_cast<const float*>(v),
+                                static_cast<const float*>(p)})
+      _mm_prefetch(reinterpret_cast<const char*>(stream + i + kAhead), _MM_HINT_T0);
     __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, grad + i), v_scale);  // rounded, as a scaled gradient
     __m512 mi = _mm512_maskz_loadu_ps(k, m + i);
     __m512 vi = _mm512_maskz_loadu_ps(k, v + i);
