@@ -86,5 +86,28 @@ TEST(Simd, GeluKernelsMatchExactGeluIncludingTails) {
   set_num_threads(1);
 }
 
+// The kernels take four vectors at a time, then single ones, then a padded
+// tail: an element gets the same bits whichever of them it falls in (as it
+// must for results independent of how a tensor is split over threads).
+TEST(Simd, GeluGivesTheSameBitsInBlocksSingleVectorsAndTails) {
+  std::vector<float> x(301);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(-7.0 + 0.047 * static_cast<double>(i));
+  std::vector<float> whole(x.size()), whole_d(x.size());
+  gelu_forward_with_derivative(static_cast<int64_t>(x.size()), x.data(), whole.data(), whole_d.data());
+  for (size_t start : {1, 16, 17, 48, 64, 250, 290}) {
+    const int64_t n = static_cast<int64_t>(x.size() - start);
+    std::vector<float> part(n), part_d(n), fwd(n), bwd(n), ones(n, 1.0f);
+    gelu_forward_with_derivative(n, x.data() + start, part.data(), part_d.data());
+    gelu_forward(n, x.data() + start, fwd.data());
+    gelu_backward(n, x.data() + start, ones.data(), bwd.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(part[i], whole[start + i]) << "start " << start << ", element " << i;
+      ASSERT_EQ(part_d[i], whole_d[start + i]) << "start " << start << ", element " << i;
+      ASSERT_EQ(fwd[i], whole[start + i]) << "start " << start << ", element " << i;
+      ASSERT_EQ(bwd[i], whole_d[start + i]) << "start " << start << ", element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace artel::kernels

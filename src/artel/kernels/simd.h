@@ -114,23 +114,43 @@ struct NormalCdfPdf {
 // R a degree-8 polynomial fitted (relative least squares, a in [0, 9]) to
 // erfc(a)·exp(a²)/t; relative error ~2e-7. φ(x) reuses exp(−a²), so GELU's
 // backward needs a single exp per element.
-inline NormalCdfPdf normal_cdf_pdf(v16 x) {
-  const v16 a = (x < 0.0f ? -x : x) * 0.70710678118654752f;
-  const v16 t = 1.0f / (1.0f + 0.5f * a);
+//
+// N vectors go through it step by step together, so their dependency chains
+// interleave: one vector's chain alone (about 45 operations, each waiting on
+// the last) filled the CPU's schedulers while its units idled, and GELU over
+// 4 vectors at a time ran 0.155 -> 0.126 ms for 393K floats (AMD Zen 5),
+// with the same bits.
+template <int N>
+inline void normal_cdf_pdf(const v16 (&x)[N], NormalCdfPdf (&out)[N]) {
+  constexpr float kR[9] = {-0.05968604192742946f, 0.28741980792595445f, -0.492714029612569f,
+                           0.283904979134906f,    -0.030294901963922732f, 0.204078746509533f,
+                           0.24279513699933816f,  0.2824115446238489f,   0.2820847103280625f};
   const v16 t_min = splat(1.0f / 5.5f);  // a = 9: beyond, erfc < 1e-36 and R is not fitted
-  const v16 tc = t < t_min ? t_min : t;
-  v16 r = splat(-0.05968604192742946f);
-  r = r * tc + 0.28741980792595445f;
-  r = r * tc - 0.492714029612569f;
-  r = r * tc + 0.283904979134906f;
-  r = r * tc - 0.030294901963922732f;
-  r = r * tc + 0.204078746509533f;
-  r = r * tc + 0.24279513699933816f;
-  r = r * tc + 0.2824115446238489f;
-  r = r * tc + 0.2820847103280625f;
-  const v16 e = exp_nonpositive(-(a * a));
-  const v16 half_tail = 0.5f * t * r * e;  // Φ(−|x|)
-  return {x < 0.0f ? half_tail : 1.0f - half_tail, 0.39894228040143268f * e};
+  v16 a[N], t[N], tc[N], r[N];
+#pragma GCC unroll 4
+  for (int u = 0; u < N; ++u) {
+    a[u] = (x[u] < 0.0f ? -x[u] : x[u]) * 0.70710678118654752f;
+    t[u] = 1.0f / (1.0f + 0.5f * a[u]);
+    tc[u] = t[u] < t_min ? t_min : t[u];
+    r[u] = splat(kR[0]);
+  }
+#pragma GCC unroll 8
+  for (int k = 1; k < 9; ++k)
+#pragma GCC unroll 4
+    for (int u = 0; u < N; ++u) r[u] = r[u] * tc[u] + kR[k];
+#pragma GCC unroll 4
+  for (int u = 0; u < N; ++u) {
+    const v16 e = exp_nonpositive(-(a[u] * a[u]));
+    const v16 half_tail = 0.5f * t[u] * r[u] * e;  // Φ(−|x|)
+    out[u] = {x[u] < 0.0f ? half_tail : 1.0f - half_tail, 0.39894228040143268f * e};
+  }
+}
+
+inline NormalCdfPdf normal_cdf_pdf(v16 x) {
+  const v16 xs[1] = {x};
+  NormalCdfPdf out[1];
+  normal_cdf_pdf(xs, out);
+  return out[0];
 }
 
 }  // namespace artel::kernels
