@@ -67,9 +67,9 @@ std::string bf16_instructions();
 // Whether a linear layer's dX = dY·W should read a transposed bf16 copy of W
 // (rounded in the same pass as W) rather than W as stored. oneDNN 2.6's bf16
 // matmul ran dX 10% faster that way on Intel (model 167; GPT-2's step 2316 ->
-// 2101 ms); on AMD Zen 5 both layouts ran alike (W2's and GPT-2's shapes,
-// within 2%), so there the copy is skipped: its transposing pass cost W2's
-// step 0.1-0.4 ms.
+// 2101 ms); on AMD Zen 5 both layouts ran alike (within 2% at W2's shapes,
+// 3.5% at GPT-2's, neither always ahead), so there the copy is skipped: its
+// transposing pass cost W2's step 0.1-0.4 ms.
 bool bf16_dx_reads_transposed_weights();
 
 struct GemmArgs {
