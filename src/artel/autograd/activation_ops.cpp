@@ -39,12 +39,7 @@ Variable with_kept_derivative(const Variable& x, const char* name, Forward forwa
 
 }  // namespace
 
-Variable gelu(const Variable& x) {
-  return with_kept_derivative(x, "gelu", [](int64_t n, const float* in, float* y, float* dydx) {
-    if (dydx) kernels::gelu_forward_with_derivative(n, in, y, dydx);
-    else kernels::gelu_forward(n, in, y);
-  });
-}
+Variable gelu(const Variable& x) { return with_kept_derivative(x, "gelu", kernels::gelu_forward_with_derivative); }
 
 Variable gelu_tanh(const Variable& x) { return with_kept_derivative(x, "gelu_tanh", kernels::gelu_tanh_forward); }
 

@@ -158,14 +158,13 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   const LinearSaved s = linear_forward(u, 0.0f, bias.defined(), inputs);
   Tensor h = Tensor::empty(u.shape());
   const bool gb = needs_grad(bias);
+  const auto gelu = tanh_approximation ? kernels::gelu_tanh_forward : kernels::gelu_forward_with_derivative;
   if (!grad_enabled() || !(s.gx || s.gw || gb)) {
-    if (tanh_approximation) kernels::gelu_tanh_forward(u.numel(), u.data<float>(), h.data<float>(), nullptr);
-    else kernels::gelu_forward(u.numel(), u.data<float>(), h.data<float>());
+    gelu(u.numel(), u.data<float>(), h.data<float>(), nullptr);
     return make_result(h, std::move(inputs), "linear_gelu", nullptr);
   }
   Tensor dhdu = Tensor::empty(u.shape());  // GELU's derivative, kept instead of u
-  if (tanh_approximation) kernels::gelu_tanh_forward(u.numel(), u.data<float>(), h.data<float>(), dhdu.data<float>());
-  else kernels::gelu_forward_with_derivative(u.numel(), u.data<float>(), h.data<float>(), dhdu.data<float>());
+  gelu(u.numel(), u.data<float>(), h.data<float>(), dhdu.data<float>());
   const bool bf16 = kernels::gemm_precision() == kernels::GemmPrecision::bf16;
   return make_result(h, std::move(inputs), "linear_gelu", [s, dhdu, gb, bf16](const Tensor& g, std::vector<Tensor>& gi) {
     if (bf16) {  // dU = dH ∘ GELU′(u), rounded, and db = Σ_rows dU, in one pass

@@ -96,6 +96,7 @@ void gelu_backward(int64_t n, const float* x, const float* dy, float* dx) {
 }
 
 void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx) {
+  if (!dydx) return gelu_forward(n, x, y);
   parallel_for(n, kGrainGelu, [&](int64_t b, int64_t e) {
     for_vectors(b, e, [&]<int N>(int64_t i, auto load, auto store) {
       v16 xv[N];

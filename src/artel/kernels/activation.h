@@ -21,7 +21,8 @@ void gelu_forward(int64_t n, const float* x, float* y);
 void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
 // Forward for training: also writes the derivative dydx = Φ(x) + x·φ(x), so the
 // backward is one multiply, dx = dy · dydx (multiply() below), instead of
-// evaluating Φ and φ again.
+// evaluating Φ and φ again. With dydx null, gelu_forward (gelu_tanh_forward's
+// signature, so the two GELUs are interchangeable).
 void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx);
 
 // GELU's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) —

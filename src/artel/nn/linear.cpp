@@ -23,26 +23,27 @@ Variable Linear::forward_gelu(const Variable& x, bool tanh_approximation) {
     const Variable y = forward(x);
     return tanh_approximation ? autograd::gelu_tanh(y) : autograd::gelu(y);
   }
-  ARTEL_CHECK(weight_.value().defined(), "Linear(", in_, " -> ", out_,
-              "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
-  ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in_, "Linear(", in_, " -> ", out_, "): input of shape ",
-              shape_str(x.shape()), " does not end in ", in_);
-  return autograd::linear_gelu(parallel_.enter ? parallel_.enter(x) : x, weight_, bias_, tanh_approximation);
+  return autograd::linear_gelu(input_of(x), weight_, bias_, tanh_approximation);
 }
 
-// One body for every form: with no plan the functions are absent and this is
-// linear / linear_add; split, the same op runs on the shard between them.
-Variable Linear::forward_onto(const Variable& residual, const Variable& x) {
+// x checked against this rank's weight, through the plan's `enter`.
+Variable Linear::input_of(const Variable& x) const {
   ARTEL_CHECK(weight_.value().defined(), "Linear(", in_, " -> ", out_,
               "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
   const int64_t in = weight_.size(1);  // this rank's input features (all of them unless row-parallel)
   ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in, "Linear(", in_, " -> ", out_, "): input of shape ",
               shape_str(x.shape()), " does not end in ", in,
               in == in_ ? "" : " (hint: a row-parallel layer takes a column-parallel layer's output)");
+  return parallel_.enter ? parallel_.enter(x) : x;
+}
+
+// One body for every form: with no plan the functions are absent and this is
+// linear / linear_add; split, the same op runs on the shard between them.
+Variable Linear::forward_onto(const Variable& residual, const Variable& x) {
+  const Variable input = input_of(x);
   ARTEL_CHECK(!residual.defined() || parallel_.kind != LinearParallel::Kind::column,
               "Linear: a column-parallel layer's output is split, no residual can be added onto it");
   auto once = [&](const Variable& v) { return v.defined() && parallel_.once ? parallel_.once(v) : v; };
-  const Variable input = parallel_.enter ? parallel_.enter(x) : x;
   const Variable b = once(bias_), r = once(residual);
   Variable y = r.defined() ? autograd::linear_add(input, weight_, b, r) : autograd::linear(input, weight_, b);
   return parallel_.reduce ? parallel_.reduce(y) : y;

@@ -55,6 +55,8 @@ class Linear : public Layer {
   const LinearParallel& parallel() const { return parallel_; }
 
  private:
+  Variable input_of(const Variable& x) const;
+
   int64_t in_, out_;
   Variable weight_, bias_;
   LinearParallel parallel_;

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "artel/core/threads.h"
@@ -31,8 +32,7 @@ void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __res
   for (int64_t i = 0; i < n; i += 16) {
     __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
     constexpr int64_t kAhead = 256;  // floats
-    for (const float* stream : {grad, static_cast<const float*>(m), static_cast<const float*>(v),
-                                static_cast<const float*>(p)})
+    for (const float* stream : std::initializer_list<const float*>{grad, m, v, p})
       _mm_prefetch(reinterpret_cast<const char*>(stream + i + kAhead), _MM_HINT_T0);
     __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, grad + i), v_scale);  // rounded, as a scaled gradient
     __m512 mi = _mm512_maskz_loadu_ps(k, m + i);
