@@ -2,9 +2,12 @@
 // the unfused ops, gradients by finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "artel/autograd/ops.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/gemm_bf16.h"
 #include "gradcheck.h"
 
 namespace artel::autograd {
@@ -128,6 +131,38 @@ TEST(LinearGelu, EqualsGeluOfLinearBitForBit) {
         expect_same(fused, two);
       }
   kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  set_num_threads(1);
+}
+
+// Under bf16 linear_gelu hands its result over rounded (Note [Rounded
+// values]), made block by block: exactly the value's rounding, whatever the
+// blocks and threads, so the linear layer that reads it, taking that
+// rounding, gives the bits it gave rounding the value itself. fp32 hands
+// over none.
+TEST(LinearGelu, HandsItsResultOverRoundedUnderBf16) {
+  if (kernels::bf16_instructions().empty()) GTEST_SKIP() << "no native bf16 on this CPU";
+  const Tensor x = random_tensor({4, 300, 24}, 1), w = random_tensor({40, 24}, 2), b = random_tensor({40}, 3);
+  const Tensor w2 = random_tensor({8, 40}, 5), b2 = random_tensor({8}, 6), c = random_tensor({4, 300, 8}, 4);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << threads << " thread(s)");
+    set_num_threads(threads);
+    kernels::set_gemm_precision(kernels::GemmPrecision::bf16);
+    const Variable h = linear_gelu(Variable(x), Variable(w), Variable(b), false);
+    ASSERT_TRUE(h.rounded().defined());
+    ASSERT_EQ(h.rounded().dtype(), DType::bf16);
+    std::vector<uint16_t> expected(static_cast<size_t>(h.numel()));
+    kernels::round_to_bf16(h.value().data<float>(), 1, h.numel(), h.numel(), expected.data());
+    const uint16_t* got = static_cast<const uint16_t*>(h.rounded().raw());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), got));
+    const Variable vw2(w2), vb2(b2);
+    const Results handed = run([&](auto& a, auto& w_, auto& b_) { return linear(linear_gelu(a, w_, b_, false), vw2, vb2); },
+                               x, w, b, c);
+    const Results rounded_again = run([&](auto& a, auto& w_, auto& b_) { return linear(gelu(linear(a, w_, b_)), vw2, vb2); },
+                                      x, w, b, c);
+    expect_same(handed, rounded_again);
+    kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+    EXPECT_FALSE(linear_gelu(Variable(x), Variable(w), Variable(b), false).rounded().defined());
+  }
   set_num_threads(1);
 }
 

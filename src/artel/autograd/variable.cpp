@@ -34,6 +34,12 @@ void Variable::zero_grad() {
   impl_->grad_owned = false;
 }
 
+void Variable::set_rounded(Tensor bits) {
+  ARTEL_CHECK(!bits.defined() || (bits.dtype() == DType::bf16 && bits.numel() == numel()), "set_rounded: ",
+              shape_str(bits.shape()), " is not a bf16 copy of a value of shape ", shape_str(shape()));
+  impl_->rounded = std::move(bits);
+}
+
 void Variable::set_grad_destination(Tensor destination) {
   ARTEL_CHECK(!destination.defined() || (is_leaf() && destination.shape() == shape() &&
                                          destination.dtype() == DType::f32),

@@ -35,6 +35,7 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::vector<GradReadyHook> hooks;
   Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
+  Tensor rounded;              // op results: the value rounded to bf16, when its op made it (Note [Rounded values])
 };
 
 class Variable {
@@ -75,6 +76,14 @@ class Variable {
   // Backpropagates from this scalar (seed 1) or with the given output gradient.
   void backward() const;
   void backward(const Tensor& grad_output) const;
+
+  // Note [Rounded values]: an op may hand its result over with the value
+  // already rounded to bf16, made while the value was in cache, for the bf16
+  // product that reads it next (a linear layer's input), which would
+  // otherwise round it again from memory. Only an op sets it, on its own
+  // result, whose value nothing writes afterwards. Undefined when none.
+  const Tensor& rounded() const { return impl_->rounded; }
+  void set_rounded(Tensor bits);
 
   // The same value, cut from the graph.
   Variable detach() const { return Variable(impl_->value, false); }
