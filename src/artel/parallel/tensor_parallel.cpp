@@ -64,7 +64,7 @@ void check_hits(const char* op, const char* what, int64_t n, const Id* idx, std:
 Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
   ARTEL_CHECK(x.defined(), "copy_to_tensor_parallel: undefined input");
   comm::ProcessGroup* pg = &group;  // must outlive the graph (Note [Tensor-parallel contract])
-  Variable y = make_result(x.value(), {x}, "copy_to_tensor_parallel", [pg](const Tensor& g, std::vector<Tensor>& gi) {
+  return make_result(x.value(), {x}, "copy_to_tensor_parallel", [pg](const Tensor& g, std::vector<Tensor>& gi) {
     if (pg->size() == 1) {
       gi[0] = g;
       return;
@@ -72,8 +72,6 @@ Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
     gi[0] = Tensor::empty(g.shape());  // out of place: g may be shared with other inputs
     pg->all_reduce(g, gi[0])->wait();
   });
-  y.set_rounded(x.rounded());  // the same value (Note [Rounded values])
-  return y;
 }
 
 Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
