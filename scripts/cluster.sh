@@ -156,6 +156,9 @@ fi
 # own without the cgroup hierarchies: with nsenter, cgroup limits work inside
 # a host (`artel launch --cpus-per-worker` under mpirun).
 export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$rate" ARTEL_CLUSTER_CORES="$cores_of_hosts"
+# The daemons start through the agent whatever the job's environment says:
+# NVIDIA's CUDA images set OMPI_MCA_plm=isolated, under which mpirun started
+# only host 1's ranks, silently (seen on a 16-core device machine).
 # Connections are made in MPI_Init (mpi_preconnect_mpi), not at a pair's
 # first message: the hosts share this machine's cores, and a connection made
 # while a training step keeps them busy can time out (OpenMPI then warns
@@ -164,7 +167,7 @@ export ARTEL_CLUSTER_TAG="$tag" ARTEL_CLUSTER_NET="$net" ARTEL_CLUSTER_RATE="$ra
 # shellcheck disable=SC2086
 ${pin[@]+"${pin[@]}"} nsenter --net="/run/netns/$tag-h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$tag-h1" \
   mpirun --allow-run-as-root -H "$hostlist" \
-  --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca plm rsh --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
   --mca mpi_yield_when_idle 1 --mca mpi_preconnect_mpi 1 \
   -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE -x ARTEL_CLUSTER_CORES $extra "$@"

@@ -29,4 +29,9 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
            COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks 1,1 --own-cores --
                    ${CMAKE_CURRENT_LIST_DIR}/own_cores_rank.sh)
   set_tests_properties(cluster_own_cores PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
+  # Every host gets its ranks whatever the environment tells mpirun.
+  add_test(NAME cluster_ranks_on_their_hosts
+           COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks 1,1 -- ${CMAKE_CURRENT_LIST_DIR}/rank_on_its_host.sh)
+  set_tests_properties(cluster_ranks_on_their_hosts PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77
+                       ENVIRONMENT "OMPI_MCA_plm=isolated")
 endif()
