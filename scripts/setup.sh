@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-run}
 
 packages=(g++ cmake make pkg-config libdnnl-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev python3-torch iproute2)
+          libgtest-dev libgmock-dev libbenchmark-dev openmpi-bin libopenmpi-dev python3-torch iproute2
+          libgoogle-perftools-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

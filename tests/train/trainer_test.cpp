@@ -195,6 +195,22 @@ TEST_F(TrainerTest, TheMemoryReportCountsEachKindOfBytes) {
   std::filesystem::remove_all(c.out);
 }
 
+// Note [Gradients in place]: a worker alone writes each step's gradients into
+// one buffer that outlives the steps, each parameter's after the last one's,
+// not into tensors its backward allocates among the activations.
+TEST_F(TrainerTest, AloneTheGradientsAreWrittenIntoOneBuffer) {
+  Trainer t(tiny(), quiet());
+  t.run();
+  const float* next = nullptr;
+  for (const auto& [name, p] : t.model().named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    if (next) {
+      EXPECT_EQ(p.grad().data<float>(), next) << name;
+    }
+    next = p.grad().data<float>() + p.numel();
+  }
+}
+
 TEST(TensorDataset, RowsThatDoNotFitAreNamed) {
   auto rows = [](Shape x, Shape y, int64_t cls = 0) {
     Tensor ty = Tensor::zeros(y, DType::i64);

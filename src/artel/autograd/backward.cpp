@@ -67,10 +67,14 @@ void offer_gradients_so_far(const Node& node, std::vector<Tensor>& grads) {
     const Variable& in = inputs[i];
     if (!needs_grad(in) || !in.is_leaf() || grads[i].defined()) continue;
     VariableImpl* leaf = in.impl();
-    if (!leaf->grad.defined() || !(leaf->grad_owned || leaf->grad.storage().use_count() == 1)) continue;
+    const bool so_far = leaf->grad.defined() && (leaf->grad_owned || leaf->grad.storage().use_count() == 1);
+    const bool destination = !leaf->grad.defined() && leaf->grad_destination.defined();
+    if (!so_far && !destination) continue;
     bool twice = false;
     for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
-    if (!twice) grads[i] = leaf->grad;
+    if (twice) continue;
+    if (so_far) grads[i] = leaf->grad;
+    else (grads[i] = leaf->grad_destination).zero();
   }
 }
 

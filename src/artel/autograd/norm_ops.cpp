@@ -30,8 +30,8 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
   return make_result(y, {x, weight, bias}, "layer_norm",
                      [xv, wv, mean, rstd, rows, C, gx, gw, gb](const Tensor& g, std::vector<Tensor>& gi) {
                        if (gx) gi[0] = Tensor::empty(xv.shape());
-                       if (gw) gi[1] = Tensor::empty({C});
-                       if (gb) gi[2] = Tensor::empty({C});
+                       if (gw) grad_output_buffer(gi, 1, {C});  // into a destination if there is one
+                       if (gb) grad_output_buffer(gi, 2, {C});
                        auto ptr = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
                        kernels::layer_norm_backward(rows, C, xv.data<float>(),
                                                     wv.defined() ? wv.data<float>() : nullptr, mean.data<float>(),

@@ -109,6 +109,8 @@ class Node {
   // scatter, like embedding's) may be offered a leaf's gradient so far, if
   // the leaf's alone, instead of a fresh tensor that would be summed with it
   // afterwards: a tied embedding table then skips a (V, C) zero fill and sum.
+  // A leaf with no gradient yet but a destination (Note [Gradient
+  // destinations]) is offered its destination zeroed: the sum lands in place.
   void set_adds_into_gradients() { adds_into_ = true; }
   bool adds_into_gradients() const { return adds_into_; }
   // Fills grad_inputs[i] for every input that needs a gradient; leaves the

@@ -1,5 +1,6 @@
 #include "artel/core/memory_limit.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -51,6 +52,16 @@ std::pair<int64_t, int64_t> read_statm() {
   return {resident * page, shared * page};
 }
 
+// Free heap pages go back to the kernel from whichever allocator the program
+// runs on: tcmalloc where it links it (the artel program: Note [The program's
+// allocator] in tensor.cpp), else glibc's malloc.
+void release_free_heap() {
+  using Release = void (*)();
+  static const auto tcmalloc = reinterpret_cast<Release>(::dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+  if (tcmalloc) tcmalloc();
+  else ::malloc_trim(0);
+}
+
 }  // namespace
 
 int64_t memory_limit_bytes() {
@@ -64,7 +75,7 @@ void set_kept_memory_release(void (*release)()) { g_kept_release.store(release);
 
 void release_freed_memory() {
   if (void (*release)() = g_kept_release.load()) release();
-  ::malloc_trim(0);
+  release_free_heap();
 }
 
 int64_t resident_bytes() {

@@ -63,15 +63,16 @@ bool exceeds_memory_limit(int64_t resident, int64_t nbytes, int64_t limit);
 void set_kept_memory_release(void (*release)());
 
 // Gives memory that is freed but still resident back to the kernel: the kept
-// large buffers, then the heap's free pages (malloc_trim). For a phase change,
-// when what the last phase freed will not be asked for again at those sizes.
+// large buffers, then the heap's free pages (tcmalloc's or glibc's). For a
+// phase change, when what the last phase freed will not be asked for again at
+// those sizes.
 void release_freed_memory();
 
 // Throws the one-line out-of-memory artel::Error when an allocation of
 // `nbytes` (>= kMemoryCheckMinBytes; smaller ones pass) would take this
 // process over its limit; `what` names what is allocated (default: the
 // thread's AllocationPurpose, core/memory_stats.h). Close to the limit it first gives freed memory back
-// to the kernel (kept buffers, then malloc_trim), so that what it counts is what is in use.
+// to the kernel (kept buffers, then the heap's free pages), so that what it counts is what is in use.
 void check_memory_limit(size_t nbytes, const char* what = nullptr);
 
 // Throws artel::Error when `limit` is too small for this process as it

@@ -31,15 +31,27 @@ int64_t shape_numel(const Shape& s) {
 
 constexpr size_t kAlignment = 64;
 
-// Below kLargeBuffer, tensors live on glibc's heap. A training step frees and
-// reallocates the same activation buffers every step. glibc would serve
-// buffers over 128 KiB with fresh mmap()s, paying page faults and zeroing on
-// every step; keeping them on the heap reuses warm pages. Nor is the heap's
-// top ever trimmed (-1): it would be given back after a step only to be
-// faulted in and zeroed again in the next. Like a caching allocator, the heap
-// keeps its peak; --memory-per-worker trims it when close to its limit
-// (memory_limit.cpp), and a training run when its steps are over
-// (release_freed_memory).
+// Note [The program's allocator]
+// A training step frees and allocates the same activations every step, at
+// sizes that differ between forward and backward. glibc's malloc splits the
+// freed blocks for other sizes and grows its heap for the next ones: a 50M
+// GPT with full recomputation on one worker held 180 MiB beyond its tensors
+// at its peak, a heap 2.8 times its step's activations that still grew at
+// step 8. tcmalloc's page heap reuses freed spans whole: 45 MiB. Its step
+// time, one thread, medians of interleaved runs (AMD Zen 5): W2 2.7% faster,
+// GPT-2 fp32 0.8% faster, GPT-2 bf16 1.4% slower. What a worker holds is
+// then its tensors and a runtime the planner can measure (docs/PLAN.md).
+// So the artel program links tcmalloc (CMakeLists.txt). The library does not
+// choose for a program built on it, and tunes glibc's malloc for one that
+// runs on it, as follows; under tcmalloc these calls do nothing.
+//
+// Below kLargeBuffer, tensors live on the heap. glibc would serve buffers over
+// 128 KiB with fresh mmap()s, paying page faults and zeroing on every step;
+// keeping them on the heap reuses warm pages. Nor is the heap's top ever
+// trimmed (-1): it would be given back after a step only to be faulted in and
+// zeroed again in the next. Like a caching allocator, the heap keeps its peak;
+// --memory-per-worker trims it when close to its limit (memory_limit.cpp), and
+// a training run when its steps are over (release_freed_memory).
 [[maybe_unused]] const bool kAllocatorTuned = [] {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, -1);

@@ -167,7 +167,7 @@ std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
 // alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
 // averaged gradient is summed with the other stage's copy, whole.
 void ModelMesh::attach(optim::Optimizer& optimizer) {
-  if (!groups_.dp) return;
+  if (!groups_.dp) return keep_gradients_in_place(shard_->parameters());
   parallel::DdpOptions opts = ddp_options_;
   opts.shard_optimizer = cfg_.zero >= 1;
   opts.shard_gradients = cfg_.zero >= 2;

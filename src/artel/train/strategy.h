@@ -72,7 +72,8 @@ class Strategy {
   virtual nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init);
   // The optimizer over build()'s parameters exists (a sharded step wraps it).
-  virtual void attach(optim::Optimizer& optimizer) {}
+  // Here: the gradients get their run-long home (keep_gradients_in_place).
+  virtual void attach(optim::Optimizer& optimizer);
 
   // Step k (1-based) begins: before its forward.
   virtual void begin_step(int64_t k) {}
@@ -181,9 +182,15 @@ class Strategy {
   static Tensor read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,
                           const std::string& name);
 
+  // Note [Gradients in place]: one buffer, allocated before the first step, that
+  // backward writes each of `params`' gradients into, for a strategy whose
+  // gradients have no buckets to live in (one replica).
+  void keep_gradients_in_place(const nn::NamedParameters& params);
+
   nn::Model* model_ = nullptr;  // set by build()
   nn::NamedParameters params_;      // what build() returned
   float clip_scale_ = 1.0f;         // clip_grad_norm's coefficient for the next optimizer_step
+  Tensor gradients_;                // keep_gradients_in_place's buffer
 };
 
 }  // namespace artel::train
