@@ -319,7 +319,8 @@ comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine) {
       if (p.stage == where.stages.front()) by_tp[static_cast<size_t>(p.tp)] = p.t;
     if (where.split.replicated()) by_tp.resize(1);
     for (const Tensor& t : by_tp) ARTEL_CHECK(t.defined(), "gathering the model: no worker sent all of ", name);
-    whole.emplace_back(name, nn::join_parts(by_tp, where.split, where.shape));
+    // Written, not kept: a replicated parameter goes to the file as it came, uncopied.
+    whole.emplace_back(name, where.split.replicated() ? by_tp[0] : nn::join_parts(by_tp, where.split, where.shape));
   }
   return whole;
 }
@@ -341,8 +342,13 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
     while (last < all.size() && (last == first || bytes + shape_numel(all[last].shape) * 4 <= kBatchBytes))
       bytes += shape_numel(all[last++].shape) * 4;
     comm::NamedTensors mine;
-    for (size_t i = first; i < last; ++i)
-      if (auto it = held.find(all[i].name); it != held.end()) mine.emplace_back(it->first, it->second);
+    // A part is sent once: a weight tied across stages by its first stage, a
+    // replicated one by tensor-parallel rank 0. The last stage's copy of
+    // GPT-2's wte was 154 MiB more on rank 0 for nothing.
+    for (size_t i = first; i < last; ++i) {
+      const bool sender = all[i].stages.front() == shard_->stage() && (!all[i].split.replicated() || shard_->tp_rank() == 0);
+      if (auto it = held.find(all[i].name); it != held.end() && sender) mine.emplace_back(it->first, it->second);
+    }
     const comm::NamedTensors whole = gather_to_root(mine);
     for (const auto& [name, t] : whole) file->write(name, t);
     first = last;
