@@ -35,9 +35,10 @@ constexpr size_t kAlignment = 64;
 // A training step frees and allocates the same activations every step, at
 // sizes that differ between forward and backward. glibc's malloc splits the
 // freed blocks for other sizes and grows its heap for the next ones: a 50M
-// GPT with full recomputation on one worker held 180 MiB beyond its tensors
-// at its peak, a heap 2.8 times its step's activations that still grew at
-// step 8. tcmalloc's page heap reuses freed spans whole: 45 MiB. Its step
+// GPT with full recomputation on one worker held 180-286 MiB beyond its
+// tensors at its peak (runs differ), a heap 2.8 times its step's
+// activations that still grew at step 8. tcmalloc's page heap reuses freed
+// spans whole: 43-45 MiB. Its step
 // time, one thread, medians of interleaved runs (AMD Zen 5): W2 2.7% faster,
 // GPT-2 fp32 0.8% faster, GPT-2 bf16 1.4% slower. What a worker holds is
 // then its tensors and a runtime the planner can measure (docs/PLAN.md).
