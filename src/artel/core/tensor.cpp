@@ -38,10 +38,10 @@ constexpr size_t kAlignment = 64;
 // GPT with full recomputation on one worker held 180-286 MiB beyond its
 // tensors at its peak (runs differ), a heap 2.8 times its step's
 // activations that still grew at step 8. tcmalloc's page heap reuses freed
-// spans whole: 43-45 MiB. Its step
-// time, one thread, medians of interleaved runs (AMD Zen 5): W2 2.7% faster,
-// GPT-2 fp32 0.8% faster, GPT-2 bf16 1.4% slower. What a worker holds is
-// then its tensors and a runtime the planner can measure (docs/PLAN.md).
+// spans whole: 43-45 MiB. Its step time, one thread, medians of interleaved
+// runs (AMD Zen 5): W2 2.7% faster, GPT-2 fp32 0.8% faster, GPT-2 bf16 1.4%
+// slower. What a worker holds is then its tensors and a runtime the planner
+// can measure (docs/PLAN.md).
 // So the artel program links tcmalloc (CMakeLists.txt). The library does not
 // choose for a program built on it, and tunes glibc's malloc for one that
 // runs on it, as follows; under tcmalloc these calls do nothing.

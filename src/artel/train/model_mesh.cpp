@@ -346,7 +346,8 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
     // replicated one by tensor-parallel rank 0. The last stage's copy of
     // GPT-2's wte was 154 MiB more on rank 0 for nothing.
     for (size_t i = first; i < last; ++i) {
-      const bool sender = all[i].stages.front() == shard_->stage() && (!all[i].split.replicated() || shard_->tp_rank() == 0);
+      const bool sender =
+          all[i].stages.front() == shard_->stage() && (!all[i].split.replicated() || shard_->tp_rank() == 0);
       if (auto it = held.find(all[i].name); it != held.end() && sender) mine.emplace_back(it->first, it->second);
     }
     const comm::NamedTensors whole = gather_to_root(mine);

@@ -72,7 +72,7 @@ class Strategy {
   virtual nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init);
   // The optimizer over build()'s parameters exists (a sharded step wraps it).
-  // Here: the gradients get their run-long home (keep_gradients_in_place).
+  // Here: the gradients get one buffer for the run (keep_gradients_in_place).
   virtual void attach(optim::Optimizer& optimizer);
 
   // Step k (1-based) begins: before its forward.
