@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "artel/autograd/ops.h"
+#include "artel/core/memory_stats.h"
 
 namespace artel::autograd {
 namespace {
@@ -38,7 +39,54 @@ TEST(GradientDestination, LinearWritesWeightAndBiasGradientsInPlace) {
   // A second backward without zero_grad accumulates into the same memory.
   sum(linear(Variable(x), w, b)).backward();
   EXPECT_EQ(w.grad().raw(), dw.raw());
+  EXPECT_EQ(b.grad().raw(), db.raw());
   for (size_t i = 0; i < want_w.size(); ++i) EXPECT_FLOAT_EQ(w.grad().to_vector()[i], 2 * want_w[i]);
+  for (size_t i = 0; i < want_b.size(); ++i) EXPECT_FLOAT_EQ(b.grad().to_vector()[i], 2 * want_b[i]);
+}
+
+// Note [Adding a product onto a gradient]: a later backward adds a weight's
+// product onto its gradient so far, with no gradient-sized tensor beside it.
+// The weight is large and the rows few, so such a tensor would be the peak.
+void expect_second_backward_adds_in_place(bool with_destination, bool through_matmul) {
+  Tensor x = filled({2, 256}, 0.5f);
+  const Shape ws = through_matmul ? Shape{256, 512} : Shape{512, 256};  // (K, N) or (out, in)
+  Variable w(filled(ws, -0.25f), true);
+  Tensor dest = Tensor::empty(ws);
+  if (with_destination) w.set_grad_destination(dest);
+  auto loss = [&] { return sum(through_matmul ? matmul(Variable(x), w) : linear(Variable(x), w, Variable())); };
+  loss().backward();
+  const std::vector<float> once = w.grad().to_vector();
+  const void* first = w.grad().raw();
+  Variable l = loss();
+  reset_peak_tensor_bytes();
+  const int64_t before = live_tensor_bytes();
+  l.backward();
+  EXPECT_LT(peak_tensor_bytes() - before, w.value().numel() * 4) << "a fresh gradient-sized tensor was allocated";
+  EXPECT_EQ(w.grad().raw(), first);
+  for (size_t i = 0; i < once.size(); ++i) ASSERT_FLOAT_EQ(w.grad().to_vector()[i], 2 * once[i]) << i;
+}
+
+TEST(GradientDestination, ALaterLinearGradientIsAddedOntoTheSumSoFar) {
+  expect_second_backward_adds_in_place(true, false);
+  expect_second_backward_adds_in_place(false, false);
+}
+
+TEST(GradientDestination, ALaterMatmulGradientIsAddedOntoTheSumSoFar) {
+  expect_second_backward_adds_in_place(true, true);
+  expect_second_backward_adds_in_place(false, true);
+}
+
+// An op that only writes its gradient (layer norm's dγ, a product's bias)
+// is never handed a sum so far to overwrite: the engine adds its fresh one.
+TEST(GradientDestination, OpsThatOnlyWriteDoNotOverwriteTheSumSoFar) {
+  Tensor x = filled({3, 4}, 0.3f);
+  Variable gamma(filled({4}, 1.0f), true), beta(filled({4}, 0.0f), true);
+  auto loss = [&] { return sum(mul(layer_norm(Variable(x), gamma, beta, 1e-5f), Variable(filled({3, 4}, 0.7f)))); };
+  loss().backward();
+  const std::vector<float> once = gamma.grad().to_vector(), once_b = beta.grad().to_vector();
+  loss().backward();
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(gamma.grad().to_vector()[i], 2 * once[i]);
+  for (size_t i = 0; i < once_b.size(); ++i) EXPECT_FLOAT_EQ(beta.grad().to_vector()[i], 2 * once_b[i]);
 }
 
 TEST(GradientDestination, OpsThatCannotWriteInPlaceStillGiveTheRightGradient) {

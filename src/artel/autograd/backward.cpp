@@ -39,43 +39,56 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
   kernels::add_into(into.data<float>(), g.data<float>(), g.numel());
 }
 
-// Note [Gradient destinations] (variable.h): a leaf input with no gradient yet
-// and a destination gets the destination in its slot, for the op to write
-// into — unless the leaf is this node's input twice (both slots would share it),
-// or the node adds into what it is given (Note [Adding into a gradient]).
-void offer_destinations(const Node& node, std::vector<Tensor>& grads) {
-  if (node.adds_into_gradients()) return;
+// The storage of the gradients so far offered to the node whose backward
+// runs on this thread (Note [Adding a product onto a gradient]); saved and
+// restored around each node, since a checkpoint's backward runs an inner one.
+thread_local const std::vector<const void*>* offered_sums = nullptr;
+
+bool offered_as_sum(const Tensor& t) {
+  if (!offered_sums || !t.defined()) return false;
+  for (const void* p : *offered_sums)
+    if (p == t.raw()) return true;
+  return false;
+}
+
+// What the engine leaves in a node's gradient slots, for a leaf that is its
+// input once (two slots would share one tensor):
+//  - the leaf's gradient so far, when only the leaf holds it: a node that adds
+//    into its slots (Note [Adding into a gradient]) adds onto it, any other
+//    may add its product onto it (Note [Adding a product onto a gradient]);
+//  - else its destination, if it has one (Note [Gradient destinations]),
+//    zeroed for a node that adds into its slots.
+void offer_slots(const Node& node, std::vector<Tensor>& grads, std::vector<const void*>& sums) {
   const auto& inputs = node.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Variable& in = inputs[i];
     if (!needs_grad(in) || !in.is_leaf()) continue;
     VariableImpl* leaf = in.impl();
-    if (leaf->grad.defined() || !leaf->grad_destination.defined()) continue;
-    bool twice = false;
-    for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
-    if (!twice) grads[i] = leaf->grad_destination;
-  }
-}
-
-// Note [Adding into a gradient] (variable.h): a node that adds into its
-// gradient slots gets a leaf input's gradient so far, when only the leaf
-// holds it, and the leaf is its input once.
-void offer_gradients_so_far(const Node& node, std::vector<Tensor>& grads) {
-  if (!node.adds_into_gradients()) return;
-  const auto& inputs = node.inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Variable& in = inputs[i];
-    if (!needs_grad(in) || !in.is_leaf() || grads[i].defined()) continue;
-    VariableImpl* leaf = in.impl();
-    const bool so_far = leaf->grad.defined() && (leaf->grad_owned || leaf->grad.storage().use_count() == 1);
-    const bool destination = !leaf->grad.defined() && leaf->grad_destination.defined();
-    if (!so_far && !destination) continue;
     bool twice = false;
     for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
     if (twice) continue;
-    if (so_far) grads[i] = leaf->grad;
-    else (grads[i] = leaf->grad_destination).zero();
+    if (leaf->grad.defined()) {
+      if (!leaf->grad_owned && leaf->grad.storage().use_count() != 1) continue;
+      grads[i] = leaf->grad;
+      sums.push_back(leaf->grad.raw());
+    } else if (leaf->grad_destination.defined()) {
+      grads[i] = leaf->grad_destination;
+      if (node.adds_into_gradients()) grads[i].zero();
+    }
   }
+}
+
+// Runs one node's backward with its offered sums visible to grad_sum_buffer.
+void run_backward(const Node& node, const Tensor& g, std::vector<Tensor>& grads, const std::vector<const void*>& sums) {
+  const std::vector<const void*>* outer = offered_sums;
+  offered_sums = &sums;
+  try {
+    node.backward(g, grads);
+  } catch (...) {
+    offered_sums = outer;
+    throw;
+  }
+  offered_sums = outer;
 }
 
 // Nodes reachable from `root`, each after every node that consumes its output.
@@ -124,14 +137,17 @@ void Variable::backward(const Tensor& grad_output) const {
   std::unordered_map<Node*, Slot> slots;
   slots[order.front()] = {grad_output, false};
   std::vector<Tensor> grads;
+  std::vector<const void*> sums;
   for (Node* node : order) {
     auto it = slots.find(node);
     Tensor g = std::move(it->second.grad);
     slots.erase(it);
     grads.assign(node->inputs().size(), Tensor());
-    offer_destinations(*node, grads);
-    offer_gradients_so_far(*node, grads);
-    if (g.defined()) node->backward(g, grads);
+    sums.clear();
+    if (g.defined()) {
+      offer_slots(*node, grads, sums);
+      run_backward(*node, g, grads, sums);
+    }
     for (size_t i = 0; i < grads.size(); ++i) {
       const Variable& in = node->inputs()[i];
       if (!needs_grad(in)) continue;
@@ -150,7 +166,7 @@ void Variable::backward(const Tensor& grad_output) const {
         leaf->grad = leaf->grad_destination;  // written in place: ours to add into
         leaf->grad_owned = true;
       } else if (grads[i].defined() && leaf->grad.defined() && grads[i].raw() == leaf->grad.raw()) {
-        leaf->grad_owned = true;  // added into in place (offer_gradients_so_far)
+        leaf->grad_owned = true;  // added onto in place (offer_slots)
       } else if (grads[i].defined()) {
         accumulate(leaf->grad, leaf->grad_owned, grads[i]);
       }
@@ -158,6 +174,19 @@ void Variable::backward(const Tensor& grad_output) const {
         for (auto& hook : leaf->hooks) hook(const_cast<Variable&>(in));
     }
   }
+}
+
+Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape) {
+  Tensor& t = grad_inputs[i];
+  if (!t.defined() || t.shape() != shape || offered_as_sum(t)) t = Tensor::empty(shape);
+  return t;
+}
+
+Tensor& grad_sum_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape, float& beta) {
+  Tensor& t = grad_inputs[i];
+  const bool sum = t.defined() && t.shape() == shape && offered_as_sum(t);
+  beta = sum ? 1.0f : 0.0f;
+  return sum ? t : grad_output_buffer(grad_inputs, i, shape);
 }
 
 }  // namespace artel::autograd

@@ -37,13 +37,14 @@ Variable matmul(const Variable& a, const Variable& b) {
   kernels::gemm(false, false, M, N, K, 1.0f, av.data<float>(), bv.data<float>(), 0.0f, y.data<float>());
   bool ga = needs_grad(a), gb = needs_grad(b);
   return make_result(y, {a, b}, "matmul", [av, bv, M, N, K, ga, gb](const Tensor& g, std::vector<Tensor>& gi) {
+    float beta = 0.0f;  // each into a destination, or onto a gradient so far (Note [Adding a product onto a gradient])
     if (ga) {  // dA = dY · Bᵀ
-      gi[0] = Tensor::empty(av.shape());
-      kernels::gemm(false, true, M, K, N, 1.0f, g.data<float>(), bv.data<float>(), 0.0f, gi[0].data<float>());
+      float* da = grad_sum_buffer(gi, 0, av.shape(), beta).data<float>();
+      kernels::gemm(false, true, M, K, N, 1.0f, g.data<float>(), bv.data<float>(), beta, da);
     }
     if (gb) {  // dB = Aᵀ · dY
-      gi[1] = Tensor::empty(bv.shape());
-      kernels::gemm(true, false, K, N, M, 1.0f, av.data<float>(), g.data<float>(), 0.0f, gi[1].data<float>());
+      float* db = grad_sum_buffer(gi, 1, bv.shape(), beta).data<float>();
+      kernels::gemm(true, false, K, N, M, 1.0f, av.data<float>(), g.data<float>(), beta, db);
     }
   });
 }
@@ -120,11 +121,12 @@ void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16,
                                     .b16 = bits(s.w16t.defined() ? s.w16t : s.w16),
                                     .b16_transposed = s.w16t.defined()});
   }
-  if (s.gw) {  // dW = dYᵀ · X, straight into a destination if there is one
-    Tensor& dw = grad_output_buffer(gi, 1, s.wv.shape());
+  if (s.gw) {  // dW = dYᵀ · X, into a destination, or onto the gradient so far (Note [Adding a product onto a gradient])
+    float beta = 0.0f;
+    Tensor& dw = grad_sum_buffer(gi, 1, s.wv.shape(), beta);
     kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = s.out, .n = s.in, .k = s.M, .a = gp, .lda = s.out,
-                                    .b = s.xv.data<float>(), .ldb = s.in, .c = dw.data<float>(), .ldc = s.in,
-                                    .a16 = g16, .b16 = bits(s.x16)});
+                                    .b = s.xv.data<float>(), .ldb = s.in, .beta = beta, .c = dw.data<float>(),
+                                    .ldc = s.in, .a16 = g16, .b16 = bits(s.x16)});
   }
 }
 

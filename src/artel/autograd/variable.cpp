@@ -47,12 +47,6 @@ void Variable::set_grad_destination(Tensor destination) {
   impl_->grad_destination = std::move(destination);
 }
 
-Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape) {
-  Tensor& t = grad_inputs[i];
-  if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
-  return t;
-}
-
 Tensor reusable_grad(const Tensor& grad_output) {
   if (grad_output.storage().use_count() == 1) return grad_output;
   return Tensor::empty(grad_output.shape());

@@ -115,8 +115,10 @@ class Node {
   bool adds_into_gradients() const { return adds_into_; }
   // Fills grad_inputs[i] for every input that needs a gradient; leaves the
   // others undefined. grad_inputs[i] arrives undefined, or holding a leaf's
-  // gradient destination, which the op may write into (grad_output_buffer) or
-  // replace. Must not modify grad_output, except through reusable_grad().
+  // gradient destination, which the op may write into (grad_output_buffer),
+  // or its gradient so far, which the op may add onto (grad_sum_buffer; Note
+  // [Adding a product onto a gradient]); it may also replace either. Must not
+  // modify grad_output, except through reusable_grad().
   void backward(const Tensor& grad_output, std::vector<Tensor>& grad_inputs) const { backward_(grad_output, grad_inputs); }
 
  private:
@@ -135,6 +137,18 @@ Variable make_result(Tensor value, std::vector<Variable> inputs, const char* nam
 // destination the engine left in grad_inputs[i] (Note [Gradient destinations]),
 // or a fresh one of `shape`. The op must overwrite all of it.
 Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape);
+
+// Note [Adding a product onto a gradient]: when a leaf already holds a
+// gradient (a later micro-batch, an accumulation step, a weight used twice),
+// the engine offers it to the next op that reaches the leaf. An op whose
+// gradient is a product (a linear layer's dW = dYᵀ·X) adds onto it with
+// beta 1 in the GEMM, instead of a fresh (out, in) tensor summed afterwards:
+// the fresh one was GPT-2's 154 MiB lm_head gradient on top of a pipeline
+// stage's peak. grad_sum_buffer gives that tensor, with beta 1, or, when
+// nothing was offered, grad_output_buffer's with beta 0; the op computes
+// beta · buffer + its gradient. grad_output_buffer never hands out a sum so
+// far, so ops that only write are unaffected.
+Tensor& grad_sum_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape, float& beta);
 
 // For backward functions: grad_output itself when the engine holds the only
 // reference to its storage (nobody else can see it), so an elementwise op may

@@ -319,8 +319,11 @@ comm::NamedTensors ModelMesh::gather_to_root(const comm::NamedTensors& mine) {
       if (p.stage == where.stages.front()) by_tp[static_cast<size_t>(p.tp)] = p.t;
     if (where.split.replicated()) by_tp.resize(1);
     for (const Tensor& t : by_tp) ARTEL_CHECK(t.defined(), "gathering the model: no worker sent all of ", name);
-    // Written, not kept: a replicated parameter goes to the file as it came, uncopied.
-    whole.emplace_back(name, where.split.replicated() ? by_tp[0] : nn::join_parts(by_tp, where.split, where.shape));
+    // Written, not kept: a part that is the whole parameter (replicated, or
+    // split over one rank, as GPT-2's 147 MiB wte without tensor parallelism)
+    // goes to the file as it came, uncopied.
+    const bool entire = where.split.replicated() || (by_tp.size() == 1 && by_tp[0].shape() == where.shape);
+    whole.emplace_back(name, entire ? by_tp[0] : nn::join_parts(by_tp, where.split, where.shape));
   }
   return whole;
 }
