@@ -215,6 +215,16 @@ Prediction predict(const ModelDescription& model, const Cluster& machines, const
   parallel::CostModel cost;
   cost.forward = (st.forward_compute + st.forward_tensor_parallel + zero.forward) / chunks;
   cost.backward = (st.backward_compute + st.backward_tensor_parallel + zero.backward) / chunks;
+  // Each stage at its own cost (a chunk of it per instruction when
+  // interleaved): the critical one's neighbours fill and drain the pipeline
+  // at theirs. GPT-2's first stage of 2 costs half the last, which holds the
+  // head: a bubble at the last stage's cost made its step 1773 ms, not 1495
+  // (measured 1418 on AMD Zen 5).
+  for (const StageWork& s : stages) {
+    const ZeroGathers z = zero3_exposed(s, cluster, layout, workload);
+    cost.stage_forward.push_back((s.forward_compute + s.forward_tensor_parallel + z.forward) / chunks);
+    cost.stage_backward.push_back((s.backward_compute + s.backward_tensor_parallel + z.backward) / chunks);
+  }
   cost.transfer = layout.pp > 1 ? send_seconds(cluster, crosses, boundary) : 0;
   const parallel::SimulationResult with_sends = simulate_layout(layout, cost);
   parallel::CostModel no_sends = cost;
