@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "artel/autograd/ops.h"
+#include "artel/core/memory_stats.h"
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
 #include "artel/optim/adamw.h"
@@ -151,6 +152,38 @@ TEST(FullyShardedDataParallel, EvaluationLeavesNothingGathered) {
     autograd::NoGradGuard no_graph;
     parallel_testing::expect_close(m->forward(b.x).value(), want, "logits");
     for (auto& [name, p] : fsdp.parameters()) EXPECT_EQ(p.value().storage()->data(), nullptr) << name << " is still gathered";
+  });
+}
+
+// The root (the embedding tied to the head) is staged when backward starts,
+// so the head's product writes the embedding's gradient into the staging and
+// the lookup adds onto it there: no vocabulary-sized gradient of its own, as
+// when the root was staged only once its gradient was final, then copied.
+TEST(FullyShardedDataParallel, TheTiedEmbeddingsGradientIsWrittenIntoItsStaging) {
+  models::ModelConfig c;
+  c.vocab_size = 8192, c.n_layer = 1, c.n_head = 2, c.n_embd = 32, c.block_size = 4;
+  const int64_t wte_bytes = c.vocab_size * c.n_embd * 4;  // 1 MiB; backward allocates ~5 KiB besides
+  comm::spawn_threads(1, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    FullyShardedDataParallel fsdp(*m, pg, {}, [&](const nn::DeclaredParameter& d) {
+      Tensor t = Tensor::empty(d.shape);
+      nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
+      return t;
+    });
+    optim::AdamW opt(optim::one_group(fsdp.parameters(), 1e-2f, 0.1f));
+    fsdp.shard(opt);
+    Batch b = batch(c, 1, 3);
+    for (int64_t i = 0; i < b.x.numel(); ++i) b.x.data<int64_t>()[i] %= 11, b.y.data<int64_t>()[i] %= 11;
+    for (int step = 0; step < 2; ++step) {  // the second with every buffer already made once
+      opt.zero_grad();
+      Variable loss = loss_of(*m, b.x, b.y);
+      reset_peak_tensor_bytes();
+      const int64_t before = live_tensor_bytes();
+      loss.backward();
+      EXPECT_LT(peak_tensor_bytes() - before, wte_bytes / 2) << "step " << step;
+      fsdp.finish();
+      opt.step();
+    }
   });
 }
 

@@ -69,12 +69,16 @@ TEST(MemoryModel, ZeroStagesShardStateOverDataParallelism) {
   EXPECT_DOUBLE_EQ(z0.parameters + z0.gradients + z0.optimizer_state, 16 * P);
   EXPECT_DOUBLE_EQ(z1.parameters + z1.gradients + z1.optimizer_state, 8 * P + 8 * P / N);
   EXPECT_DOUBLE_EQ(z2.parameters + z2.gradients + z2.optimizer_state, 4 * P + 12 * P / N);
-  // ZeRO-3 gathers the two largest units whole: here two blocks (each larger than the embedding).
-  ASSERT_GT(block_parameters(kShape), embedding_parameters(kShape));
-  const double gathered = 4 * 2 * block_parameters(kShape);
+  // ZeRO-3 gathers the two largest units whole, two blocks, and the
+  // embedding, tied to the head, from the first forward to the last backward.
+  const double gathered = 4 * (embedding_parameters(kShape) + 2 * block_parameters(kShape));
   EXPECT_DOUBLE_EQ(z3.gathered, gathered);
   EXPECT_DOUBLE_EQ(z3.parameters + z3.gradients + z3.optimizer_state, 16 * P / N + gathered);
-  EXPECT_DOUBLE_EQ(z3.communication, 0.0);
+  // Its gradient staging (parallel/fully_sharded.cpp): the embedding's, tied
+  // to the head, through the whole backward, and three blocks' (two being
+  // reduce-scattered, one filling).
+  EXPECT_DOUBLE_EQ(z3.communication, 4 * (embedding_parameters(kShape) + 3 * block_parameters(kShape)));
+  EXPECT_DOUBLE_EQ(z2.communication, 0.0);
 }
 
 TEST(MemoryModel, RecomputationKeepsLessAndSequenceParallelismDividesByTp) {

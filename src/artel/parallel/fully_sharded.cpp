@@ -16,7 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kBlockAlign = 16;     // each rank's block of a unit starts on a 64-byte line
-constexpr size_t kReducesInFlight = 2;  // units reduce-scattered at once, each holding its staging memory
 
 std::string mib(int64_t bytes) {
   char s[32];
@@ -213,6 +212,11 @@ void FullyShardedDataParallel::before_backward(size_t piece) {
   const int unit = unit_of_piece_[piece];
   wait_gathered(unit);
   gather_async(unit_before(piece));  // overlaps this piece's backward
+  // The root is staged with the first piece's backward: a tied embedding's
+  // gradient then lands in place from the head's product on. Staged when
+  // final, it was a fresh tensor through the whole backward, then copied
+  // (GPT-2: 147 MiB twice at backward's end).
+  if (root_ >= 0) stage(root_);
   if (unit >= 0) stage(unit);
 }
 

@@ -53,6 +53,9 @@ struct FsdpOptions {
 
 class FullyShardedDataParallel : public nn::PieceHooks {
  public:
+  // Units reduce-scattered at once, each holding its whole gradients in
+  // staging memory; a unit's backward waits for the oldest to finish.
+  static constexpr size_t kReducesInFlight = 2;
   // A parameter's whole value (drawn from the seed, or read from a file): asked
   // for unit by unit, each kept only until its unit is cut into shards.
   using WholeValue = std::function<Tensor(const nn::DeclaredParameter&)>;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "artel/parallel/fully_sharded.h"
 #include "artel/plan/pipeline_timeline.h"
 
 namespace artel::plan {
@@ -24,6 +25,29 @@ nlohmann::ordered_json MemoryPrediction::to_json() const {
 
 namespace {
 
+// Parameters of the `count` largest units, and of a tied first unit besides
+// (held through the whole step: used at both ends).
+double tied_and_largest_units(const StageWork& st, size_t count) {
+  std::vector<double> units = st.unit_parameters;
+  double sum = 0;
+  if (st.first_unit_tied_to_last && !units.empty()) {
+    sum += units.front();
+    units.erase(units.begin());
+  }
+  std::sort(units.rbegin(), units.rend());
+  for (size_t i = 0; i < std::min(count, units.size()); ++i) sum += units[i];
+  return sum;
+}
+
+// ZeRO-3's gradient staging (parallel/fully_sharded.cpp): a unit's whole
+// gradients from the start of its backward until its reduce-scatter is done,
+// which the launches of kReducesInFlight later units wait for: that many
+// units and the one filling, and a tied first unit throughout.
+double zero3_staging(const StageWork& st, const Workload& w) {
+  return w.state.gradient *
+         tied_and_largest_units(st, parallel::FullyShardedDataParallel::kReducesInFlight + 1);
+}
+
 MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,
                               const Workload& w) {
   const double n = static_cast<double>(l.dp);
@@ -32,10 +56,10 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   m.runtime = cluster.device.runtime_bytes.value;
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
   if (l.zero >= 3) {
-    // Two units whole at once: the one computing and the one prefetched.
-    std::vector<double> units = st.unit_parameters;
-    std::sort(units.rbegin(), units.rend());
-    for (size_t i = 0; i < std::min<size_t>(2, units.size()); ++i) m.gathered += w.state.weight * units[i];
+    // Two units whole at once, the one computing and the one prefetched, and
+    // a tied first unit (the root: gathered from the first forward to the
+    // last backward).
+    m.gathered = w.state.weight * tied_and_largest_units(st, 2);
     m.parameters += m.gathered;
   }
   m.gradients = w.state.gradient * st.parameters / (l.zero >= 2 ? n : 1.0);
@@ -43,6 +67,7 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   const double per_instruction = st.activation_bytes / static_cast<double>(l.chunks);
   m.activations = peak_live * per_instruction + st.working_bytes;
   if (l.dp > 1 && l.zero <= 2) m.communication += 2 * w.bucket_copy_bytes;
+  if (l.dp > 1 && l.zero >= 3) m.communication += zero3_staging(st, w);
   m.communication += st.tensor_parallel_message_bytes;
   m.communication += 2 * peak_live * st.boundary_bytes / static_cast<double>(l.chunks);
   return m;

@@ -6,7 +6,7 @@
 // With P the parameters a worker's stage holds after the tp split, N = dp
 // and the workload's bytes per parameter (w, g, o; artel's AdamW 4/4/8,
 // mixed precision 2/2/12):
-//   parameters  w·P           (ZeRO-3: w·P/N, plus two units gathered)
+//   parameters  w·P           (ZeRO-3: w·P/N, plus two units gathered and a tied embedding's)
 //   gradients   g·P           (ZeRO-2, -3: g·P/N)
 //   optimizer   o·P           (ZeRO-1, -2, -3: o·P/N)
 //   activations the stage's bytes per micro-batch × the most micro-batches
@@ -15,7 +15,8 @@
 //               one block's activation gradients in its backward and what
 //               recomputation rebuilds there
 //   communication  two gradient bucket copies in flight (dp > 1, ZeRO 0-2;
-//               none for artel, whose buckets are the gradients), one
+//               none for artel, whose buckets are the gradients), ZeRO-3's
+//               whole gradients of the units being reduce-scattered, one
 //               (b, s, h) message for tp, and the pipeline messages of the
 //               micro-batches alive
 //   runtime     the program itself (code, libraries, data): the cluster's

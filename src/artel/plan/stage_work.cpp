@@ -187,6 +187,7 @@ std::vector<StageWork> gpt_stages(const TransformerShape& shape, const Cluster& 
     add_blocks(st, c, per_stage);
     st.parameters += static_cast<double>(per_stage) * block_params;
     if (s == l.pp - 1) add_head(st, c);
+    st.first_unit_tied_to_last = l.pp == 1;
     const bool scatter = w.scatter_gather_sends || l.sequence_parallel;
     st.boundary_bytes = s == l.pp - 1 ? 0 : c.tokens() * c.h * c.e / (scatter ? c.t : 1.0);
     st.tensor_parallel_message_bytes = l.tp > 1 ? c.tokens() * c.h * c.e : 0;

@@ -48,6 +48,10 @@ struct StageWork {
   // parameters one worker holds for this stage (after tp, before ZeRO)
   double parameters = 0;
   std::vector<double> unit_parameters;  // by unit (embedding, each layer, head): ZeRO-3 gathers one at a time
+  // The first unit's weights are used again by the last (a GPT's embedding
+  // tied to its head in one stage): ZeRO-3 stages its gradients from the
+  // head's backward, the first, to the embedding's, the last.
+  bool first_unit_tied_to_last = false;
   std::vector<double> unit_backward;    // each unit's backward seconds (tp collectives excluded): when its gradients are ready
   std::vector<Matrix> matrices;         // the weight matrices among them (GPT only)
 };
