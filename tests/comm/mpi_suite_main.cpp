@@ -73,6 +73,38 @@ void check_subgroups(ProcessGroup& world) {
   if (m >= 2) testing::check_point_to_point(*mine);
 }
 
+// Note [Subgroups on one host] (mpi_transport.h): the ranks of one host, as a
+// subgroup, run on artel's shared memory when the job spans hosts (a
+// shared-memory algorithm runs, MPI's own are refused) and on MPI when the
+// whole job is on one host (the other way round).
+void check_host_subgroups(ProcessGroup& world) {
+  const HostMap hosts = host_map(world);
+  const std::vector<int>& mine = hosts.ranks[static_cast<size_t>(hosts.host_of[static_cast<size_t>(world.rank())])];
+  if (mine.size() < 2) return;  // a host of one rank (3 hosts of 2, 1 and 2)
+  auto local = world.new_group(mine);
+  const bool spans = hosts.ranks.size() > 1;
+  const int m = local->size();
+  Tensor x = Tensor::full({1031}, static_cast<float>(local->rank() + 1));
+  local->all_reduce(x, {ReduceOp::sum, spans ? "one_shot" : "native"})->wait();
+  for (int64_t i = 0; i < 1031; i += 103) check_equal(x, i, m * (m + 1) / 2, "a host's subgroup all_reduce");
+  const std::string where = "a host's subgroup on " + hosts.describe();
+  if (spans)
+    expect_error(where, "not available", [&] { local->all_reduce(x, {ReduceOp::sum, "native"})->wait(); });
+  else
+    expect_error(where, "needs shared memory", [&] { local->all_reduce(x, {ReduceOp::sum, "one_shot"})->wait(); });
+  testing::SuiteOptions so;
+  so.shared_memory = spans;
+  so.sizes = {0, 1, 13, 1031};
+  so.dtypes = {DType::f32, DType::bf16};
+  so.ops = {ReduceOp::sum, ReduceOp::avg};
+  testing::check_all_reduce(*local, so);
+  testing::check_gather_family(*local, so);
+  testing::check_point_to_point(*local);
+  if (local->rank() == 0)
+    std::printf("a host's subgroup of %d ranks on %s: %s\n", m, hosts.describe().c_str(),
+                spans ? "artel's shared memory" : "MPI");
+}
+
 // Several ops issued before any wait complete in order, with the right values.
 void check_in_flight(ProcessGroup& pg) {
   const int n = pg.size();
@@ -185,6 +217,7 @@ int run() {
   so.shared_memory = false;
   testing::run_collective_suite(*pg, so);
   check_subgroups(*pg);
+  check_host_subgroups(*pg);
   check_in_flight(*pg);
   check_hierarchy(*pg);
   check_errors(r, n);

@@ -10,6 +10,27 @@
 
 namespace artel::comm::mpi {
 
+std::unique_ptr<Transport> shared_memory_transport(MPI_Comm host, const std::string& name, GroupOptions opts) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(host, &rank);
+  MPI_Comm_size(host, &size);
+  // Unique among jobs (pid and clock) and within this one (its world rank).
+  char job[64] = {};
+  if (rank == 0) {
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    std::snprintf(job, sizeof job, "mpi%d-%lld-r%d-", static_cast<int>(getpid()),
+                  static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007),
+                  world_rank);
+  }
+  check(MPI_Bcast(job, sizeof job, MPI_CHAR, 0, host), "MPI_Bcast (shared-memory segment name)");
+  opts.backend = "shm";
+  opts.rank = rank;
+  opts.world_size = size;
+  opts.job_id = std::string(job) + name;
+  return make_shm_transport(opts);
+}
+
 std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const GroupOptions& opts) {
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
@@ -37,23 +58,11 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
   for (size_t i = 0; i < per_host.size(); ++i) h->describe_ += (i ? "," : "") + std::to_string(per_host[i]);
   h->describe_ += " ranks)";
 
-  // The host's shared-memory group: a segment named for this job (rank 0's
-  // pid and clock) and this host (its leader's rank).
-  char job[64] = {};
-  if (rank == 0)
-    std::snprintf(job, sizeof job, "mpi%d-%lld", static_cast<int>(getpid()),
-                  static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007));
-  check(MPI_Bcast(job, sizeof job, MPI_CHAR, 0, world), "MPI_Bcast (job id)");
-  int leader = rank;
-  check(MPI_Bcast(&leader, 1, MPI_INT, 0, host), "MPI_Bcast (host leader)");
-  MPI_Comm_free(&host);
+  // The host's shared-memory group.
   GroupOptions local = opts;
-  local.backend = "shm";
-  local.rank = local_rank;
-  local.world_size = local_size;
-  local.job_id = std::string(job) + "-h" + std::to_string(leader);
   local.registered_bytes = 1 << 20;  // the hierarchical steps move the caller's memory, not registered buffers
-  h->local_ = make_shm_transport(local);
+  h->local_ = shared_memory_transport(host, "h", local);
+  MPI_Comm_free(&host);
 
   check(MPI_Comm_split(world, local_rank, rank, &h->across_comm_), "MPI_Comm_split (across hosts)");
   MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);

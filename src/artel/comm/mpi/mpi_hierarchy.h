@@ -18,6 +18,12 @@
 
 namespace artel::comm::mpi {
 
+// A shared-memory transport for the ranks of `host`, which all share one
+// host, ranked as in `host`; its segment is named for the job (rank 0 of
+// `host`: its pid, clock and world rank) and `name`. Collective over `host`. `opts` gives the
+// timeout and the sizes the shm backend reads.
+std::unique_ptr<Transport> shared_memory_transport(MPI_Comm host, const std::string& name, GroupOptions opts);
+
 class MpiHierarchy : public Hierarchy {
  public:
   // Collective over `world` (every rank calls it). nullptr when the job has

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -45,6 +46,18 @@ void abandon(Reqs& reqs) {
 std::string describe_peer(const char* dir, int peer, Tag tag) {
   std::string t = static_cast<int64_t>(tag) < 0 ? "step " + std::to_string(tag & 0xfffff) : "tag " + std::to_string(tag);
   return std::string(dir) + " rank " + std::to_string(peer) + " (" + t + ")";
+}
+
+// Whether every rank of `comm` shares one host (collective over `comm`).
+bool on_one_host(MPI_Comm comm) {
+  int rank = 0, size = 1, local_size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  MPI_Comm host = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
+  MPI_Comm_size(host, &local_size);
+  MPI_Comm_free(&host);
+  return local_size == size;  // the same answer on every rank
 }
 
 }  // namespace
@@ -112,6 +125,7 @@ std::unique_ptr<MpiTransport> MpiTransport::world(const GroupOptions& opts) {
   }
   std::unique_ptr<MpiTransport> t(new MpiTransport(members, opts.timeout));
   t->hierarchy_ = MpiHierarchy::of_world(t->split_, opts);
+  t->job_spans_hosts_ = !on_one_host(t->split_);
   return t;
 }
 
@@ -301,7 +315,7 @@ void MpiTransport::barrier_members(const std::vector<int>& ranks, const OpContex
 }
 
 std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, const std::string& id,
-                                               const GroupOptions& /*opts: MPI buffers messages itself*/) {
+                                               const GroupOptions& opts) {
   OpContext ctx{"new_group " + id};
   ctx.deadline = Clock::now() + timeout_;
   barrier_members(ranks, ctx);
@@ -315,7 +329,22 @@ std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, co
   MPI_Group_free(&all);
   if (some != MPI_GROUP_NULL) MPI_Group_free(&some);
   check(rc, "new_group: MPI_Comm_create_group");
-  return std::unique_ptr<MpiTransport>(new MpiTransport(members, timeout_));
+  // Note [Subgroups on one host] (mpi_transport.h): tp all-reduces of GPT-2
+  // over OpenMPI's shared memory each malloc'd a temporary of the message's
+  // size, and ran at MPI's bandwidth, not artel's. A job on one host keeps
+  // MPI throughout, as its world group does.
+  if (job_spans_hosts_ && ranks.size() > 1 && on_one_host(members)) {
+    uint64_t h = 1469598103934665603ull;  // the segment's name: the id, hashed (ids hold brackets and commas)
+    for (char ch : id) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    char name[24];
+    std::snprintf(name, sizeof name, "g%llx", static_cast<unsigned long long>(h));
+    std::unique_ptr<Transport> local = shared_memory_transport(members, name, opts);
+    MPI_Comm_free(&members);
+    return local;
+  }
+  std::unique_ptr<MpiTransport> t(new MpiTransport(members, timeout_));
+  t->job_spans_hosts_ = job_spans_hosts_;
+  return t;
 }
 
 }  // namespace artel::comm::mpi

@@ -62,6 +62,9 @@ class MpiTransport : public Transport {
     aborted_ = true;
     if (hierarchy_) hierarchy_->local().abort();
   }
+  // Note [Subgroups on one host]: in a job over several hosts, a subgroup
+  // whose ranks share a host (a tensor-parallel group, placed as Megatron
+  // places them) runs on artel's shared memory instead of MPI.
   std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
                                    const GroupOptions& opts) override;
   Tensor alloc(const Shape& shape, DType dtype) override { return Tensor::empty(shape, dtype); }
@@ -95,6 +98,7 @@ class MpiTransport : public Transport {
   int tag_ub_ = 32767;       // largest tag MPI allows here
   int coll_tag_mask_ = 0;    // 2^k - 1 <= tag_ub_
   Duration timeout_;
+  bool job_spans_hosts_ = false;  // the world's ranks are on more than one host
   std::atomic<bool> aborted_{false};
   std::deque<Buffered> buffered_;
   MpiNative native_;
