@@ -43,6 +43,19 @@ void expect_error(const std::string& what, const std::string& needle, const std:
   throw Error(what + ": no error was thrown");
 }
 
+// A subgroup's share of the suite: all-reduce, the gather family and point
+// to point, the shared-memory algorithms too where the group has them.
+void check_subgroup_suite(ProcessGroup& g, bool shared_memory) {
+  testing::SuiteOptions so;
+  so.shared_memory = shared_memory;
+  so.sizes = {0, 1, 13, 1031};
+  so.dtypes = {DType::f32, DType::bf16};
+  so.ops = {ReduceOp::sum, ReduceOp::avg};
+  testing::check_all_reduce(g, so);
+  testing::check_gather_family(g, so);
+  if (g.size() >= 2) testing::check_point_to_point(g);
+}
+
 // The even and the odd ranks each form a subgroup and run collectives at the
 // same time as the world group does.
 void check_subgroups(ProcessGroup& world) {
@@ -53,7 +66,6 @@ void check_subgroups(ProcessGroup& world) {
   auto even = world.new_group(evens), odd = world.new_group(odds);
   auto& mine = r % 2 ? odd : even;
   if (!mine || (r % 2 ? even : odd)) throw Error("new_group: a rank got the wrong subgroups");
-  const int m = mine->size();
   Tensor sub = Tensor::full({1001}, static_cast<float>(r)), all = Tensor::full({77}, 1.f);
   auto w1 = mine->all_reduce(sub);
   auto w2 = world.all_reduce(all);
@@ -63,14 +75,7 @@ void check_subgroups(ProcessGroup& world) {
   for (int i = r % 2; i < n; i += 2) want += static_cast<float>(i);
   for (int64_t i = 0; i < 1001; i += 100) check_equal(sub, i, want, "subgroup all_reduce");
   for (int64_t i = 0; i < 77; ++i) check_equal(all, i, n, "world all_reduce beside a subgroup");
-  testing::SuiteOptions so;
-  so.shared_memory = false;
-  so.sizes = {0, 1, 13, 1031};
-  so.dtypes = {DType::f32, DType::bf16};
-  so.ops = {ReduceOp::sum, ReduceOp::avg};
-  testing::check_all_reduce(*mine, so);
-  testing::check_gather_family(*mine, so);
-  if (m >= 2) testing::check_point_to_point(*mine);
+  check_subgroup_suite(*mine, /*shared_memory=*/false);
 }
 
 // Note [Subgroups on one host] (mpi_transport.h): the ranks of one host, as a
@@ -92,14 +97,7 @@ void check_host_subgroups(ProcessGroup& world) {
     expect_error(where, "not available", [&] { local->all_reduce(x, {ReduceOp::sum, "native"})->wait(); });
   else
     expect_error(where, "needs shared memory", [&] { local->all_reduce(x, {ReduceOp::sum, "one_shot"})->wait(); });
-  testing::SuiteOptions so;
-  so.shared_memory = spans;
-  so.sizes = {0, 1, 13, 1031};
-  so.dtypes = {DType::f32, DType::bf16};
-  so.ops = {ReduceOp::sum, ReduceOp::avg};
-  testing::check_all_reduce(*local, so);
-  testing::check_gather_family(*local, so);
-  testing::check_point_to_point(*local);
+  check_subgroup_suite(*local, /*shared_memory=*/spans);
   if (local->rank() == 0)
     std::printf("a host's subgroup of %d ranks on %s: %s\n", m, hosts.describe().c_str(),
                 spans ? "artel's shared memory" : "MPI");

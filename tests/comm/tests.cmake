@@ -34,4 +34,8 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
            COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks 1,1 -- ${CMAKE_CURRENT_LIST_DIR}/rank_on_its_host.sh)
   set_tests_properties(cluster_ranks_on_their_hosts PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77
                        ENVIRONMENT "OMPI_MCA_plm=isolated")
+  # What `artel plan calibrate` measures a harness's intra-host link with.
+  add_test(NAME cluster_bench_comm_within_host
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_within_host.sh $<TARGET_FILE:artel_cli>)
+  set_tests_properties(cluster_bench_comm_within_host PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
 endif()

@@ -64,6 +64,15 @@ struct Options {
 constexpr int kSteps = 3;
 constexpr int64_t kRows = 8;
 
+// Each parameter's whole value as one worker draws it from the seed.
+FullyShardedDataParallel::WholeValue drawn_from_seed(const models::ModelConfig& c) {
+  return [&c](const nn::DeclaredParameter& d) {
+    Tensor t = Tensor::empty(d.shape);
+    nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
+    return t;
+  };
+}
+
 // One worker, the whole batch: the weights after kSteps.
 std::map<std::string, std::vector<float>> alone(const models::ModelConfig& c) {
   std::unique_ptr<nn::Model> m = models::make_model(c);
@@ -85,11 +94,7 @@ void expect_zero3_equals_one_worker(const models::ModelConfig& c, int world, Opt
     std::unique_ptr<nn::Model> m = models::declare_model(c);
     m->set_recompute(o.recompute);
     FullyShardedDataParallel fsdp(*m, pg, {.reshard_after_forward = o.reshard_after_forward},
-                                  [&](const nn::DeclaredParameter& d) {
-                                    Tensor t = Tensor::empty(d.shape);
-                                    nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
-                                    return t;
-                                  });
+                                  drawn_from_seed(c));
     optim::AdamW opt(optim::one_group(fsdp.parameters(), 1e-2f, 0.1f));
     fsdp.shard(opt);
     int64_t whole = 0;
@@ -144,11 +149,7 @@ TEST(FullyShardedDataParallel, EvaluationLeavesNothingGathered) {
   const Tensor want = ref->forward(b.x).value();
   comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
     std::unique_ptr<nn::Model> m = models::declare_model(c);
-    FullyShardedDataParallel fsdp(*m, pg, {}, [&](const nn::DeclaredParameter& d) {
-      Tensor t = Tensor::empty(d.shape);
-      nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
-      return t;
-    });
+    FullyShardedDataParallel fsdp(*m, pg, {}, drawn_from_seed(c));
     autograd::NoGradGuard no_graph;
     parallel_testing::expect_close(m->forward(b.x).value(), want, "logits");
     for (auto& [name, p] : fsdp.parameters()) EXPECT_EQ(p.value().storage()->data(), nullptr) << name << " is still gathered";
@@ -165,11 +166,7 @@ TEST(FullyShardedDataParallel, TheTiedEmbeddingsGradientIsWrittenIntoItsStaging)
   const int64_t wte_bytes = c.vocab_size * c.n_embd * 4;  // 1 MiB; backward allocates ~5 KiB besides
   comm::spawn_threads(1, [&](comm::ProcessGroup& pg) {
     std::unique_ptr<nn::Model> m = models::declare_model(c);
-    FullyShardedDataParallel fsdp(*m, pg, {}, [&](const nn::DeclaredParameter& d) {
-      Tensor t = Tensor::empty(d.shape);
-      nn::fill(t, *d.init, c.seed, nn::stream_of(d.name), d.shape);
-      return t;
-    });
+    FullyShardedDataParallel fsdp(*m, pg, {}, drawn_from_seed(c));
     optim::AdamW opt(optim::one_group(fsdp.parameters(), 1e-2f, 0.1f));
     fsdp.shard(opt);
     Batch b = batch(c, 1, 3);

@@ -50,13 +50,18 @@ struct Args {
   std::string backend = "shm";
   int ranks = 0;
   bool json = false;
+  bool within_host = false;
   int timeout_s = 120;
 };
 
-// "4 ranks on 2 hosts (2,2 ranks)", and the links' rate when scripts/cluster.sh set them.
-std::string placement(const comm::HostMap& hosts, int n) {
+// "4 ranks on 2 hosts (2,2 ranks)" (or "2 ranks within each host of ..."),
+// and the links' rate when scripts/cluster.sh set them.
+std::string placement(const comm::HostMap& hosts, int n, bool within_host) {
   std::string s = std::to_string(n) + " ranks";
-  if (hosts.ranks.size() > 1) s += " on " + hosts.describe();
+  if (hosts.ranks.size() > 1) {
+    s += within_host ? " within each host of " : " on ";
+    s += hosts.describe();
+  }
   if (const char* rate = std::getenv("ARTEL_CLUSTER_RATE")) s += std::string(", links ") + rate + " per host (scripts/cluster.sh)";
   return s;
 }
@@ -73,7 +78,7 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n, const 
     return;
   }
   std::printf("# artel bench comm: %s, backend %s, %s, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(),
-              placement(hosts, n).c_str(), a.bench.algorithm.c_str());
+              placement(hosts, n, a.within_host).c_str(), a.bench.algorithm.c_str());
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "size", "count", "type", "redop", "root", "time", "algbw",
               "busbw", "#wrong", "reg", "sent/rank");
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
@@ -85,11 +90,14 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n, const 
 }
 
 // One rank: join the group, run, rank 0 prints. Returns the exit code.
+// --within-host: every host's ranks as a subgroup, all hosts at once.
 int run_rank(const comm::GroupOptions& g, const Args& a) {
   auto pg = comm::init_process_group(g);
   const comm::HostMap hosts = comm::host_map(*pg);
-  auto rows = comm::bench_collective(*pg, a.bench);
-  if (pg->rank() == 0) print(rows, a, pg->size(), hosts);
+  std::shared_ptr<comm::ProcessGroup> group = pg;
+  if (a.within_host) group = pg->new_group(hosts.ranks[static_cast<size_t>(hosts.host_of[static_cast<size_t>(pg->rank())])]);
+  auto rows = comm::bench_collective(*group, a.bench);
+  if (pg->rank() == 0) print(rows, a, group->size(), hosts);
   for (const auto& r : rows)
     if (r.wrong) return 3;
   return 0;
@@ -157,6 +165,9 @@ int run_bench_comm(int argc, char** argv) {
   app.add_flag("--unregistered", unregistered, "use plain memory instead of ProcessGroup::alloc");
   app.add_option("--timeout", a.timeout_s, "seconds before a stuck collective is an error")->check(CLI::PositiveNumber);
   app.add_flag("--json", a.json, "one JSON object per row");
+  app.add_flag("--within-host", a.within_host,
+               "each host's ranks as a group of their own, every host at once (what a tensor-parallel group inside a "
+               "host gets; over mpi across hosts, artel's shared memory)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

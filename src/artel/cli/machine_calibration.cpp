@@ -315,7 +315,16 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
       launcher.replace(launcher.find("{ranks}"), 7, ranks);
       return launcher + " " + command + " --backend mpi";
     };
-    c.intra_host = measure_link(on_hosts("2", bench), "MPI", facts);
+    auto on_every_host = [&](int64_t ranks) {
+      std::string list = std::to_string(ranks);
+      for (int h = 1; h < options.hosts; ++h) list.append(",").append(std::to_string(ranks));
+      return list;
+    };
+    // Inside a host: 2 ranks of each host as a group of their own, every host
+    // at once, as a tensor-parallel group runs (on artel's shared memory,
+    // Note [Subgroups on one host]).
+    c.intra_host = measure_link(on_hosts(on_every_host(2), bench + " --within-host"),
+                                "shared-memory (2 ranks within each host, every host at once)", facts);
     // One rank a host has the host's whole link to itself; inter_host is one
     // worker's share of it (plan/cluster.h), and a host's workers leave
     // through the same link at once (tp groups' dp rings side by side).
@@ -324,9 +333,8 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
                          c.inter_host.beta.source + ", divided by the " + std::to_string(c.per_host()) +
                              " workers a host: one worker's share of its host's link"};
     // An MPI worker holds its library's buffers besides the program: measured on the harness, full.
-    std::string ranks = std::to_string(c.per_host());
-    for (int h = 1; h < options.hosts; ++h) ranks += "," + std::to_string(c.per_host());
-    c.device.runtime_bytes = measure_runtime_bytes(on_hosts(ranks, program + " train --timeout 600"), facts);
+    c.device.runtime_bytes =
+        measure_runtime_bytes(on_hosts(on_every_host(c.per_host()), program + " train --timeout 600"), facts);
     c.name = "this machine as a harness of " + std::to_string(options.hosts) + " hosts";
     c.hosts = {static_cast<double>(options.hosts), "--hosts: the harness's hosts (--hosts-command)"};
     c.cores_per_host = {static_cast<double>(cores) / options.hosts,
