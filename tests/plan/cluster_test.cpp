@@ -96,6 +96,25 @@ TEST(Cluster, OversubscribedWorkersStepSlowerAndTheRuntimeCountsInMemory) {
   EXPECT_DOUBLE_EQ(on_shared.memory.total(), on_own.memory.total() + 3e7);
 }
 
+// A worker with others on its host holds runtime_bytes_with_peers; alone, or
+// where the file has none, runtime_bytes.
+TEST(Cluster, AWorkerWithPeersOnItsHostHoldsTheirRuntime) {
+  const ModelDescription gpt = transformer_model("gpt", {4, 4, 128, 64, 65});
+  const Workload w{.global_batch = 24, .precision = Precision::fp32};
+  Cluster c = cpu_host(4, 4), one = cpu_host(1, 1);
+  for (Cluster* k : {&c, &one}) k->device.runtime_bytes = {3e7, "alone"};
+  EXPECT_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 3e7);
+  for (Cluster* k : {&c, &one}) k->device.runtime_bytes_with_peers = {4e7, "with peers"};
+  EXPECT_EQ(predict(gpt, one, Layout{.dp = 1}, w).memory.runtime, 3e7);
+  EXPECT_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 4e7);
+  EXPECT_EQ(predict(gpt, c, Layout{.dp = 2, .pp = 2, .micro_batches = 2}, w).memory.runtime, 4e7);
+  const Cluster back = parse_cluster(to_json(c), "round trip");
+  EXPECT_EQ(back.device.runtime_bytes_with_peers.value, 4e7);
+  EXPECT_EQ(back.device.runtime_bytes_with_peers.source, "with peers");
+  c.device.runtime_bytes_with_peers = {-1, "bad"};
+  EXPECT_THROW(c.validate(), Error);
+}
+
 TEST(Cluster, RefusesAFractionalCoreCount) {
   nlohmann::ordered_json j = to_json(testing::test_cluster());
   j["cores_per_host"] = 1.5;

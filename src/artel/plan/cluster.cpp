@@ -63,6 +63,8 @@ void Cluster::validate() const {
   check_positive(device.memory_bandwidth, "device.memory_bandwidth");
   ARTEL_CHECK(device.runtime_bytes.value >= 0, "cluster: device.runtime_bytes must be >= 0, got ",
               device.runtime_bytes.value);
+  ARTEL_CHECK(device.runtime_bytes_with_peers.value >= 0, "cluster: device.runtime_bytes_with_peers must be >= 0, got ",
+              device.runtime_bytes_with_peers.value);
   check_positive(device.memory_efficiency, "device.memory_efficiency");
   ARTEL_CHECK(device.memory_efficiency.value <= 1, "cluster: device.memory_efficiency must be <= 1");
   for (const Link* l : {&intra_host, &inter_host}) {
@@ -176,6 +178,8 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   c.device.gemm_efficiency = sourced(d, "gemm_efficiency", dw);
   c.device.memory_bytes = sourced(d, "memory_bytes", dw);
   if (d.contains("runtime_bytes")) c.device.runtime_bytes = sourced(d, "runtime_bytes", dw);
+  if (d.contains("runtime_bytes_with_peers"))
+    c.device.runtime_bytes_with_peers = sourced(d, "runtime_bytes_with_peers", dw);
   c.device.memory_bandwidth = sourced(d, "memory_bandwidth", dw);
   c.device.memory_efficiency = sourced(d, "memory_efficiency", dw);
   if (d.contains("gemm_table")) {
@@ -231,6 +235,8 @@ nlohmann::ordered_json to_json(const Cluster& c) {
   d["gemm_efficiency"] = sourced_json(c.device.gemm_efficiency);
   d["memory_bytes"] = sourced_json(c.device.memory_bytes);
   if (c.device.runtime_bytes.value > 0) d["runtime_bytes"] = sourced_json(c.device.runtime_bytes);
+  if (c.device.runtime_bytes_with_peers.value > 0)
+    d["runtime_bytes_with_peers"] = sourced_json(c.device.runtime_bytes_with_peers);
   d["memory_bandwidth"] = sourced_json(c.device.memory_bandwidth);
   d["memory_efficiency"] = sourced_json(c.device.memory_efficiency);
   d["gemm_table"] = nlohmann::ordered_json::array();

@@ -65,6 +65,10 @@ struct Device {
   // What a worker's program holds before its model (code, libraries, data):
   // measured by `artel plan calibrate`; 0 (absent) in vendor-spec files.
   Sourced runtime_bytes;
+  // The same for a worker with others on its host, which also holds the
+  // pages of their shared segment it touches and its groups' threads (W2:
+  // 35 MiB on 2 workers against 30 alone); 0 (absent): runtime_bytes.
+  Sourced runtime_bytes_with_peers;
   Sourced memory_bandwidth;          // bytes/s of its memory, for the kernels that only stream data
   Sourced memory_efficiency;         // achieved / peak for those streaming kernels
 };

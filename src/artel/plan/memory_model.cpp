@@ -53,7 +53,10 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   const double n = static_cast<double>(l.dp);
   MemoryPrediction m;
   m.capacity = cluster.device.memory_bytes.value;
-  m.runtime = cluster.device.runtime_bytes.value;
+  // A worker with others on its host holds more (cluster.h).
+  const bool peers = std::min(l.dp * l.tp * l.pp, cluster.per_host()) > 1;
+  const double with_peers = cluster.device.runtime_bytes_with_peers.value;
+  m.runtime = peers && with_peers > 0 ? with_peers : cluster.device.runtime_bytes.value;
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
   if (l.zero >= 3) {
     // Two units whole at once, the one computing and the one prefetched, and

@@ -20,7 +20,8 @@
 //               (b, s, h) message for tp, and the pipeline messages of the
 //               micro-batches alive
 //   runtime     the program itself (code, libraries, data): the cluster's
-//               runtime_bytes, measured by `artel plan calibrate` (0 in
+//               runtime_bytes, or runtime_bytes_with_peers for a worker with
+//               others on its host, measured by `artel plan calibrate` (0 in
 //               vendor-spec files, which count the model's memory alone).
 // The worker that needs most (its stage) is the one reported.
 //
