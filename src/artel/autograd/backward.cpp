@@ -80,15 +80,12 @@ void offer_slots(const Node& node, std::vector<Tensor>& grads, std::vector<const
 
 // Runs one node's backward with its offered sums visible to grad_sum_buffer.
 void run_backward(const Node& node, const Tensor& g, std::vector<Tensor>& grads, const std::vector<const void*>& sums) {
-  const std::vector<const void*>* outer = offered_sums;
+  struct Offered {
+    const std::vector<const void*>* outer = offered_sums;
+    ~Offered() { offered_sums = outer; }  // also when the backward throws
+  } scope;
   offered_sums = &sums;
-  try {
-    node.backward(g, grads);
-  } catch (...) {
-    offered_sums = outer;
-    throw;
-  }
-  offered_sums = outer;
+  node.backward(g, grads);
 }
 
 // Nodes reachable from `root`, each after every node that consumes its output.

@@ -323,7 +323,8 @@ std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, co
   MPI_Comm members = MPI_COMM_NULL;
   check(MPI_Comm_group(split_, &all), "MPI_Comm_group");
   int rc = MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &some);
-  uint64_t hash = 1469598103934665603ull;  // members agree on the id, so on the tag
+  // Members agree on the id, so on its hash: the tag here, the segment's name below.
+  uint64_t hash = 1469598103934665603ull;
   for (char ch : id) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
   if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(split_, some, static_cast<int>(hash % 32768), &members);
   MPI_Group_free(&all);
@@ -334,10 +335,8 @@ std::unique_ptr<Transport> MpiTransport::split(const std::vector<int>& ranks, co
   // size, and ran at MPI's bandwidth, not artel's. A job on one host keeps
   // MPI throughout, as its world group does.
   if (job_spans_hosts_ && ranks.size() > 1 && on_one_host(members)) {
-    uint64_t h = 1469598103934665603ull;  // the segment's name: the id, hashed (ids hold brackets and commas)
-    for (char ch : id) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-    char name[24];
-    std::snprintf(name, sizeof name, "g%llx", static_cast<unsigned long long>(h));
+    char name[24];  // the id, hashed: ids hold brackets and commas
+    std::snprintf(name, sizeof name, "g%llx", static_cast<unsigned long long>(hash));
     std::unique_ptr<Transport> local = shared_memory_transport(members, name, opts);
     MPI_Comm_free(&members);
     return local;
