@@ -24,6 +24,14 @@ __attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, in
   for (; j < n; ++j) out[j] = bf16(in[j]).bits;
 }
 
+// A free function, not a lambda: GCC does not give a lambda its enclosing
+// function's target, so on a CPU without AVX512 (no -march=native for it)
+// the conversion would not compile inside one.
+__attribute__((target("avx512f,avx512bf16"))) inline __m256i to_bits(v16 x) {
+  __m256bh h = _mm512_cvtneps_pbh(reinterpret_cast<__m512&>(x));
+  return reinterpret_cast<__m256i&>(h);
+}
+
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
@@ -94,10 +102,6 @@ __attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const floa
   // 16 x 16 tiles through registers: 16 rows rounded and stored, then the
   // tile transposed in fp32 (rounding commutes with it) and stored as 16 rows
   // of the transpose. Ragged edges element by element.
-  auto to_bits = [](v16 x) {
-    __m256bh h = _mm512_cvtneps_pbh(reinterpret_cast<__m512&>(x));
-    return reinterpret_cast<__m256i&>(h);
-  };
   int64_t r = r0;
   for (; r + kLanes <= r1; r += kLanes) {
     int64_t c = 0;
