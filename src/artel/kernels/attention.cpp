@@ -55,32 +55,53 @@ struct Operand {
 };
 using Pairs = Operand<uint32_t>;
 
+// The machine's own vector: a v16 is one zmm register with AVX-512, but two
+// ymm without it, and GCC keeps an array of them (the accumulators) in memory,
+// moving each through general registers. The fp32 kernel therefore counts in
+// native vectors.
+#ifdef __AVX512F__
+using vnat = v16;
+#else
+using vnat = v8;
+#endif
+constexpr int kNat = sizeof(vnat) / sizeof(float);
+inline vnat load_nat(const float* p) {
+  vnat v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline vnat splat_nat(float x) { return x - vnat{}; }  // a broadcast: x − (+0) is x, −0 included
+
 // Not inlined: inside a caller's loops GCC allocated the R × V accumulators
 // worse (the fp32 forward ran 1.5× slower).
 template <int R, int V>
 __attribute__((noinline)) void micro(const Operand<float>& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
-  v16 acc[R][V];
+  constexpr int N = V * 16 / kNat;  // native vectors across a row
+  vnat acc[R][N];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[r][v] = v16{};
+    for (int v = 0; v < N; ++v) acc[r][v] = vnat{};
   const float* coef = o.coef + k0 * o.cs_k;
   const float* vec = o.vec + k0 * o.ldv;
   for (int64_t k = k0; k < k1; ++k, coef += o.cs_k, vec += o.ldv) {
-    v16 x[V];
+    vnat x[N];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) x[v] = load16(vec + 16 * v);
+    for (int v = 0; v < N; ++v) x[v] = load_nat(vec + kNat * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      v16 c = splat(coef[r * o.cs_r]);
+      vnat c = splat_nat(coef[r * o.cs_r]);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[r][v] += c * x[v];
+      for (int v = 0; v < N; ++v) acc[r][v] += c * x[v];
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) store16(out + r * ldo + 16 * v, alpha * acc[r][v]);
+    for (int v = 0; v < N; ++v) {
+      const vnat y = alpha * acc[r][v];
+      std::memcpy(out + r * ldo + kNat * v, &y, sizeof y);
+    }
 }
 
 template <int R, int V>
@@ -122,11 +143,21 @@ float term(uint32_t coef, uint32_t vec) {
   return as_float(coef << 16) * as_float(vec << 16) + as_float(coef & 0xffff0000u) * as_float(vec & 0xffff0000u);
 }
 
+// The register tile: kRows × 16·kWide outputs. With AVX-512, 8 × 32 keeps 16
+// of the 32 zmm registers accumulating; without it, 4 × 16 keeps 8 of the 16
+// ymm registers (8 × 32 would need all 32).
+#ifdef __AVX512F__
+constexpr int kRows = 8, kWide = 2;
+#else
+constexpr int kRows = 4, kWide = 1;
+#endif
+
 // Columns [0, width) of R rows (width need not be a multiple of 16).
 template <int R, class T>
 void row_block(Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
   int64_t c = 0;
-  for (; c + 32 <= width; c += 32, o.vec += 32) micro<R, 2>(o, k0, k1, alpha, out + c, ldo);
+  if constexpr (kWide == 2)
+    for (; c + 32 <= width; c += 32, o.vec += 32) micro<R, 2>(o, k0, k1, alpha, out + c, ldo);
   for (; c + 16 <= width; c += 16, o.vec += 16) micro<R, 1>(o, k0, k1, alpha, out + c, ldo);
   for (int r = 0; r < R; ++r)
     for (int64_t cc = 0; c + cc < width; ++cc) {
@@ -135,8 +166,6 @@ void row_block(Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha,
       out[r * ldo + c + cc] = alpha * s;
     }
 }
-
-constexpr int kRows = 8;  // 8 × 32 outputs: 16 of the 32 vector registers accumulate
 
 // `rows` ≤ kRows rows of out; row r's coefficients start at o.coef + r·cs_r.
 template <class T>
@@ -168,8 +197,11 @@ void block_scores(int64_t q0, int64_t nq, int64_t hs, float alpha, const T* a, i
     Operand<T> o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
     float* dst = out + j0 * ldo + 16 * skip;
     if (rows == kRows) {
-      if (halves - skip == 2) micro<kRows, 2>(o, 0, ke, alpha, dst, ldo);
-      else micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
+      if (kWide == 2 && halves - skip == 2) {
+        micro<kRows, kWide>(o, 0, ke, alpha, dst, ldo);
+        continue;
+      }
+      for (int64_t h = skip; h < halves; ++h, o.vec += 16, dst += 16) micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
       continue;
     }
     for (int64_t r = 0; r < rows; ++r, o.coef += lda, dst += ldo) {

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;  // elements per chunk: below this, threads cost more than they save
 
 // One chunk: a single pass over p, g, m, v. With AVX-512, 16 lanes at a time
-// with masked loads for the tail, so every element is computed by the same
+// with masked loads for the tail (with AVX2, 8), so every element is computed by the same
 // instructions however the tensor is split over threads. (The scalar loop
 // does not vectorise: std::sqrt keeps errno semantics, a branch per element.)
 // The pass streams four arrays from memory (a step's activations evict the
@@ -45,6 +45,33 @@ void adamw_chunk(float* __restrict p, const float* __restrict grad, float* __res
     _mm512_mask_storeu_ps(m + i, k, mi);
     _mm512_mask_storeu_ps(v + i, k, vi);
     _mm512_mask_storeu_ps(p + i, k, pi);
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  // The same instructions on 8 lanes; the tail through masked loads and
+  // stores (whole vectors without: a masked store is slow on AMD's cores).
+  // 0.53 s of a GPT-2 step at 1 thread on AMD Zen 3 in the scalar loop below.
+  const __m256 v_one_b1 = _mm256_set1_ps(one_b1), v_one_b2 = _mm256_set1_ps(one_b2), v_b2 = _mm256_set1_ps(b2);
+  const __m256 v_eps = _mm256_set1_ps(eps), v_decay = _mm256_set1_ps(decay), v_step = _mm256_set1_ps(step_size);
+  const __m256 v_bc2 = _mm256_set1_ps(bc2_sqrt), v_scale = _mm256_set1_ps(grad_scale);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i = 0; i < n; i += 8) {
+    constexpr int64_t kAhead = 256;  // floats
+    for (const float* stream : std::initializer_list<const float*>{grad, m, v, p})
+      _mm_prefetch(reinterpret_cast<const char*>(stream + i + kAhead), _MM_HINT_T0);
+    const bool whole = n - i >= 8;
+    const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(whole ? 8 : n - i)), lane);
+    auto load = [&](const float* a) { return whole ? _mm256_loadu_ps(a + i) : _mm256_maskload_ps(a + i, k); };
+    auto store = [&](float* a, __m256 x) { whole ? _mm256_storeu_ps(a + i, x) : _mm256_maskstore_ps(a + i, k, x); };
+    __m256 g = _mm256_mul_ps(load(grad), v_scale);  // rounded, as a scaled gradient
+    __m256 mi = load(m), vi = load(v);
+    mi = _mm256_fmadd_ps(v_one_b1, _mm256_sub_ps(g, mi), mi);  // torch's lerp
+    vi = _mm256_fmadd_ps(_mm256_mul_ps(v_one_b2, g), g, _mm256_mul_ps(v_b2, vi));
+    __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), v_bc2), v_eps);
+    __m256 upd = _mm256_div_ps(_mm256_mul_ps(v_step, mi), denom);
+    __m256 pi = _mm256_fmsub_ps(load(p), v_decay, upd);
+    store(m, mi);
+    store(v, vi);
+    store(p, pi);
   }
 #else
   std::vector<float> scaled(grad, grad + n);  // rounded before use: a separate loop, so no multiply-add fuses it
