@@ -5,6 +5,7 @@
 // weights from forward to backward change nothing but float rounding.
 #include "artel/parallel/fully_sharded.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "artel/autograd/ops.h"
@@ -122,11 +123,22 @@ void expect_zero3_equals_one_worker(const models::ModelConfig& c, int world, Opt
     std::map<std::string, Tensor> got;
     fsdp.for_each_whole([&](const std::string& name, const Tensor& t) { got[name] = t.clone(); });
     // Absolute: AdamW turns the float noise of a zero gradient (an attention
-    // key's bias) into steps of ~1e-6 on weights near zero.
+    // key's bias) into steps of ~1e-6 on weights near zero. It normalises a
+    // step to about lr whatever the gradient's size, so where the gradient is
+    // a few rounding errors (an MNIST border pixel seen by a handful of rows)
+    // the summation order decides its sign: one such weight of the first
+    // layer ended 7.2e-5 apart on AMD Zen 3 under the sanitizer build (-O1).
+    // At most one weight in 10,000 may do that, and by no more than lr a step.
     for (const auto& [name, w] : want) {
       const std::vector<float> g = got.at(name).to_vector();
       ASSERT_EQ(g.size(), w.size()) << name;
-      for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], 5e-5f) << name << "[" << i << "] rank " << pg.rank();
+      size_t noise_led = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (std::abs(g[i] - w[i]) <= 5e-5f) continue;
+        ++noise_led;
+        EXPECT_NEAR(g[i], w[i], kSteps * 1e-2f) << name << "[" << i << "] rank " << pg.rank();
+      }
+      EXPECT_LE(noise_led, w.size() / 10000) << name << ": weights further than 5e-5 from one worker's, rank " << pg.rank();
     }
   });
 }
