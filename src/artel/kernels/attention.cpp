@@ -197,11 +197,9 @@ void block_scores(int64_t q0, int64_t nq, int64_t hs, float alpha, const T* a, i
     Operand<T> o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
     float* dst = out + j0 * ldo + 16 * skip;
     if (rows == kRows) {
-      if (kWide == 2 && halves - skip == 2) {
-        micro<kRows, kWide>(o, 0, ke, alpha, dst, ldo);
-        continue;
-      }
-      for (int64_t h = skip; h < halves; ++h, o.vec += 16, dst += 16) micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
+      if (kWide == 2 && halves - skip == 2) micro<kRows, 2>(o, 0, ke, alpha, dst, ldo);
+      else
+        for (int64_t h = skip; h < halves; ++h, o.vec += 16, dst += 16) micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
       continue;
     }
     for (int64_t r = 0; r < rows; ++r, o.coef += lda, dst += ldo) {
