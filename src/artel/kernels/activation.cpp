@@ -15,7 +15,7 @@ constexpr int64_t kGrainCheap = 1 << 15;
 constexpr int64_t kGrainGelu = 1 << 13;
 constexpr int64_t kGrainTanh = 1 << 12;
 
-// GELU works on whole 16-float vectors, four at a time where it can
+// GELU works on whole native vectors, four at a time where it can
 // (normal_cdf_pdf's interleaved form; the same bits); a tail shorter than a
 // vector goes through a padded copy, so every element gets the same
 // instructions. fn.template operator()<N>(i, load, store) does N vectors at i.
@@ -23,21 +23,21 @@ constexpr int kBlock = 4;
 
 template <class Fn>
 void for_vectors(int64_t b, int64_t e, const Fn& fn) {
-  auto full_load = [](const float* p) { return load16(p); };
-  auto full_store = [](float* p, v16 v) { store16(p, v); };
+  auto full_load = [](const float* p) { return load<vnat>(p); };
+  auto full_store = [](float* p, vnat v) { store(p, v); };
   int64_t i = b;
-  for (; i + kBlock * kLanes <= e; i += kBlock * kLanes) fn.template operator()<kBlock>(i, full_load, full_store);
-  for (; i + kLanes <= e; i += kLanes) fn.template operator()<1>(i, full_load, full_store);
+  for (; i + kBlock * kNat <= e; i += kBlock * kNat) fn.template operator()<kBlock>(i, full_load, full_store);
+  for (; i + kNat <= e; i += kNat) fn.template operator()<1>(i, full_load, full_store);
   if (i == e) return;
   const int64_t rest = e - i;
   auto load_tail = [&](const float* p) {
-    float buf[kLanes] = {};
+    float buf[kNat] = {};
     std::memcpy(buf, p, static_cast<size_t>(rest) * sizeof(float));
-    return load16(buf);
+    return load<vnat>(buf);
   };
-  auto store_tail = [&](float* p, v16 v) {
-    float buf[kLanes];
-    store16(buf, v);
+  auto store_tail = [&](float* p, vnat v) {
+    float buf[kNat];
+    store(buf, v);
     std::memcpy(p, buf, static_cast<size_t>(rest) * sizeof(float));
   };
   fn.template operator()<1>(i, load_tail, store_tail);
@@ -64,20 +64,20 @@ void relu_backward(int64_t n, const float* y, const float* dy, float* dx) {
 
 // N vectors of x at i and their normal_cdf_pdf.
 template <int N, class Load>
-void load_with_cdf_pdf(const float* x, int64_t i, const Load& load, v16 (&xv)[N], NormalCdfPdf (&np)[N]) {
+void load_with_cdf_pdf(const float* x, int64_t i, const Load& load, vnat (&xv)[N], NormalCdfPdf<vnat> (&np)[N]) {
 #pragma GCC unroll 4
-  for (int u = 0; u < N; ++u) xv[u] = load(x + i + u * kLanes);
+  for (int u = 0; u < N; ++u) xv[u] = load(x + i + u * kNat);
   normal_cdf_pdf(xv, np);
 }
 
 void gelu_forward(int64_t n, const float* x, float* y) {
   parallel_for(n, kGrainGelu, [&](int64_t b, int64_t e) {
     for_vectors(b, e, [&]<int N>(int64_t i, auto load, auto store) {
-      v16 xv[N];
-      NormalCdfPdf np[N];
+      vnat xv[N];
+      NormalCdfPdf<vnat> np[N];
       load_with_cdf_pdf(x, i, load, xv, np);
 #pragma GCC unroll 4
-      for (int u = 0; u < N; ++u) store(y + i + u * kLanes, xv[u] * np[u].cdf);
+      for (int u = 0; u < N; ++u) store(y + i + u * kNat, xv[u] * np[u].cdf);
     });
   });
 }
@@ -85,12 +85,12 @@ void gelu_forward(int64_t n, const float* x, float* y) {
 void gelu_backward(int64_t n, const float* x, const float* dy, float* dx) {
   parallel_for(n, kGrainGelu, [&](int64_t b, int64_t e) {
     for_vectors(b, e, [&]<int N>(int64_t i, auto load, auto store) {
-      v16 xv[N];
-      NormalCdfPdf np[N];
+      vnat xv[N];
+      NormalCdfPdf<vnat> np[N];
       load_with_cdf_pdf(x, i, load, xv, np);
 #pragma GCC unroll 4
       for (int u = 0; u < N; ++u)
-        store(dx + i + u * kLanes, load(dy + i + u * kLanes) * (np[u].cdf + xv[u] * np[u].pdf));
+        store(dx + i + u * kNat, load(dy + i + u * kNat) * (np[u].cdf + xv[u] * np[u].pdf));
     });
   });
 }
@@ -99,13 +99,13 @@ void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dy
   if (!dydx) return gelu_forward(n, x, y);
   parallel_for(n, kGrainGelu, [&](int64_t b, int64_t e) {
     for_vectors(b, e, [&]<int N>(int64_t i, auto load, auto store) {
-      v16 xv[N];
-      NormalCdfPdf np[N];
+      vnat xv[N];
+      NormalCdfPdf<vnat> np[N];
       load_with_cdf_pdf(x, i, load, xv, np);
 #pragma GCC unroll 4
       for (int u = 0; u < N; ++u) {
-        store(y + i + u * kLanes, xv[u] * np[u].cdf);
-        store(dydx + i + u * kLanes, np[u].cdf + xv[u] * np[u].pdf);
+        store(y + i + u * kNat, xv[u] * np[u].cdf);
+        store(dydx + i + u * kNat, np[u].cdf + xv[u] * np[u].pdf);
       }
     });
   });

@@ -55,28 +55,13 @@ struct Operand {
 };
 using Pairs = Operand<uint32_t>;
 
-// The machine's own vector: a v16 is one zmm register with AVX-512, but two
-// ymm without it, and GCC keeps an array of them (the accumulators) in memory,
-// moving each through general registers. The fp32 kernel therefore counts in
-// native vectors.
-#ifdef __AVX512F__
-using vnat = v16;
-#else
-using vnat = v8;
-#endif
-constexpr int kNat = sizeof(vnat) / sizeof(float);
-inline vnat load_nat(const float* p) {
-  vnat v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline vnat splat_nat(float x) { return x - vnat{}; }  // a broadcast: x − (+0) is x, −0 included
-
-// Not inlined: inside a caller's loops GCC allocated the R × V accumulators
+// The fp32 kernel counts in the machine's own vectors (simd.h's vnat): GCC
+// keeps an array of v16 accumulators on AVX2 in memory, moving each through
+// general registers. Not inlined: inside a caller's loops GCC allocated the R × V accumulators
 // worse (the fp32 forward ran 1.5× slower).
 template <int R, int V>
 __attribute__((noinline)) void micro(const Operand<float>& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
-  constexpr int N = V * 16 / kNat;  // native vectors across a row
+  constexpr int N = V * 16 / static_cast<int>(kNat);  // native vectors across a row
   vnat acc[R][N];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -87,10 +72,10 @@ __attribute__((noinline)) void micro(const Operand<float>& o, int64_t k0, int64_
   for (int64_t k = k0; k < k1; ++k, coef += o.cs_k, vec += o.ldv) {
     vnat x[N];
 #pragma GCC unroll 4
-    for (int v = 0; v < N; ++v) x[v] = load_nat(vec + kNat * v);
+    for (int v = 0; v < N; ++v) x[v] = load<vnat>(vec + kNat * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      vnat c = splat_nat(coef[r * o.cs_r]);
+      vnat c = broadcast<vnat>(coef[r * o.cs_r]);
 #pragma GCC unroll 4
       for (int v = 0; v < N; ++v) acc[r][v] += c * x[v];
     }

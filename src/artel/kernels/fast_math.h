@@ -1,19 +1,24 @@
-// Branch-free exp and row reductions that GCC vectorises (-O3 -march=native).
+// Branch-free exp and row reductions for softmax and cross-entropy.
 //
 // glibc's expf is a scalar call unless built with -ffast-math, and a softmax
-// over a (768, 65) logit matrix would spend much of its time in it. These are
-// plain arithmetic, so loops calling them compile to AVX-512 code. (GELU's
-// normal CDF lives in simd.h, written with explicit vectors.)
+// over a (1024, 50304) logit matrix would spend most of its time in it. The
+// scalar exp_approx is plain arithmetic, so loops calling it compile to
+// vector code where GCC can vectorise them; the row reductions are written
+// with explicit native vectors (simd.h), because GCC did not vectorise the
+// clamps of exp_approx for AVX2 ("control flow in loop") and left them
+// scalar on CPUs without AVX-512. (GELU's normal CDF lives in simd.h too.)
 //
-//   for (i...) y[i] = exp_approx(x[i] - max);   // softmax numerator
+//   float s = row_exp(n, x, row_max(n, x), y);   // softmax numerators, Σ
 //
 // Accuracy: exp_approx is Cephes' expf (≤ 2 ulp on [-87, 88]; inputs below -87
 // give ~1e-38 instead of 0, above 88 are clamped); tests/kernels compare it
-// with std::exp.
+// with std::exp. The vector form computes the same bits, lane by lane.
 #pragma once
 
 #include <bit>
 #include <cstdint>
+
+#include "artel/kernels/simd.h"
 
 namespace artel::kernels {
 
@@ -36,64 +41,99 @@ namespace artel::kernels {
   return y * std::bit_cast<float>(bits);
 }
 
-// Row reductions over 16 independent lanes: without -ffast-math GCC will not
-// reorder a single running sum or max, but it vectorises independent lanes.
+// exp_approx on a vector: simd.h's exp_nonpositive is the same polynomial
+// with the same rounding steps, and it holds up to 88 (2^n stays finite).
+template <class V>
+[[gnu::always_inline]] inline V exp_approx(V x) {
+  const V highest = broadcast<V>(88.0f);
+  return exp_nonpositive(x > highest ? highest : x);
+}
+
+// Row reductions over 16 independent lanes (kParts native vectors), whose
+// partial results are then added in lane order: without -ffast-math GCC will
+// not reorder a single running sum or max. A row's result is the same on
+// every vector width.
+namespace detail {
+constexpr int kParts = static_cast<int>(kLanes / kNat);
+
+struct Lanes {
+  vnat part[kParts];
+  explicit Lanes(float init) {
+    for (vnat& p : part) p = broadcast<vnat>(init);
+  }
+  // Calls fn(part, offset) for each native vector of a 16-float group.
+  template <class Fn>
+  [[gnu::always_inline]] void each(const Fn& fn) {
+#pragma GCC unroll 4
+    for (int p = 0; p < kParts; ++p) fn(part[p], p * kNat);
+  }
+  float add_to(float s) const {
+    for (const vnat& p : part)
+      for (int64_t j = 0; j < kNat; ++j) s += p[j];
+    return s;
+  }
+};
+}  // namespace detail
+
 [[gnu::always_inline]] inline float row_max(int64_t n, const float* __restrict x) {
-  float lanes[16];
-  for (float& l : lanes) l = -3.402823466e38f;
+  detail::Lanes lanes(-3.402823466e38f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
+  for (; i + kLanes <= n; i += kLanes)
+    lanes.each([&](vnat& l, int64_t o) {
+      const vnat v = load<vnat>(x + i + o);
+      l = v > l ? v : l;
+    });
   float m = -3.402823466e38f;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (float l : lanes) m = l > m ? l : m;
+  for (const vnat& p : lanes.part)
+    for (int64_t j = 0; j < kNat; ++j) m = p[j] > m ? p[j] : m;
   return m;
 }
 
 [[gnu::always_inline]] inline float row_sum(int64_t n, const float* __restrict x) {
-  float lanes[16] = {};
+  detail::Lanes lanes(0.0f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
+  for (; i + kLanes <= n; i += kLanes) lanes.each([&](vnat& l, int64_t o) { l += load<vnat>(x + i + o); });
   float s = 0;
   for (; i < n; ++i) s += x[i];
-  for (float l : lanes) s += l;
-  return s;
+  return lanes.add_to(s);
 }
 
 // Σ exp(x[i] − m), the softmax denominator, without storing the exponentials.
 [[gnu::always_inline]] inline float row_sum_exp(int64_t n, const float* __restrict x, float m) {
-  float lanes[16] = {};
+  detail::Lanes lanes(0.0f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += exp_approx(x[i + j] - m);
+  for (; i + kLanes <= n; i += kLanes)
+    lanes.each([&](vnat& l, int64_t o) { l += exp_approx(load<vnat>(x + i + o) - m); });
   float s = 0;
   for (; i < n; ++i) s += exp_approx(x[i] - m);
-  for (float l : lanes) s += l;
-  return s;
+  return lanes.add_to(s);
 }
 
-// y = exp(x − m), returning Σ y (row_sum_exp that keeps the terms).
+// y = exp(x − m), returning Σ y (row_sum_exp that keeps the terms; the sum
+// equals row_sum(n, y)).
 [[gnu::always_inline]] inline float row_exp(int64_t n, const float* __restrict x, float m, float* __restrict y) {
-  float lanes[16] = {};
+  detail::Lanes lanes(0.0f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += y[i + j] = exp_approx(x[i + j] - m);
+  for (; i + kLanes <= n; i += kLanes)
+    lanes.each([&](vnat& l, int64_t o) {
+      const vnat e = exp_approx(load<vnat>(x + i + o) - m);
+      store(y + i + o, e);
+      l += e;
+    });
   float s = 0;
   for (; i < n; ++i) s += y[i] = exp_approx(x[i] - m);
-  for (float l : lanes) s += l;
-  return s;
+  return lanes.add_to(s);
 }
 
 [[gnu::always_inline]] inline float row_dot(int64_t n, const float* __restrict a, const float* __restrict b) {
-  float lanes[16] = {};
+  detail::Lanes lanes(0.0f);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += a[i + j] * b[i + j];
+  for (; i + kLanes <= n; i += kLanes)
+    lanes.each([&](vnat& l, int64_t o) { l += load<vnat>(a + i + o) * load<vnat>(b + i + o); });
   float s = 0;
   for (; i < n; ++i) s += a[i] * b[i];
-  for (float l : lanes) s += l;
-  return s;
+  return lanes.add_to(s);
 }
 
 }  // namespace artel::kernels

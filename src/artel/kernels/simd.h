@@ -1,15 +1,21 @@
 // 16-float vectors (GCC vector extensions: one AVX-512 register, or two AVX2
-// ones) and the vector math the kernels share: exp for softmax arguments and
-// the normal CDF and PDF together for GELU.
+// ones), the machine's own vector `vnat`, and the vector math the kernels
+// share: exp for softmax arguments and the normal CDF and PDF together for
+// GELU.
 //
 // Written with explicit vectors because GCC, without -ffast-math, turns the
 // clamps and selects of the scalar forms into masked code that runs several
 // times slower; here every lane runs the same straight-line instructions, so
 // results do not depend on how a tensor is split over threads.
 //
-//   v16 x = load16(p);
-//   NormalCdfPdf n = normal_cdf_pdf(x);
-//   store16(y, x * n.cdf);          // GELU
+// The math is written for any vector type V and used on `vnat`: GCC 12 splits
+// a v16's arithmetic into two AVX2 instructions, but not its selects (a ? b : c)
+// and shuffles, which it lowers lane by lane through memory. Lanes are
+// independent, so v16 and two v8 give the same bits.
+//
+//   vnat x = load<vnat>(p);
+//   NormalCdfPdf<vnat> n = normal_cdf_pdf(x);
+//   store(y, x * n.cdf);          // GELU
 #pragma once
 
 #include <algorithm>
@@ -36,9 +42,33 @@ inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 // A broadcast (v16{} + x would cost an add: 0 + x is not x for x = −0).
 inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
+// The machine's own vector: a v16 is one zmm register with AVX-512, but two
+// ymm without it.
+typedef float v8 __attribute__((vector_size(32)));
+#ifdef __AVX512F__
+using vnat = v16;
+#else
+using vnat = v8;
+#endif
+constexpr int64_t kNat = sizeof(vnat) / sizeof(float);
+
+template <class V>
+inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+inline void store(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class V>
+inline V broadcast(float x) {
+  return x - V{};  // x − (+0) is x, −0 included
+}
+
 // Tree reductions by halves, in registers (a running scalar sum would be a
 // 16-add dependency chain through memory).
-typedef float v8 __attribute__((vector_size(32)));
 typedef float v4 __attribute__((vector_size(16)));
 inline float hsum(v16 v) {
   v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
@@ -84,28 +114,31 @@ inline void transpose16(v16 (&rows)[16]) {
 // the normal density): 2^n · e^r with r = x − n·ln2, |r| ≤ ln2/2, and Cephes'
 // degree-6 polynomial for e^r (relative error ~1e-7, like expf). Inputs below
 // −87 give ~1e-38 instead of 0 (2^n stays a normal float); -inf likewise.
-inline v16 exp_nonpositive(v16 x) {
-  const v16 lowest = splat(-87.0f);
+template <class V>
+inline V exp_nonpositive(V x) {
+  using VI = decltype(x < x);  // the same lanes as 32-bit integers
+  const V lowest = broadcast<V>(-87.0f);
   x = x < lowest ? lowest : x;
-  const v16 round = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
-  v16 n = (x * 1.44269504088896341f + round) - round;
-  v16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for precision
-  v16 p = splat(1.9875691500e-4f);
+  const V round = broadcast<V>(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+  V n = (x * 1.44269504088896341f + round) - round;
+  V r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts, for precision
+  V p = broadcast<V>(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  v16 e = p * r * r + r + 1.0f;
-  vi16 bits = (__builtin_convertvector(n, vi16) + 127) << 23;
-  v16 two_n;
+  V e = p * r * r + r + 1.0f;
+  VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
+  V two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   return e * two_n;
 }
 
+template <class V>
 struct NormalCdfPdf {
-  v16 cdf;  // Φ(x) = P(N(0,1) ≤ x)
-  v16 pdf;  // φ(x) = exp(−x²/2)/√(2π)
+  V cdf;  // Φ(x) = P(N(0,1) ≤ x)
+  V pdf;  // φ(x) = exp(−x²/2)/√(2π)
 };
 
 // Φ through erfc, so the left tail (where GELU's output is tiny) keeps its
@@ -120,19 +153,19 @@ struct NormalCdfPdf {
 // the last) filled the CPU's schedulers while its units idled, and GELU over
 // 4 vectors at a time ran 0.155 -> 0.126 ms for 393K floats (AMD Zen 5),
 // with the same bits.
-template <int N>
-inline void normal_cdf_pdf(const v16 (&x)[N], NormalCdfPdf (&out)[N]) {
+template <class V, int N>
+inline void normal_cdf_pdf(const V (&x)[N], NormalCdfPdf<V> (&out)[N]) {
   constexpr float kR[9] = {-0.05968604192742946f, 0.28741980792595445f, -0.492714029612569f,
                            0.283904979134906f,    -0.030294901963922732f, 0.204078746509533f,
                            0.24279513699933816f,  0.2824115446238489f,   0.2820847103280625f};
-  const v16 t_min = splat(1.0f / 5.5f);  // a = 9: beyond, erfc < 1e-36 and R is not fitted
-  v16 a[N], t[N], tc[N], r[N];
+  const V t_min = broadcast<V>(1.0f / 5.5f);  // a = 9: beyond, erfc < 1e-36 and R is not fitted
+  V a[N], t[N], tc[N], r[N];
 #pragma GCC unroll 4
   for (int u = 0; u < N; ++u) {
     a[u] = (x[u] < 0.0f ? -x[u] : x[u]) * 0.70710678118654752f;
     t[u] = 1.0f / (1.0f + 0.5f * a[u]);
     tc[u] = t[u] < t_min ? t_min : t[u];
-    r[u] = splat(kR[0]);
+    r[u] = broadcast<V>(kR[0]);
   }
 #pragma GCC unroll 8
   for (int k = 1; k < 9; ++k)
@@ -140,15 +173,16 @@ inline void normal_cdf_pdf(const v16 (&x)[N], NormalCdfPdf (&out)[N]) {
     for (int u = 0; u < N; ++u) r[u] = r[u] * tc[u] + kR[k];
 #pragma GCC unroll 4
   for (int u = 0; u < N; ++u) {
-    const v16 e = exp_nonpositive(-(a[u] * a[u]));
-    const v16 half_tail = 0.5f * t[u] * r[u] * e;  // Φ(−|x|)
+    const V e = exp_nonpositive(-(a[u] * a[u]));
+    const V half_tail = 0.5f * t[u] * r[u] * e;  // Φ(−|x|)
     out[u] = {x[u] < 0.0f ? half_tail : 1.0f - half_tail, 0.39894228040143268f * e};
   }
 }
 
-inline NormalCdfPdf normal_cdf_pdf(v16 x) {
-  const v16 xs[1] = {x};
-  NormalCdfPdf out[1];
+template <class V>
+inline NormalCdfPdf<V> normal_cdf_pdf(V x) {
+  const V xs[1] = {x};
+  NormalCdfPdf<V> out[1];
   normal_cdf_pdf(xs, out);
   return out[0];
 }

@@ -39,9 +39,7 @@ void exp_block(int64_t n, int64_t inner, const float* __restrict x, float* __res
 
 void softmax_one(int64_t n, int64_t inner, const float* __restrict x, float* __restrict y, float* m, float* s) {
   if (inner == 1) {
-    float mx = row_max(n, x);
-    for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - mx);
-    float inv = 1.0f / row_sum(n, y);
+    float inv = 1.0f / row_exp(n, x, row_max(n, x), y);
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
     return;
   }
@@ -55,8 +53,7 @@ void log_softmax_one(int64_t n, int64_t inner, const float* __restrict x, float*
                      float* s) {
   if (inner == 1) {
     float mx = row_max(n, x);
-    for (int64_t i = 0; i < n; ++i) y[i] = exp_approx(x[i] - mx);
-    float lse = mx + std::log(row_sum(n, y));
+    float lse = mx + std::log(row_exp(n, x, mx, y));
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
     return;
   }
