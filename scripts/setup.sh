@@ -3,7 +3,7 @@
 # builds, then runs the main job or every test.
 #
 #   bash scripts/setup.sh run    # install, build, train the main job
-#   bash scripts/setup.sh test   # install, build, run all tests (also under ASan+UBSan, and MPI)
+#   bash scripts/setup.sh test   # install, build, run all tests (the lower layers' also under ASan+UBSan, and MPI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -24,20 +24,20 @@ if ((${#missing[@]})); then
 fi
 
 jobs=$(nproc)
-build() {  # build DIR [cmake args...]
-  local dir=$1
-  shift
+build() {  # build DIR TARGET [cmake args...]
+  local dir=$1 target=$2
+  shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs"
+  cmake --build "$dir" -j"$jobs" --target "$target"
 }
 
 case "$mode" in
   run)
-    build build
+    build build all
     ./build/artel
     ;;
   test)
-    build build
+    build build all
     ctest --test-dir build --output-on-failure -j"$jobs"
     echo "== installed into build/prefix: the examples built against it, each run with 2 workers"
     rm -rf build/prefix build/examples
@@ -48,12 +48,12 @@ case "$mode" in
     echo "== every installed header compiles on its own, without -march=native"
     find build/prefix/include -name '*.h' -printf '%P\n' | sort |
       xargs -P"$jobs" -I{} sh -c 'echo "#include <{}>" | g++ -std=c++20 -fsyntax-only -Ibuild/prefix/include -x c++ - || exit 255'
-    echo "== the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer"
-    build build-asan -DARTEL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    echo "== the unit tests of the layers that index memory, again under AddressSanitizer + UndefinedBehaviorSanitizer"
+    build build-asan artel_sanitized_tests -DARTEL_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
     # Tests that run workers under mpirun are left out here: OpenMPI keeps
     # allocations (op tables, plugins) until exit, which LeakSanitizer reports
     # against the library's unloaded plugins. They run in the build above.
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -E "Mpi"
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -L asan -E "Mpi"
     ;;
   *)
     echo "usage: bash scripts/setup.sh run|test" >&2
