@@ -63,7 +63,8 @@ void expect_second_backward_adds_in_place(bool with_destination, bool through_ma
   l.backward();
   EXPECT_LT(peak_tensor_bytes() - before, w.value().numel() * 4) << "a fresh gradient-sized tensor was allocated";
   EXPECT_EQ(w.grad().raw(), first);
-  for (size_t i = 0; i < once.size(); ++i) ASSERT_FLOAT_EQ(w.grad().to_vector()[i], 2 * once[i]) << i;
+  const std::vector<float> twice = w.grad().to_vector();
+  for (size_t i = 0; i < once.size(); ++i) ASSERT_FLOAT_EQ(twice[i], 2 * once[i]) << i;
 }
 
 TEST(GradientDestination, ALaterLinearGradientIsAddedOntoTheSumSoFar) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "artel/core/threads.h"
@@ -108,6 +110,27 @@ TEST(Simd, GeluGivesTheSameBitsInBlocksSingleVectorsAndTails) {
       ASSERT_EQ(bwd[i], whole_d[start + i]) << "start " << start << ", element " << i;
     }
   }
+}
+
+// transpose on both vector widths: element (r, c) lands at (c, r), bits as
+// they are (a NaN payload included).
+template <class V, size_t W>
+void expect_transposes() {
+  V rows[W];
+  for (size_t r = 0; r < W; ++r)
+    for (size_t c = 0; c < W; ++c) rows[r][c] = static_cast<float>(100 * r + c);
+  rows[1][2] = std::bit_cast<float>(0x7fc01234u);
+  transpose(rows);
+  for (size_t r = 0; r < W; ++r)
+    for (size_t c = 0; c < W; ++c) {
+      const float want = r == 2 && c == 1 ? std::bit_cast<float>(0x7fc01234u) : static_cast<float>(100 * c + r);
+      ASSERT_EQ(std::bit_cast<uint32_t>(rows[r][c]), std::bit_cast<uint32_t>(want)) << W << " lanes, (" << r << ", " << c << ")";
+    }
+}
+
+TEST(Simd, TransposeMovesEveryElementAcrossTheDiagonal) {
+  expect_transposes<v16, 16>();
+  expect_transposes<v8, 8>();
 }
 
 }  // namespace

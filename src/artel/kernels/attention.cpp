@@ -329,15 +329,15 @@ void lower_t_times(int64_t t, int64_t hs, const T* lt, int64_t ld, const T* r, i
 // dst (hs, tp) = srcᵀ for src (T, hs) with rows ld apart; columns T..tp zero.
 // Whole 16 × 16 tiles go through registers; ragged edges element by element.
 void transpose_padded(int64_t t, int64_t tp, int64_t hs, const float* src, int64_t ld, float* dst) {
-  for (int64_t e0 = 0; e0 < hs; e0 += kLanes) {
+  for (int64_t e0 = 0; e0 < hs; e0 += kNat) {
     int64_t j0 = 0;
-    for (; e0 + kLanes <= hs && j0 + kLanes <= t; j0 += kLanes) {
-      v16 tile[kLanes];
-      for (int64_t r = 0; r < kLanes; ++r) tile[r] = load16(src + (j0 + r) * ld + e0);
-      transpose16(tile);
-      for (int64_t r = 0; r < kLanes; ++r) store16(dst + (e0 + r) * tp + j0, tile[r]);
+    for (; e0 + kNat <= hs && j0 + kNat <= t; j0 += kNat) {
+      vnat tile[kNat];
+      for (int64_t r = 0; r < kNat; ++r) tile[r] = load<vnat>(src + (j0 + r) * ld + e0);
+      transpose(tile);
+      for (int64_t r = 0; r < kNat; ++r) store(dst + (e0 + r) * tp + j0, tile[r]);
     }
-    for (int64_t e = e0; e < std::min(hs, e0 + kLanes); ++e) {
+    for (int64_t e = e0; e < std::min(hs, e0 + kNat); ++e) {
       for (int64_t j = j0; j < t; ++j) std::memcpy(dst + e * tp + j, src + j * ld + e, sizeof(float));  // bits as they are
       std::fill(dst + e * tp + t, dst + (e + 1) * tp, 0.0f);
     }

@@ -111,7 +111,7 @@ __attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const floa
         tile[i] = load16(in + (r + i) * cols + c);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (r + i) * cols + c), to_bits(tile[i]));
       }
-      transpose16(tile);
+      transpose(tile);
       for (int64_t i = 0; i < kLanes; ++i)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_t + (c + i) * rows + r), to_bits(tile[i]));
     }

@@ -86,28 +86,32 @@ inline float hmax(v16 v) {
 }
 
 namespace detail {
-// One stage of transpose16: swaps bit M of the row index with bit M of the
+// One stage of transpose: swaps bit M of the row index with bit M of the
 // lane index (rows a and a + M trade the lanes where their bits differ).
-template <int M, size_t... I>
-inline void swap_index_bit(v16 (&rows)[16], std::index_sequence<I...>) {
-  for (int a = 0; a < 16; ++a) {
+template <int M, class V, size_t... I>
+inline void swap_index_bit(V (&rows)[sizeof...(I)], std::index_sequence<I...>) {
+  constexpr int W = sizeof...(I);
+  for (int a = 0; a < W; ++a) {
     if (a & M) continue;
-    v16 lo = __builtin_shufflevector(rows[a], rows[a + M], ((I & M) ? 16 + I - M : I)...);
-    v16 hi = __builtin_shufflevector(rows[a], rows[a + M], ((I & M) ? 16 + I : I + M)...);
+    V lo = __builtin_shufflevector(rows[a], rows[a + M], ((I & M) ? W + I - M : I)...);
+    V hi = __builtin_shufflevector(rows[a], rows[a + M], ((I & M) ? W + I : I + M)...);
     rows[a] = lo;
     rows[a + M] = hi;
   }
 }
 }  // namespace detail
 
-// Transposes a 16 × 16 block held as 16 row vectors, in registers: four
-// stages of 8 two-source permutes each, instead of 256 scalar moves.
-inline void transpose16(v16 (&rows)[16]) {
-  constexpr auto lanes = std::make_index_sequence<16>{};
+// Transposes a W × W block held as W row vectors of W lanes (v16 or v8), in
+// registers: log2(W) stages of W/2 two-source permutes each, instead of W²
+// scalar moves.
+template <class V, size_t W>
+inline void transpose(V (&rows)[W]) {
+  static_assert(sizeof(V) == W * sizeof(float) && (W == 8 || W == 16));
+  constexpr auto lanes = std::make_index_sequence<W>{};
   detail::swap_index_bit<1>(rows, lanes);
   detail::swap_index_bit<2>(rows, lanes);
   detail::swap_index_bit<4>(rows, lanes);
-  detail::swap_index_bit<8>(rows, lanes);
+  if constexpr (W == 16) detail::swap_index_bit<8>(rows, lanes);
 }
 
 // exp(x) for x ≤ 0 (softmax arguments after subtracting the row max, −x² of
