@@ -16,7 +16,7 @@ using namespace artel_test;
 using TrainCheckpoint = TrainRuns;
 
 // 2 blocks (--pp 2 needs them), 2 heads (--tp 2 splits them), the bundled text.
-constexpr const char* kGpt =
+constexpr const char* kCheckpointGpt =
     "--n-layer 2 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 1 --generate 0 --threads 1 "
     "--data-order sequential --seed 3 --timeout 60";
 
@@ -24,12 +24,12 @@ class TrainCheckpointRuns : public TrainCheckpoint {
  protected:
   // `run` trained 6 steps as `layout`, with a checkpoint after step 3.
   void cut_at_3(const std::string& layout, const std::string& run) {
-    ok(train(std::string(kGpt) + " " + layout + " --steps 3 --checkpoint-every 3" + out(run)));
+    ok(train(std::string(kCheckpointGpt) + " " + layout + " --steps 3 --checkpoint-every 3" + out(run)));
   }
   // A copy of `from`'s output, resumed to step 6 as `layout`; returns what it printed.
   std::string resume_as(const std::string& from, const std::string& layout, const std::string& run) {
     fs::copy(dir_ / from, dir_ / run, fs::copy_options::recursive);
-    Result r = train(std::string(kGpt) + " " + layout + " --steps 6 --resume" + out(run));
+    Result r = train(std::string(kCheckpointGpt) + " " + layout + " --steps 6 --resume" + out(run));
     EXPECT_EQ(r.code, 0) << r.out << r.err;
     return r.out;
   }
@@ -66,7 +66,7 @@ class TrainCheckpointRuns : public TrainCheckpoint {
 };
 
 TEST_F(TrainCheckpointRuns, DataParallelCheckpointResumesUnderEveryLayout) {
-  ok(train(std::string(kGpt) + " --nproc 2 --batch-size 4 --steps 6" + out("whole")));
+  ok(train(std::string(kCheckpointGpt) + " --nproc 2 --batch-size 4 --steps 6" + out("whole")));
   cut_at_3("--nproc 2 --batch-size 4", "cut");  // --zero 1: each rank wrote its owned elements
   const std::string one = resume_as("cut", "--batch-size 8", "one");
   EXPECT_NE(one.find("ckpt-00000003 (step 3), written by 2 workers (dp 2), read by 1 (dp 1)\n"), std::string::npos)
@@ -84,7 +84,7 @@ TEST_F(TrainCheckpointRuns, DataParallelCheckpointResumesUnderEveryLayout) {
 }
 
 TEST_F(TrainCheckpointRuns, TensorParallelAndReplicatedCheckpointsReshard) {
-  ok(train(std::string(kGpt) + " --batch-size 8 --steps 6" + out("whole")));
+  ok(train(std::string(kCheckpointGpt) + " --batch-size 8 --steps 6" + out("whole")));
   cut_at_3("--nproc 2 --tp 2 --batch-size 8", "tp");
   resume_as("tp", "--batch-size 8", "tp_to_one");
   resume_as("tp", "--nproc 2 --batch-size 4", "tp_to_dp");
@@ -98,7 +98,7 @@ TEST_F(TrainCheckpointRuns, TensorParallelAndReplicatedCheckpointsReshard) {
 // state, and any layout reads it back: more workers, one worker, another stage.
 // Its export is the run's final weights, which no worker ever held whole.
 TEST_F(TrainCheckpointRuns, ZeroThreeCheckpointsReshard) {
-  ok(train(std::string(kGpt) + " --batch-size 8 --steps 6" + out("whole")));
+  ok(train(std::string(kCheckpointGpt) + " --batch-size 8 --steps 6" + out("whole")));
   cut_at_3("--nproc 2 --batch-size 4 --zero 3", "zero3");
   const std::vector<uint64_t> bytes = shard_bytes("zero3", "ckpt-00000003");
   ASSERT_EQ(bytes.size(), 2u);
@@ -116,7 +116,7 @@ TEST_F(TrainCheckpointRuns, ZeroThreeCheckpointsReshard) {
 }
 
 TEST_F(TrainCheckpointRuns, ExportOfAMeshCheckpointIsTheFinalWeights) {
-  const std::string mesh = std::string(kGpt) + " --nproc 4 --tp 2 --pp 2 --batch-size 8 --steps 2 --checkpoint-every 2";
+  const std::string mesh = std::string(kCheckpointGpt) + " --nproc 4 --tp 2 --pp 2 --batch-size 8 --steps 2 --checkpoint-every 2";
   ok(train(mesh + out("mesh")));
   const fs::path weights = dir_ / "exported.safetensors";
   Result r = artel("checkpoint export " + (dir_ / "mesh" / "checkpoints").string() + " " + weights.string());
@@ -144,7 +144,7 @@ TEST_F(TrainCheckpointRuns, ExportOfAMeshCheckpointIsTheFinalWeights) {
 // No worker writes the whole model: the shards' bytes sum to the model and
 // its optimizer state once, each shard about its worker's share.
 TEST_F(TrainCheckpointRuns, ShardsHoldEachElementOnce) {
-  const std::string g = std::string(kGpt) + " --steps 1 --checkpoint-every 1";
+  const std::string g = std::string(kCheckpointGpt) + " --steps 1 --checkpoint-every 1";
   ok(train(g + " --batch-size 8" + out("alone")));
   ok(train(g + " --nproc 2 --tp 2 --zero 0 --batch-size 8" + out("tp")));
   ok(train(g + " --nproc 2 --batch-size 4" + out("zero1")));
@@ -164,7 +164,7 @@ TEST_F(TrainCheckpointRuns, ShardsHoldEachElementOnce) {
 }
 
 TEST_F(TrainCheckpointRuns, TornCheckpointsAreSkippedForThePreviousOne) {
-  const std::string g = std::string(kGpt) + " --nproc 2 --batch-size 4 --checkpoint-every 2 --keep-checkpoints 4";
+  const std::string g = std::string(kCheckpointGpt) + " --nproc 2 --batch-size 4 --checkpoint-every 2 --keep-checkpoints 4";
   ok(train(g + " --steps 10" + out("whole")));
   ok(train(g + " --steps 8" + out("cut")));
   const fs::path ckpts = dir_ / "cut" / "checkpoints";
@@ -195,7 +195,7 @@ TEST_F(TrainCheckpointRuns, ExplicitAccumChangesTheGlobalBatchAndKeepsTheDataPos
   EXPECT_EQ(losses("half").size(), 6u);
   // A mesh keeps it by its batch size; another one is refused, naming the one that works.
   fs::copy(dir_ / "cut", dir_ / "mesh", fs::copy_options::recursive);
-  Result mesh = train(std::string(kGpt) + " --nproc 2 --pp 2 --batch-size 4 --steps 6 --resume" + out("mesh"));
+  Result mesh = train(std::string(kCheckpointGpt) + " --nproc 2 --pp 2 --batch-size 4 --steps 6 --resume" + out("mesh"));
   EXPECT_NE(mesh.code, 0);
   EXPECT_NE(mesh.err.find("global batch of 8; --batch-size 4 with dp 1 gives 4 (hint: valid: --batch-size 8;"),
             std::string::npos) << mesh.err;

@@ -16,22 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/nn/safetensors.h"
+#include "cli/train_runs.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using artel_test::Result;
+using artel_test::slurp;
 
 class TrainCommand : public ::testing::Test {
  protected:

@@ -14,7 +14,7 @@ using namespace artel_test;
 using TrainMesh = TrainRuns;
 
 // 4 blocks (PP 4 needs them), 2 heads (TP 2 splits them), tiny widths.
-constexpr const char* kGpt =
+constexpr const char* kMeshGpt =
     "--model gpt --n-layer 4 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 2 --generate 0 --threads 1 "
     "--data-order sequential --seed 5 --steps 2 --timeout 60";
 
@@ -26,7 +26,7 @@ class TrainMeshRuns : public TrainMesh {
     const std::string alphabet = "abcdefghijklmnopqrstuvwxyz .,;!\n";  // 32 characters
     for (int i = 0; i < 4000; ++i) text << alphabet[(i * 7 + i / 13) % alphabet.size()];
   }
-  std::string gpt() const { return std::string(kGpt) + " --data " + (dir_ / "text.txt").string(); }
+  std::string gpt() const { return std::string(kMeshGpt) + " --data " + (dir_ / "text.txt").string(); }
 
   // One worker on batch B·dp against the layout, for both schedules and M in {1, 2, 4, 8}.
   void expect_layout_equals_one_worker(const std::string& layout, int nproc, int dp) {
@@ -47,7 +47,7 @@ TEST_F(TrainMeshRuns, TensorParallel2EqualsOneWorker) { expect_layout_equals_one
 // Vocabulary 65: padded to 66 over 2 ranks and 68 over 4; the padded rows
 // never reach the loss nor the weights file (whose wte is 65 rows, as one worker's).
 TEST_F(TrainMeshRuns, TensorParallelPadsAVocabularyItDoesNotDivide) {
-  std::string text = std::string(kGpt) + " --data " + ARTEL_SOURCE_DIR + "/data/tinyshakespeare.txt --batch-size 4";
+  std::string text = std::string(kMeshGpt) + " --data " + ARTEL_SOURCE_DIR + "/data/tinyshakespeare.txt --batch-size 4";
   text.replace(text.find("--n-head 2"), 10, "--n-head 4");  // 4 heads split over 4 ranks
   ok(train(text + out("one")));
   ok(train(text + " --nproc 2 --tp 2" + out("tp2")));

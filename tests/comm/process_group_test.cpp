@@ -9,18 +9,14 @@
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/thread_group.h"
+#include "comm/quick_options.h"
 
 namespace artel::comm {
 namespace {
 
 using ::testing::HasSubstr;
 
-GroupOptions quick() {
-  GroupOptions o;
-  o.timeout = std::chrono::seconds(30);
-  o.registered_bytes = 1 << 20;
-  return o;
-}
+using artel_test::quick;
 
 // A countdown the test threads use to hold a rank back without sleeping.
 class Latch {

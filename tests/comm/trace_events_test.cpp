@@ -6,6 +6,7 @@
 
 #include "artel/comm/thread_group.h"
 #include "artel/core/trace.h"
+#include "comm/quick_options.h"
 
 namespace artel::comm {
 namespace {
@@ -21,12 +22,7 @@ class CommTraceTest : public ::testing::Test {
   }
 };
 
-GroupOptions quick() {
-  GroupOptions o;
-  o.timeout = std::chrono::seconds(30);
-  o.registered_bytes = 1 << 20;
-  return o;
-}
+using artel_test::quick;
 
 // An all_reduce, a tagged message from 0 to 1 and a barrier in a subgroup.
 void some_ops(ProcessGroup& pg) {

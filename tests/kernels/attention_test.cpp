@@ -10,17 +10,14 @@
 
 #include "artel/core/rng.h"
 #include "artel/core/threads.h"
+#include "kernels/random_values.h"
 #include "artel/kernels/gemm.h"
 
 namespace artel::kernels {
 namespace {
 
-std::vector<float> random_values(int64_t n, uint64_t seed) {
-  Rng rng(seed, 7);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = rng.normal();
-  return v;
-}
+using artel_test::random_values;
+constexpr uint64_t kAttentionStream = 7;  // this file's inputs: random_values(n, seed, kAttentionStream)
 
 struct Reference {
   std::vector<double> y, dqkv;
@@ -85,7 +82,7 @@ struct Outputs {
 Outputs run(const AttentionDims& d, int threads) {
   set_num_threads(threads);
   const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
-  std::vector<float> qkv = random_values(n_qkv, 1), dy = random_values(n_y, 2);
+  std::vector<float> qkv = random_values(n_qkv, 1, kAttentionStream), dy = random_values(n_y, 2, kAttentionStream);
   Outputs out{std::vector<float>(n_y), std::vector<float>(n_qkv, NAN)};
   std::vector<float> probs(d.probs_numel(), NAN);
   attention_forward(d, qkv.data(), out.y.data(), probs.data());
@@ -96,7 +93,7 @@ Outputs run(const AttentionDims& d, int threads) {
 
 Reference reference_of(const AttentionDims& d) {
   const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
-  return reference(d, random_values(n_qkv, 1), random_values(n_y, 2));
+  return reference(d, random_values(n_qkv, 1, kAttentionStream), random_values(n_y, 2, kAttentionStream));
 }
 
 void expect_matches(const AttentionDims& d, int threads) {
@@ -173,7 +170,7 @@ TEST(Attention, OddHeadSizeMultipliesInFp32UnderBf16) {
 TEST(Attention, ResultsDoNotDependOnTheThreadSplit) {
   const AttentionDims d{3, 33, 96, 3};  // 9 (b, h) items: uneven halves
   const int64_t n_qkv = d.batch * d.time * 3 * d.channels, n_y = d.batch * d.time * d.channels;
-  std::vector<float> qkv = random_values(n_qkv, 4), dy = random_values(n_y, 5);
+  std::vector<float> qkv = random_values(n_qkv, 4, kAttentionStream), dy = random_values(n_y, 5, kAttentionStream);
   std::vector<float> y[2], dqkv[2];
   for (int threads : {1, 2}) {
     set_num_threads(threads);
@@ -191,7 +188,7 @@ TEST(Attention, ResultsDoNotDependOnTheThreadSplit) {
 // probs holds Pᵀ per (b, h): element [j][i] = P[i][j], written for i ≥ 16·⌊j/16⌋.
 TEST(Attention, SavedProbabilitiesAreCausalColumnsThatSumToOne) {
   AttentionDims d{1, 37, 16, 2};
-  std::vector<float> qkv = random_values(d.batch * d.time * 3 * d.channels, 3);
+  std::vector<float> qkv = random_values(d.batch * d.time * 3 * d.channels, 3, kAttentionStream);
   std::vector<float> y(d.batch * d.time * d.channels), probs(d.probs_numel(), NAN);
   attention_forward(d, qkv.data(), y.data(), probs.data());
   const int64_t t = d.time, tp = d.padded_time();

@@ -9,16 +9,13 @@
 
 #include "artel/core/rng.h"
 #include "artel/core/threads.h"
+#include "kernels/random_values.h"
 
 namespace artel::kernels {
 namespace {
 
-std::vector<float> random_values(int64_t n, uint64_t seed) {
-  Rng rng(seed, 11);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = rng.normal();
-  return v;
-}
+using artel_test::random_values;
+constexpr uint64_t kConvStream = 11;  // this file's inputs: random_values(n, seed, kConvStream)
 
 struct Naive {
   std::vector<double> y, dx, dw, db;
@@ -69,10 +66,10 @@ void expect_near(const A& got, const B& want, double tol, const char* what) {
 
 void expect_matches(const Conv2dDims& d, int threads) {
   set_num_threads(threads);
-  auto x = random_values(d.batch * d.c_in * d.height * d.width, 1);
-  auto w = random_values(d.c_out * d.patch_size(), 2);
-  auto b = random_values(d.c_out, 3);
-  auto dy = random_values(d.batch * d.c_out * d.out_height() * d.out_width(), 4);
+  auto x = random_values(d.batch * d.c_in * d.height * d.width, 1, kConvStream);
+  auto w = random_values(d.c_out * d.patch_size(), 2, kConvStream);
+  auto b = random_values(d.c_out, 3, kConvStream);
+  auto dy = random_values(d.batch * d.c_out * d.out_height() * d.out_width(), 4, kConvStream);
   std::vector<float> y(dy.size()), dx(x.size(), NAN), dw(w.size(), NAN), db(b.size(), NAN);
   conv2d_forward(d, x.data(), w.data(), b.data(), y.data());
   conv2d_backward(d, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data());
@@ -102,8 +99,8 @@ TEST(Conv2d, StrideLargerThanKernelSkipsInputs) { expect_matches({1, 2, 7, 7, 2,
 
 TEST(Conv2d, BackwardWithoutBiasOrInputGradient) {
   Conv2dDims d{2, 2, 5, 5, 2, 3, 3, 1, 1};
-  auto x = random_values(d.batch * d.c_in * 25, 5), w = random_values(d.c_out * d.patch_size(), 6);
-  auto dy = random_values(d.batch * d.c_out * 25, 7);
+  auto x = random_values(d.batch * d.c_in * 25, 5, kConvStream), w = random_values(d.c_out * d.patch_size(), 6, kConvStream);
+  auto dy = random_values(d.batch * d.c_out * 25, 7, kConvStream);
   std::vector<float> y(dy.size()), dw(w.size(), NAN);
   conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
   conv2d_backward(d, x.data(), w.data(), dy.data(), nullptr, dw.data(), nullptr);
@@ -119,7 +116,7 @@ TEST(Conv2d, Im2colPadsWithZerosAndCol2imIsItsAdjoint) {
   // rows: (ki, kj) = (0,0), (0,1), (1,0), (1,1); columns: output positions
   EXPECT_EQ(col, (std::vector<float>{0, 0, 0, 5, 0, 0, 4, 6, 0, 2, 0, 8, 1, 3, 7, 9}));
   // <im2col(x), c> == <x, col2im(c)> for any c
-  std::vector<float> c = random_values(16, 8), back(9, 0.0f);
+  std::vector<float> c = random_values(16, 8, kConvStream), back(9, 0.0f);
   col2im_add(d, c.data(), back.data());
   double lhs = 0, rhs = 0;
   for (int i = 0; i < 16; ++i) lhs += double(col[i]) * c[i];

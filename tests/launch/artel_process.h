@@ -46,6 +46,9 @@ class ArtelProcess {
   std::chrono::steady_clock::time_point start_;
 };
 
+// `text` split into lines (a program's stdout, a file's contents).
+std::vector<std::string> lines_of(const std::string& text);
+
 // A fresh temporary directory, removed (with its files) at destruction.
 class TempDir {
  public:

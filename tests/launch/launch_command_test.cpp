@@ -21,13 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 ArtelProcess::Result launch(std::vector<std::string> options, const std::string& script) {
   std::vector<std::string> args{"launch"};
   args.insert(args.end(), options.begin(), options.end());

@@ -77,13 +77,6 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // The cgroups a launcher with this pid made (artel-<pid>-*) that are still
 // there, in the memory or the cpu hierarchy: in the launcher's own cgroup
 // (the test's: it is our child) or the hierarchy's root.

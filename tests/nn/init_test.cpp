@@ -11,15 +11,14 @@
 #include <cstring>
 
 #include "artel/nn/module.h"
+#include "core/same_bits.h"
 
 namespace artel::nn {
 namespace {
 
 using ::testing::HasSubstr;
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
+using artel_test::same_bits;
 
 struct NamedInit {
   const char* name;

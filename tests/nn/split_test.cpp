@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "artel/core/error.h"
+#include "core/same_bits.h"
 
 namespace artel::nn {
 namespace {
@@ -25,9 +26,7 @@ Tensor iota(const Shape& s) {
   return t;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
+using artel_test::same_bits;
 
 std::vector<Tensor> all_parts(const Tensor& whole, const Split& s, int parts) {
   std::vector<Tensor> out;

@@ -17,6 +17,7 @@
 #include "artel/models/model.h"
 #include "artel/nn/activations.h"
 #include "artel/nn/linear.h"
+#include "core/same_bits.h"
 #include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
@@ -49,9 +50,7 @@ ShardPlace tp_place(comm::ProcessGroup* tp, int degree = 1) {
   return p;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
+using artel_test::same_bits;
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());

@@ -19,7 +19,7 @@ using autograd::Variable;
 
 using parallel_testing::randn;
 
-constexpr int kStages = 3, kRows = 8, kWidth = 4;
+constexpr int kStages = 3, kBatchRows = 8, kWidth = 4;
 
 Variable layer(const Variable& x, const Variable& w) { return autograd::tanh(autograd::linear(x, w, Variable())); }
 Variable loss_of(const Variable& y) { return autograd::mean(autograd::mul(y, y)); }
@@ -51,12 +51,12 @@ PipelineLinks links_of(comm::ProcessGroup& world) {
 }
 
 TEST(PipelineExecutor, MicroBatchedPipelineGivesTheWholeBatchGradients) {
-  Tensor x = randn({kRows, kWidth}, 1);
+  Tensor x = randn({kBatchRows, kWidth}, 1);
   const auto want = whole_batch_gradients(x);
   for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b})
     for (int m : {1, 2, 4, 8}) {
       comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
-        const int s = world.rank(), rows = kRows / m;
+        const int s = world.rank(), rows = kBatchRows / m;
         Variable w(randn({kWidth, kWidth}, 10 + s), true);
         PipelineExecutor ex(s, kStages, links_of(world));
         StageFunctions fns;
@@ -78,7 +78,7 @@ TEST(PipelineExecutor, MicroBatchedPipelineGivesTheWholeBatchGradients) {
 }
 
 TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
-  Tensor x = randn({kRows, kWidth}, 2);
+  Tensor x = randn({kBatchRows, kWidth}, 2);
   comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
     const int s = world.rank();
     Variable w(randn({kWidth, kWidth}, 10 + s), true);

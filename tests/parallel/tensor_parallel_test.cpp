@@ -156,22 +156,22 @@ TEST(TensorParallel, VocabParallelEmbeddingRejectsIdsOutsideTheTable) {
 
 // ---- cross-entropy
 
-const int64_t kB = 2, kT = 4, kV = 16;
+const int64_t kCeBatch = 2, kCeTime = 4, kCeVocab = 16;
 
 // (B, T, V) logits; targets (B, T) with two ignored. Rows 0-2 hold logits of
 // size ~1e3 spread over the shards: exp of them would overflow without the max.
 Tensor make_logits(float spread) {
-  Tensor x = randn({kB, kT, kV}, 3, 3.0f);
+  Tensor x = randn({kCeBatch, kCeTime, kCeVocab}, 3, 3.0f);
   float* p = x.data<float>();
   if (spread > 0) {
-    for (int64_t v = 0; v < kV; ++v) p[v] += spread;             // row 0: all large
-    p[kV + 13] = spread;                                           // row 1: one large column, in the last shard
-    for (int64_t v = 0; v < kV; ++v) p[2 * kV + v] -= spread * (1 + (v % 3));  // row 2: large negative
+    for (int64_t v = 0; v < kCeVocab; ++v) p[v] += spread;             // row 0: all large
+    p[kCeVocab + 13] = spread;                                           // row 1: one large column, in the last shard
+    for (int64_t v = 0; v < kCeVocab; ++v) p[2 * kCeVocab + v] -= spread * (1 + (v % 3));  // row 2: large negative
   }
   return x;
 }
 
-Tensor make_targets(DType dtype) { return ids_tensor({2, 1, 15, -100, 8, 0, -100, 12}, {kB, kT}, dtype); }
+Tensor make_targets(DType dtype) { return ids_tensor({2, 1, 15, -100, 8, 0, -100, 12}, {kCeBatch, kCeTime}, dtype); }
 
 void check_cross_entropy(int world, float spread, DType target_dtype, float rtol) {
   Tensor logits = make_logits(spread);
@@ -183,18 +183,18 @@ void check_cross_entropy(int world, float spread, DType target_dtype, float rtol
 
   PerRank grads(world);
   spawn(world, [&](comm::ProcessGroup& pg) {
-    int64_t Vl = kV / world;
-    Tensor mine = nn::take_part(logits.view({kB * kT, kV}), {.dim = 1}, pg.rank(), world).view({kB, kT, Vl});
+    int64_t Vl = kCeVocab / world;
+    Tensor mine = nn::take_part(logits.view({kCeBatch * kCeTime, kCeVocab}), {.dim = 1}, pg.rank(), world).view({kCeBatch, kCeTime, Vl});
     Variable local(mine, true);
     Variable loss = vocab_parallel_cross_entropy(local, targets, pg.rank() * Vl, pg);
     ASSERT_EQ(loss.shape(), Shape{});
     EXPECT_NEAR(loss.item(), lf.item(), rtol * std::abs(lf.item())) << "rank " << pg.rank() << " world " << world;
     loss.backward(Tensor::full({}, 0.5f));
-    grads.put(pg.rank(), local.grad().view({kB * kT, Vl}));
+    grads.put(pg.rank(), local.grad().view({kCeBatch * kCeTime, Vl}));
   });
-  Tensor got = nn::join_parts(grads.slots, {.dim = 1}, {kB * kT, kV});
+  Tensor got = nn::join_parts(grads.slots, {.dim = 1}, {kCeBatch * kCeTime, kCeVocab});
   for (float g : got.to_vector()) ASSERT_TRUE(std::isfinite(g));
-  expect_close(got, full.grad().view({kB * kT, kV}), "d logits, world " + std::to_string(world), rtol);
+  expect_close(got, full.grad().view({kCeBatch * kCeTime, kCeVocab}), "d logits, world " + std::to_string(world), rtol);
 }
 
 TEST(TensorParallel, VocabParallelCrossEntropyMatchesCrossEntropy) {

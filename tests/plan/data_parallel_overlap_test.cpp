@@ -18,7 +18,7 @@ using testing::test_cluster;
 // thirds of the parameters. 2 hosts of one worker: the pair crosses hosts.
 const TransformerShape kWideVocabulary{2, 8, 1024, 64, 50304};  // L, a, h, s, V
 
-Workload fp32_workload(bool overlap) {
+Workload overlap_workload(bool overlap) {
   Workload w;
   w.global_batch = 64;
   w.precision = Precision::fp32;
@@ -35,8 +35,8 @@ TEST(DataParallelOverlap, TheEmbeddingsBucketIsExposedThoughBackwardOutlastsTheW
   const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
   const Cluster c = test_cluster(64e9, 2, 1);
   const Layout l{.dp = 2, .zero = 0};
-  const Prediction p = predict(model, c, l, fp32_workload(true));
-  const Prediction after = predict(model, c, l, fp32_workload(false));
+  const Prediction p = predict(model, c, l, overlap_workload(true));
+  const Prediction after = predict(model, c, l, overlap_workload(false));
   // Backward is longer than the reduction of every gradient at once...
   ASSERT_LT(after.time.data_parallel, p.time.compute * 2 / 3);
   // ...yet the embedding's gradients are ready only when it ends.
@@ -47,7 +47,7 @@ TEST(DataParallelOverlap, TheEmbeddingsBucketIsExposedThoughBackwardOutlastsTheW
 TEST(DataParallelOverlap, WithoutOverlapTheWholeReductionFollowsBackward) {
   const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
   const Cluster c = test_cluster(64e9, 2, 1);
-  const Prediction p = predict(model, c, Layout{.dp = 2, .zero = 0}, fp32_workload(false));
+  const Prediction p = predict(model, c, Layout{.dp = 2, .zero = 0}, overlap_workload(false));
   const double params = total_parameters(kWideVocabulary);
   EXPECT_NEAR(p.time.data_parallel, all_reduce_seconds(c, place_group(c, 2, 1, Route::hierarchical), params * 4),
               1e-9);
@@ -56,7 +56,7 @@ TEST(DataParallelOverlap, WithoutOverlapTheWholeReductionFollowsBackward) {
 TEST(DataParallelOverlap, LargerBucketsStartLater) {
   const ModelDescription model = transformer_model("wide vocabulary", TransformerShape{8, 8, 1024, 64, 256});
   const Cluster c = test_cluster(64e9, 2, 1);
-  Workload w = fp32_workload(true);
+  Workload w = overlap_workload(true);
   w.global_batch = 2;  // a short backward: the reduction outlasts it
   const double small = predict(model, c, Layout{.dp = 2, .zero = 0}, w).time.data_parallel;
   w.buckets.first_bucket_bytes = w.buckets.bucket_bytes = int64_t{1} << 40;  // one bucket: starts when backward ends
@@ -69,8 +69,8 @@ TEST(DataParallelOverlap, ZeroOneWithPowerSgdStillGathersTheWholeWeights) {
   const Cluster c = test_cluster(64e9, 2, 1);
   Layout l{.dp = 2, .zero = 1};
   l.compression = parse_compression("powersgd", 4);
-  const Prediction p = predict(model, c, l, fp32_workload(true));
-  const double weights = total_parameters(kWideVocabulary) * fp32_workload(true).state.weight;
+  const Prediction p = predict(model, c, l, overlap_workload(true));
+  const double weights = total_parameters(kWideVocabulary) * overlap_workload(true).state.weight;
   EXPECT_GE(p.time.data_parallel, all_gather_seconds(c, place_group(c, 2, 1, Route::hierarchical), weights));
 }
 
@@ -82,7 +82,7 @@ TEST(DataParallelOverlap, StagesOnOneHostReduceOneAfterTheOther) {
   ModelDescription model;  // a user's layers: no tied embedding to sum between the stages
   model.name = "four layers";
   for (int i = 0; i < 4; ++i) model.layers.push_back({"layer", 1e9, 1e6, 1e4, 1e4});
-  Workload w = fp32_workload(true);
+  Workload w = overlap_workload(true);
   w.global_batch = 64;  // a long backward against a short reduction
   const Layout l{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 0};
   const Cluster two_a_host = test_cluster(64e9, 2, 2);  // a worker's share of its host's link: 1 GB/s

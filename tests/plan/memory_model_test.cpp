@@ -13,7 +13,7 @@ namespace {
 
 using testing::test_cluster;
 
-const TransformerShape kShape{4, 4, 64, 32, 128};  // L, a, h, s, V
+const TransformerShape kSmallShape{4, 4, 64, 32, 128};  // L, a, h, s, V
 
 // Korthikanti's counts are for training with dropout (Megatron-LM's).
 Workload fp32_workload(int64_t batch, bool dropout = true) {
@@ -26,10 +26,10 @@ Workload fp32_workload(int64_t batch, bool dropout = true) {
 }
 
 TEST(MemoryModel, OneStageMatchesHandComputation) {
-  const ModelDescription model = transformer_model("small", kShape);
+  const ModelDescription model = transformer_model("small", kSmallShape);
   const Layout l{.dp = 8, .micro_batches = 1, .zero = 0};
   const MemoryPrediction m = predict_memory(model, test_cluster(), l, fp32_workload(8));
-  const double P = total_parameters(kShape);
+  const double P = total_parameters(kSmallShape);
   EXPECT_DOUBLE_EQ(m.parameters, 4 * P);
   EXPECT_DOUBLE_EQ(m.gradients, 4 * P);
   EXPECT_DOUBLE_EQ(m.optimizer_state, 8 * P);
@@ -47,7 +47,7 @@ TEST(MemoryModel, OneStageMatchesHandComputation) {
 }
 
 TEST(MemoryModel, WithoutDropoutNoMaskNorDroppedCopyIsKept) {
-  const ModelDescription model = transformer_model("small", kShape);
+  const ModelDescription model = transformer_model("small", kSmallShape);
   const Layout l{.dp = 8, .micro_batches = 1, .zero = 0};
   const MemoryPrediction m = predict_memory(model, test_cluster(), l, fp32_workload(8, /*dropout=*/false));
   // The block's two masks (2·s·b·h of the 10), the attention dropout's mask
@@ -59,8 +59,8 @@ TEST(MemoryModel, WithoutDropoutNoMaskNorDroppedCopyIsKept) {
 }
 
 TEST(MemoryModel, ZeroStagesShardStateOverDataParallelism) {
-  const ModelDescription model = transformer_model("small", kShape);
-  const double P = total_parameters(kShape), N = 8;
+  const ModelDescription model = transformer_model("small", kSmallShape);
+  const double P = total_parameters(kSmallShape), N = 8;
   auto at = [&](int zero) {
     return predict_memory(model, test_cluster(), Layout{.dp = 8, .micro_batches = 1, .zero = zero}, fp32_workload(8));
   };
@@ -71,18 +71,18 @@ TEST(MemoryModel, ZeroStagesShardStateOverDataParallelism) {
   EXPECT_DOUBLE_EQ(z2.parameters + z2.gradients + z2.optimizer_state, 4 * P + 12 * P / N);
   // ZeRO-3 gathers the two largest units whole, two blocks, and the
   // embedding, tied to the head, from the first forward to the last backward.
-  const double gathered = 4 * (embedding_parameters(kShape) + 2 * block_parameters(kShape));
+  const double gathered = 4 * (embedding_parameters(kSmallShape) + 2 * block_parameters(kSmallShape));
   EXPECT_DOUBLE_EQ(z3.gathered, gathered);
   EXPECT_DOUBLE_EQ(z3.parameters + z3.gradients + z3.optimizer_state, 16 * P / N + gathered);
   // Its gradient staging (parallel/fully_sharded.cpp): the embedding's, tied
   // to the head, through the whole backward, and three blocks' (two being
   // reduce-scattered, one filling).
-  EXPECT_DOUBLE_EQ(z3.communication, 4 * (embedding_parameters(kShape) + 3 * block_parameters(kShape)));
+  EXPECT_DOUBLE_EQ(z3.communication, 4 * (embedding_parameters(kSmallShape) + 3 * block_parameters(kSmallShape)));
   EXPECT_DOUBLE_EQ(z2.communication, 0.0);
 }
 
 TEST(MemoryModel, RecomputationKeepsLessAndSequenceParallelismDividesByTp) {
-  const ModelDescription model = transformer_model("small", kShape);
+  const ModelDescription model = transformer_model("small", kSmallShape);
   const Workload w = fp32_workload(2);
   const double s = 32, b = 1, h = 64, t = 4;
   auto blocks = [&](Recompute r, bool sp) {
@@ -99,7 +99,7 @@ TEST(MemoryModel, RecomputationKeepsLessAndSequenceParallelismDividesByTp) {
 }
 
 TEST(MemoryModel, OneFOneBKeepsAtMostPMinusStageMicroBatchesAndGpipeAll) {
-  const ModelDescription model = transformer_model("small", kShape);
+  const ModelDescription model = transformer_model("small", kSmallShape);
   const Workload w = fp32_workload(16);
   Layout l{.dp = 2, .pp = 4, .micro_batches = 8, .schedule = Schedule::one_f_one_b};
   const parallel::SimulationResult one = simulate_layout(l, parallel::CostModel{});
@@ -116,7 +116,7 @@ TEST(MemoryModel, OneFOneBKeepsAtMostPMinusStageMicroBatchesAndGpipeAll) {
 }
 
 TEST(MemoryModel, SaysWhenALayoutDoesNotFit) {
-  const ModelDescription model = transformer_model("small", kShape);
+  const ModelDescription model = transformer_model("small", kSmallShape);
   const Layout l{.dp = 8, .micro_batches = 1};
   EXPECT_TRUE(predict_memory(model, test_cluster(64e9), l, fp32_workload(8)).fits());
   EXPECT_FALSE(predict_memory(model, test_cluster(1e6), l, fp32_workload(8)).fits());

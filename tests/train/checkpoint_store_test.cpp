@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "artel/train/checkpoint_reader.h"
+#include "train/expect_error.h"
 
 namespace artel::train {
 namespace {
@@ -81,16 +82,7 @@ class CheckpointStoreTest : public ::testing::Test {
   std::string dir_;
 };
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
-  }
-}
+using artel_test::expect_error;
 
 TEST_F(CheckpointStoreTest, ManifestListsEveryPartAndTheRun) {
   CheckpointStore store(dir_, 3);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "artel/core/rng.h"
+#include "train/expect_error.h"
 
 namespace artel::train {
 namespace {
@@ -101,16 +102,7 @@ void expect_same(const Checkpoint& a, const Checkpoint& b) {
   }
 }
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
-  }
-}
+using artel_test::expect_error;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

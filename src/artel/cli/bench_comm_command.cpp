@@ -45,7 +45,7 @@ DType parse_dtype(const std::string& s) {
   throw Error("unknown dtype '" + s + "'", "use float32, float64, int32, int64 or bfloat16");
 }
 
-struct Args {
+struct BenchCommArgs {
   comm::BenchOptions bench;
   std::string backend = "shm";
   int ranks = 0;
@@ -66,7 +66,7 @@ std::string placement(const comm::HostMap& hosts, int n, bool within_host) {
   return s;
 }
 
-void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n, const comm::HostMap& hosts) {
+void print(const std::vector<comm::BenchRow>& rows, const BenchCommArgs& a, int n, const comm::HostMap& hosts) {
   if (a.json) {
     for (const auto& r : rows)
       std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
@@ -91,7 +91,7 @@ void print(const std::vector<comm::BenchRow>& rows, const Args& a, int n, const 
 
 // One rank: join the group, run, rank 0 prints. Returns the exit code.
 // --within-host: every host's ranks as a subgroup, all hosts at once.
-int run_rank(const comm::GroupOptions& g, const Args& a) {
+int run_rank(const comm::GroupOptions& g, const BenchCommArgs& a) {
   auto pg = comm::init_process_group(g);
   const comm::HostMap hosts = comm::host_map(*pg);
   std::shared_ptr<comm::ProcessGroup> group = pg;
@@ -103,7 +103,7 @@ int run_rank(const comm::GroupOptions& g, const Args& a) {
   return 0;
 }
 
-comm::GroupOptions group_options(const Args& a) {
+comm::GroupOptions group_options(const BenchCommArgs& a) {
   comm::GroupOptions g;
   g.backend = a.backend;
   g.timeout = std::chrono::seconds(a.timeout_s);
@@ -112,7 +112,7 @@ comm::GroupOptions group_options(const Args& a) {
 }
 
 // Forks the workers of a one-machine job; returns the worst exit code.
-int fork_workers(const Args& a) {
+int fork_workers(const BenchCommArgs& a) {
   comm::GroupOptions g = group_options(a);
   g.world_size = a.ranks;
   g.job_id = "bench-" + std::to_string(getpid());
@@ -147,7 +147,7 @@ int fork_workers(const Args& a) {
 }
 
 int run_bench_comm(int argc, char** argv) {
-  Args a;
+  BenchCommArgs a;
   std::string min_bytes = "8", max_bytes = "256M", dtype = "float32", redop = "sum";
   bool unregistered = false;
   if (const char* backend = std::getenv("ARTEL_BACKEND")) a.backend = backend;  // --backend overrides it
@@ -189,7 +189,7 @@ int run_bench_comm(int argc, char** argv) {
   return fork_workers(a);
 }
 
-const bool kRegistered = register_bench("comm", "collectives over a backend, nccl-tests columns", run_bench_comm);
+const bool kBenchCommRegistered = register_bench("comm", "collectives over a backend, nccl-tests columns", run_bench_comm);
 
 }  // namespace
 }  // namespace artel::cli

@@ -40,6 +40,6 @@ bool register_bench(const std::string& name, const std::string& help, CommandFn 
 
 const std::vector<Command>& bench_subjects() { return subjects(); }
 
-static const bool kRegistered = register_command("bench", "benchmarks: `bench comm` (collectives), `bench train` (ms/step)", run_bench);
+static const bool kBenchRegistered = register_command("bench", "benchmarks: `bench comm` (collectives), `bench train` (ms/step)", run_bench);
 
 }  // namespace artel::cli

@@ -1,7 +1,7 @@
-// `artel bench SUBJECT ...`: each benchmark subject (comm, later train) lives
-// in its own file and registers itself here, like the top-level commands:
+// `artel bench SUBJECT ...`: each benchmark subject (comm, train) lives in
+// its own file and registers itself here, like the top-level commands:
 //
-//   static const bool kRegistered = artel::cli::register_bench(
+//   static const bool kBenchTrainRegistered = artel::cli::register_bench(
 //       "train", "time training steps", run_bench_train);
 #pragma once
 

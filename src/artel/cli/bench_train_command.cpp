@@ -576,7 +576,7 @@ int run_bench_train(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered =
+const bool kBenchTrainRegistered =
     register_bench("train", "ms/step of W1, W2 and the CNN at 1 and 2 threads, next to PyTorch", run_bench_train);
 
 }  // namespace

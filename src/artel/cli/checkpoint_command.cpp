@@ -34,7 +34,7 @@ int run_checkpoint(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered =
+const bool kCheckpointRegistered =
     register_command("checkpoint", "`checkpoint export CKPT OUT`: a checkpoint's model as one weights file", run_checkpoint);
 
 }  // namespace

@@ -1,8 +1,11 @@
 // The `artel` program's subcommands. Each lives in its own file and registers
 // itself, so adding a command touches nothing else:
 //
-//   static const bool kRegistered = artel::cli::register_command(
+//   static const bool kLaunchRegistered = artel::cli::register_command(
 //       "launch", "start N workers (like torchrun)", run_launch);
+//
+// The program compiles as one translation unit (CMakeLists.txt), so a
+// command's file-local names carry its name.
 #pragma once
 
 #include <string>

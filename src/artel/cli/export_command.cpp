@@ -69,7 +69,7 @@ int run_export(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered =
+const bool kExportRegistered =
     register_command("export", "`export IN OUT --format hf`: weights as Hugging Face's GPT-2 (or artel's layout)", run_export);
 
 }  // namespace

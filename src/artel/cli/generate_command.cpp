@@ -28,7 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Args {
+struct GenerateArgs {
   std::string run, weights, prompt, prompt_ids, tokenizer;
   int64_t tokens = 200, top_k = 0;
   std::optional<double> temperature;
@@ -53,7 +53,7 @@ std::vector<int64_t> parse_ids(const std::string& text) {
 }
 
 int run_generate(int argc, char** argv) {
-  Args a;
+  GenerateArgs a;
   CLI::App app{"Sample text (or token ids) from a trained run's model.", "artel generate"};
   app.add_option("run", a.run, "a run directory (config.json, final.safetensors)")->required();
   app.add_option("--weights", a.weights, "weights to load instead of RUN/final.safetensors (artel's or Hugging Face's GPT-2 layout)");
@@ -127,7 +127,7 @@ int run_generate(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered =
+const bool kGenerateRegistered =
     register_command("generate", "`generate RUN --prompt TEXT`: sample from a trained run's model", run_generate);
 
 }  // namespace

@@ -49,7 +49,7 @@ int run_launch(int argc, char** argv) {
   return launch::launch(config);
 }
 
-const bool kRegistered = register_command("launch", "start N workers of a command (like torchrun)", run_launch);
+const bool kLaunchRegistered = register_command("launch", "start N workers of a command (like torchrun)", run_launch);
 
 }  // namespace
 }  // namespace artel::cli

@@ -254,7 +254,7 @@ int run_plan(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered = register_command(
+const bool kPlanRegistered = register_command(
     "plan",
     "predict a layout's step time and memory on a cluster; --search ranks every layout; `plan calibrate` measures "
     "this machine",

@@ -22,7 +22,7 @@ int run_report(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered =
+const bool kReportRegistered =
     register_command("report", "`report RUN_DIR`: draw RUN_DIR/report.svg from its metrics", run_report);
 
 }  // namespace

@@ -370,7 +370,7 @@ int run_train(int argc, char** argv) {
   return 0;
 }
 
-const bool kRegistered = register_command("train", "train a model (no arguments: the main job)", run_train);
+const bool kTrainRegistered = register_command("train", "train a model (no arguments: the main job)", run_train);
 
 }  // namespace
 
