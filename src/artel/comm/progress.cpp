@@ -17,12 +17,13 @@ constexpr auto kStayLight = std::chrono::milliseconds(5);  // at least two polls
 // peers have come to it (see progress.h).
 constexpr auto kLiveness = std::chrono::seconds(1);
 
+}  // namespace
+
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
   return s + "]";
 }
-}  // namespace
 
 std::string OpContext::describe() const {
   std::string s = op;

@@ -36,11 +36,15 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "artel/comm/process_group.h"
 #include "artel/comm/transport.h"
 
 namespace artel::comm {
+
+// Ranks as they appear in error messages: "[0, 2, 3]".
+std::string rank_list(const std::vector<int>& ranks);
 
 class Progress : public std::enable_shared_from_this<Progress> {
  public:

@@ -5,14 +5,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "artel/comm/progress.h"
+
 namespace artel::comm {
 namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
 
 void check_header(const SegmentHeader* h, const Segment& seg, const SegmentConfig& cfg) {
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->total_bytes != seg.bytes)

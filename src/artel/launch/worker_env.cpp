@@ -8,22 +8,22 @@
 namespace artel::launch {
 namespace {
 
-constexpr const char* kHint = "these are set by `artel launch`; unset them to run a single process";
+constexpr const char* kLaunchedHint = "these are set by `artel launch`; unset them to run a single process";
 
 int parse_int(const char* name, const std::string& text, int min, int max) {
   int value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end)
-    throw Error(detail::concat(name, "='", text, "' is not an integer"), kHint);
+    throw Error(detail::concat(name, "='", text, "' is not an integer"), kLaunchedHint);
   if (value < min || value > max)
-    throw Error(detail::concat(name, "=", value, " is out of range [", min, ", ", max, "]"), kHint);
+    throw Error(detail::concat(name, "=", value, " is out of range [", min, ", ", max, "]"), kLaunchedHint);
   return value;
 }
 
 std::string require(const EnvLookup& lookup, const char* name) {
   auto value = lookup(name);
-  if (!value) throw Error(detail::concat(name, " is not set, but other ARTEL_* launch variables are"), kHint);
+  if (!value) throw Error(detail::concat(name, " is not set, but other ARTEL_* launch variables are"), kLaunchedHint);
   return *value;
 }
 
@@ -33,7 +33,7 @@ void check_job_id(const std::string& id) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
                 c == '_' || c == '-');
   if (!ok)
-    throw Error(detail::concat(kEnvJobId, "='", id, "' must be 1 to 200 characters of [A-Za-z0-9._-]"), kHint);
+    throw Error(detail::concat(kEnvJobId, "='", id, "' must be 1 to 200 characters of [A-Za-z0-9._-]"), kLaunchedHint);
 }
 
 }  // namespace

@@ -14,8 +14,6 @@
 namespace artel::parallel {
 namespace {
 
-// Sharded: each rank's block of a bucket starts on a 64-byte line.
-constexpr int64_t kBlockAlign = 16;
 // Sharded gradients: buckets being reduced at once, each holding its staging memory.
 constexpr size_t kStagedInFlight = 2;
 

@@ -15,8 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kBlockAlign = 16;     // each rank's block of a unit starts on a 64-byte line
-
 std::string mib(int64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));

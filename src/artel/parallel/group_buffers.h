@@ -17,6 +17,10 @@ namespace artel::parallel {
 Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr,
                            int64_t zero_from = 0);
 
+// Sharded buffers (ZeRO's buckets, FSDP's units) start each rank's block on a
+// 64-byte line: a multiple of this many floats.
+inline constexpr int64_t kBlockAlign = 16;
+
 // `value` summed over the group's ranks (a gradient norm's squares). Collective.
 double sum_over(comm::ProcessGroup& group, double value);
 

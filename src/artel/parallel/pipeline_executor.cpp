@@ -18,7 +18,7 @@ int peer(const comm::ProcessGroup& g) { return 1 - g.rank(); }
 // dims...], fixed size, so the receiver learns what comes without knowing
 // the stage's code, and whether a gradient will come back for each.
 constexpr int64_t kMaxTensors = 7, kMaxDims = 6, kSlot = 3 + kMaxDims;
-constexpr int64_t kHeaderWords = 1 + kMaxTensors * kSlot;
+constexpr int64_t kSlotHeaderWords = 1 + kMaxTensors * kSlot;
 int tag_of(int mb, int64_t part) { return mb * static_cast<int>(kMaxTensors + 1) + static_cast<int>(part); }
 
 struct HandOver {
@@ -30,7 +30,7 @@ Tensor header_of(const HandOver& h) {
   const std::vector<Tensor>& ts = h.tensors;
   ARTEL_CHECK(static_cast<int64_t>(ts.size()) <= kMaxTensors, "pipeline: a stage hands over ", ts.size(),
               " tensors, at most ", kMaxTensors);
-  Tensor out = Tensor::zeros({kHeaderWords}, DType::i64);
+  Tensor out = Tensor::zeros({kSlotHeaderWords}, DType::i64);
   int64_t* w = out.data<int64_t>();
   w[0] = static_cast<int64_t>(ts.size());
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -46,7 +46,7 @@ Tensor header_of(const HandOver& h) {
 }
 
 HandOver receive_all(comm::ProcessGroup& g, int mb) {
-  Tensor h = Tensor::empty({kHeaderWords}, DType::i64);
+  Tensor h = Tensor::empty({kSlotHeaderWords}, DType::i64);
   g.recv(h, peer(g), tag_of(mb, 0))->wait();
   const int64_t* w = h.data<int64_t>();
   HandOver out;

@@ -19,12 +19,7 @@
 
 namespace artel::train {
 
-namespace {
-
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
 
 void check_mesh(const TrainConfig& cfg, int world) {
   cfg.validate();
@@ -207,7 +202,7 @@ double ModelMesh::sync_gradients() {
   if (groups_.embedding && !tied_.empty()) {
     Clock::time_point t0 = Clock::now();
     for (Variable& p : tied_) groups_.embedding->all_reduce(p.grad())->wait();  // every copy gets the whole gradient
-    exposed += seconds_since(t0);
+    exposed += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   return exposed;
 }

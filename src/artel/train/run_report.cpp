@@ -14,7 +14,7 @@ namespace artel::train {
 
 namespace {
 
-constexpr double kWidth = 960, kPlotX0 = 90, kPlotX1 = 780, kPanelHeight = 190, kPanelGap = 70, kTop = 60;
+constexpr double kChartWidth = 960, kChartX0 = 90, kChartX1 = 780, kPanelHeight = 190, kPanelGap = 70, kChartTop = 60;
 constexpr size_t kMaxPoints = 600;
 
 struct Series {
@@ -46,23 +46,23 @@ std::string axis_label(double v) {
 
 // One panel: its frame, y ticks, the series, a legend; x from x0 to x1 (steps).
 std::string panel(double top, const std::string& title, const std::vector<Series>& series, double x0, double x1) {
-  std::string out = svg::text(kPlotX0, top - 10, title, "font-weight=\"bold\"");
+  std::string out = svg::text(kChartX0, top - 10, title, "font-weight=\"bold\"");
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const Series& s : series)
     for (const auto& [x, y] : s.points)
       if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
   const double bottom = top + kPanelHeight;
-  out += svg::rect("frame", kPlotX0, top, kPlotX1 - kPlotX0, kPanelHeight, "#fafafa");
-  if (!std::isfinite(lo)) return out + svg::text(kPlotX0 + 10, top + 24, "nothing recorded yet");
+  out += svg::rect("frame", kChartX0, top, kChartX1 - kChartX0, kPanelHeight, "#fafafa");
+  if (!std::isfinite(lo)) return out + svg::text(kChartX0 + 10, top + 24, "nothing recorded yet");
   if (hi - lo < 1e-12) lo -= 1, hi += 1;
   const double pad = (hi - lo) * 0.05;
   lo -= pad, hi += pad;
-  auto X = [&](double x) { return kPlotX0 + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (kPlotX1 - kPlotX0); };
+  auto X = [&](double x) { return kChartX0 + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (kChartX1 - kChartX0); };
   auto Y = [&](double y) { return bottom - (y - lo) / (hi - lo) * kPanelHeight; };
   const double step = svg::tick_step(hi - lo, 5);
   for (double v = std::ceil(lo / step) * step; v <= hi; v += step) {
-    out += svg::line(kPlotX0 - 4, Y(v), kPlotX1, Y(v), "#dddddd");
-    out += svg::text(kPlotX0 - 8, Y(v) + 4, axis_label(v), "text-anchor=\"end\" font-size=\"11\"");
+    out += svg::line(kChartX0 - 4, Y(v), kChartX1, Y(v), "#dddddd");
+    out += svg::text(kChartX0 - 8, Y(v) + 4, axis_label(v), "text-anchor=\"end\" font-size=\"11\"");
   }
   double legend_y = top + 16;
   for (const Series& s : series) {
@@ -76,22 +76,22 @@ std::string panel(double top, const std::string& title, const std::vector<Series
       for (const auto& [x, y] : s.points)
         if (std::isfinite(y))
           out += "<circle cx=\"" + svg::num(X(x)) + "\" cy=\"" + svg::num(Y(y)) + "\" r=\"3\" fill=\"" + s.colour + "\"/>\n";
-    out += svg::rect("swatch", kPlotX1 + 14, legend_y - 10, 12, 12, s.colour);
-    out += svg::text(kPlotX1 + 32, legend_y, s.name, "font-size=\"12\"");
+    out += svg::rect("swatch", kChartX1 + 14, legend_y - 10, 12, 12, s.colour);
+    out += svg::text(kChartX1 + 32, legend_y, s.name, "font-size=\"12\"");
     legend_y += 20;
   }
   return out;
 }
 
 std::string x_axis(double y, double x0, double x1) {
-  std::string out = svg::line(kPlotX0, y, kPlotX1, y);
+  std::string out = svg::line(kChartX0, y, kChartX1, y);
   const double span = std::max(1.0, x1 - x0);
   const double step = std::max(1.0, svg::tick_step(span, 8));
   for (double v = std::ceil(x0 / step) * step; v <= x1 + 1e-9; v += step) {
-    const double x = kPlotX0 + (x1 > x0 ? (v - x0) / (x1 - x0) : 0.5) * (kPlotX1 - kPlotX0);
+    const double x = kChartX0 + (x1 > x0 ? (v - x0) / (x1 - x0) : 0.5) * (kChartX1 - kChartX0);
     out += svg::line(x, y, x, y + 5) + svg::text(x, y + 18, axis_label(v), "text-anchor=\"middle\" font-size=\"11\"");
   }
-  return out + svg::text(kPlotX1, y + 34, "step", "text-anchor=\"end\" font-size=\"11\"");
+  return out + svg::text(kChartX1, y + 34, "step", "text-anchor=\"end\" font-size=\"11\"");
 }
 
 }  // namespace
@@ -134,8 +134,8 @@ std::string run_report_svg(const std::vector<nlohmann::json>& lines, const std::
   for (const Series* s : {&loss, &val})
     for (const auto& [x, y] : s->points) x0 = std::min(x0, x), x1 = std::max(x1, x);
   if (!std::isfinite(x0)) x0 = 0, x1 = 1;
-  double top = kTop;
-  std::string out = svg::text(kWidth / 2, 28, title, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
+  double top = kChartTop;
+  std::string out = svg::text(kChartWidth / 2, 28, title, "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
   out += panel(top, "loss", {loss, val}, x0, x1);
   top += kPanelHeight + kPanelGap;
   out += panel(top, "throughput", {rate}, x0, x1);
@@ -143,7 +143,7 @@ std::string run_report_svg(const std::vector<nlohmann::json>& lines, const std::
   out += panel(top, "time per step: compute against exposed synchronisation", {comp, sync}, x0, x1);
   out += x_axis(top + kPanelHeight, x0, x1);
   const double height = top + kPanelHeight + 50;
-  return svg::open(kWidth, height) + out + svg::close();
+  return svg::open(kChartWidth, height) + out + svg::close();
 }
 
 std::string write_run_report(const std::string& run_dir) {
