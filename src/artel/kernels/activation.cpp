@@ -146,7 +146,7 @@ void dropout_mask(int64_t n, float p, Rng& rng, float* mask) {
 void multiply(int64_t n, const float* a, const float* b, float* out) {
   parallel_for(n, kGrainCheap, [&](int64_t s, int64_t e) {
     int64_t i = s;
-    for (; i + kLanes <= e; i += kLanes) store16(out + i, load16(a + i) * load16(b + i));
+    for (; i + kLanes <= e; i += kLanes) store(out + i, load<v16>(a + i) * load<v16>(b + i));
     for (; i < e; ++i) out[i] = a[i] * b[i];
   });
 }

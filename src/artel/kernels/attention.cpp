@@ -270,9 +270,9 @@ void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t 
   }
   const v16 inv = causal_exp_lanes<v16>(s, ld, i0, 0, nj, t);
   for (int64_t j = 0; j < nj; j += 2) {  // a zero partner after an odd last row
-    const v16 lo = load16(s + j * ld) * inv, hi = j + 1 < nj ? load16(s + (j + 1) * ld) * inv : v16{};
-    store16(s + j * ld, lo);
-    if (j + 1 < nj) store16(s + (j + 1) * ld, hi);
+    const v16 lo = load<v16>(s + j * ld) * inv, hi = j + 1 < nj ? load<v16>(s + (j + 1) * ld) * inv : v16{};
+    store(s + j * ld, lo);
+    if (j + 1 < nj) store(s + (j + 1) * ld, hi);
     store_pairs(out->pairs + j / 2 * out->ld_pairs, lo, hi);
   }
 }
@@ -284,14 +284,14 @@ template <bool kPairs = false>
 void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, float scale,
                             const PairOutputs* out = nullptr) {
   v16 dot{};
-  for (int64_t j = 0; j < nj; ++j) dot += load16(ds + j * ld) * load16(p + j * ld);
+  for (int64_t j = 0; j < nj; ++j) dot += load<v16>(ds + j * ld) * load<v16>(p + j * ld);
   if constexpr (!kPairs) {
-    for (int64_t j = 0; j < nj; ++j) store16(ds + j * ld, scale * load16(p + j * ld) * (load16(ds + j * ld) - dot));
+    for (int64_t j = 0; j < nj; ++j) store(ds + j * ld, scale * load<v16>(p + j * ld) * (load<v16>(ds + j * ld) - dot));
     return;
   }
   v16 lo{};
   for (int64_t j = 0; j < nj; ++j) {
-    const v16 pj = load16(p + j * ld), dsj = scale * pj * (load16(ds + j * ld) - dot);
+    const v16 pj = load<v16>(p + j * ld), dsj = scale * pj * (load<v16>(ds + j * ld) - dot);
     store_bf16(out->rows + j * out->ld_rows, dsj);
     store_bf16(out->p_rows + j * out->ld_rows, pj);
     if (j % 2 == 0) lo = dsj;

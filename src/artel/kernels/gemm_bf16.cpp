@@ -108,7 +108,7 @@ __attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const floa
     for (; c + kLanes <= cols; c += kLanes) {
       v16 tile[kLanes];
       for (int64_t i = 0; i < kLanes; ++i) {
-        tile[i] = load16(in + (r + i) * cols + c);
+        tile[i] = load<v16>(in + (r + i) * cols + c);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (r + i) * cols + c), to_bits(tile[i]));
       }
       transpose(tile);

@@ -76,17 +76,17 @@ bool vector_rows(int64_t C, const float* w) { return C % kLanes == 0 && w != nul
 void row_forward_vec(int64_t C, const float* x, const float* w, const float* b, float eps, float* y, float& mean,
                      float& rstd) {
   v16 s{};
-  for (int64_t i = 0; i < C; i += kLanes) s += load16(x + i);
+  for (int64_t i = 0; i < C; i += kLanes) s += load<v16>(x + i);
   const float mu = hsum(s) / static_cast<float>(C);
   v16 q{};
   for (int64_t i = 0; i < C; i += kLanes) {
-    v16 d = load16(x + i) - mu;
+    v16 d = load<v16>(x + i) - mu;
     q += d * d;
   }
   const float rs = 1.0f / std::sqrt(hsum(q) / static_cast<float>(C) + eps);
   for (int64_t i = 0; i < C; i += kLanes) {
-    v16 xh = (load16(x + i) - mu) * rs;
-    store16(y + i, b ? xh * load16(w + i) + load16(b + i) : xh * load16(w + i));
+    v16 xh = (load<v16>(x + i) - mu) * rs;
+    store(y + i, b ? xh * load<v16>(w + i) + load<v16>(b + i) : xh * load<v16>(w + i));
   }
   mean = mu;
   rstd = rs;
@@ -97,21 +97,21 @@ void row_backward_vec(int64_t C, const float* x, const float* w, float mu, float
   if (dx) {
     v16 sg{}, sgx{};
     for (int64_t i = 0; i < C; i += kLanes) {
-      v16 g = load16(dy + i) * load16(w + i);
+      v16 g = load<v16>(dy + i) * load<v16>(w + i);
       sg += g;
-      sgx += g * (load16(x + i) - mu);
+      sgx += g * (load<v16>(x + i) - mu);
     }
     const float a = hsum(sg) / static_cast<float>(C), bb = hsum(sgx) * rs / static_cast<float>(C);
     for (int64_t i = 0; i < C; i += kLanes) {
-      v16 g = load16(dy + i) * load16(w + i);
-      store16(dx + i, rs * (g - a - (load16(x + i) - mu) * rs * bb));
+      v16 g = load<v16>(dy + i) * load<v16>(w + i);
+      store(dx + i, rs * (g - a - (load<v16>(x + i) - mu) * rs * bb));
     }
   }
   if (dw)
     for (int64_t i = 0; i < C; i += kLanes)
-      store16(dw + i, load16(dw + i) + load16(dy + i) * ((load16(x + i) - mu) * rs));
+      store(dw + i, load<v16>(dw + i) + load<v16>(dy + i) * ((load<v16>(x + i) - mu) * rs));
   if (db)
-    for (int64_t i = 0; i < C; i += kLanes) store16(db + i, load16(db + i) + load16(dy + i));
+    for (int64_t i = 0; i < C; i += kLanes) store(db + i, load<v16>(db + i) + load<v16>(dy + i));
 }
 
 }  // namespace

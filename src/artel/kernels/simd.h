@@ -33,15 +33,6 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t vi16 __attribute__((vector_size(64)));
 constexpr int64_t kLanes = 16;
 
-inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
-// A broadcast (v16{} + x would cost an add: 0 + x is not x for x = −0).
-inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-
 // The machine's own vector: a v16 is one zmm register with AVX-512, but two
 // ymm without it.
 typedef float v8 __attribute__((vector_size(32)));
