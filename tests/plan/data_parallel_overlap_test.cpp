@@ -74,6 +74,27 @@ TEST(DataParallelOverlap, ZeroOneWithPowerSgdStillGathersTheWholeWeights) {
   EXPECT_GE(p.time.data_parallel, all_gather_seconds(c, place_group(c, 2, 1, Route::hierarchical), weights));
 }
 
+// A bf16 wire halves the bytes but converts on the cores backward computes
+// on: the bucket narrowed (read 4 bytes, write 2 a parameter) and this
+// rank's averaged block widened back. On shared memory that is the whole
+// difference between the two: `--search` ranked bf16 first on one host
+// when only the bytes counted (AMD Zen 3, W2 on 2 workers).
+TEST(DataParallelOverlap, ABf16WireConvertsOnTheComputeCores) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  const Cluster c = test_cluster(64e9, 1, 2);
+  Layout l{.dp = 2, .zero = 1};
+  l.compression = parse_compression("bf16", 4);
+  const double p = total_parameters(kWideVocabulary);
+  const GroupPlacement g = place_group(c, 2, 1, Route::hierarchical);
+  const double converted = (4 + 2) * (p + p / 2) / c.device.memory_bandwidth.value;
+  const double expected = reduce_scatter_seconds(c, g, p * 2) + all_gather_seconds(c, g, p * 4) + converted;
+  EXPECT_NEAR(predict(model, c, l, overlap_workload(false)).time.data_parallel, expected, 1e-6 * expected);
+  // ZeRO-0 widens the whole average.
+  l.zero = 0;
+  const double whole = all_reduce_seconds(c, g, p * 2) + (4 + 2) * 2 * p / c.device.memory_bandwidth.value;
+  EXPECT_NEAR(predict(model, c, l, overlap_workload(false)).time.data_parallel, whole, 1e-6 * whole);
+}
+
 // Pipeline stages end backward one micro-batch apart, so the data-parallel
 // pairs of a host's two stages cross its link one after the other: when the
 // first pair is done before the second starts, each has the link alone,

@@ -73,8 +73,12 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
 // Bytes of a worker's gradient synchronisation as its all-reduces send them:
 // one buffer, or PowerSGD's two (parallel/powersgd.h) — the Ps with every
 // gradient sent whole (vectors, and the matrices parallel::powersgd_compresses
-// leaves whole), then the Qs — and PowerSGD's own work on the compressed
-// matrices: three thin products and the error feedback's streams.
+// leaves whole), then the Qs — and the compression's own work: PowerSGD's
+// three thin products and error feedback's streams on the compressed
+// matrices, or a bf16 wire's two conversions of fp32 gradients (DDP's
+// on_the_wire and complete: the bucket narrowed, read 4 bytes and written 2
+// a parameter, then the average, this rank's block under ZeRO >= 1, widened
+// back).
 struct DpBuffers {
   double first = 0, second = 0;
   double compression_flops = 0, compression_bytes = 0;
@@ -83,7 +87,12 @@ struct DpBuffers {
 DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
   const double wire =
       l.compression.kind == Compression::Kind::bf16 ? std::min(2.0, w.state.gradient) : w.state.gradient;
-  if (l.compression.kind != Compression::Kind::powersgd) return {st.parameters * wire, 0, 0};
+  if (l.compression.kind == Compression::Kind::none) return {st.parameters * wire, 0, 0};
+  if (l.compression.kind == Compression::Kind::bf16) {  // nothing to convert when gradients are bf16 already
+    const double widened = l.zero >= 1 ? st.parameters / static_cast<double>(l.dp) : st.parameters;
+    const double converted = wire < w.state.gradient ? (w.state.gradient + wire) * (st.parameters + widened) : 0;
+    return {st.parameters * wire, 0, 0, converted};
+  }
   const double r = l.compression.rank;
   DpBuffers b;
   double compressed = 0;
@@ -153,9 +162,8 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
   // ZeRO 1/2 (with PowerSGD too): the updated shards' weights are all-gathered whole.
   if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
   // Compressing runs on the cores (or the stream) backward computes on: never hidden.
-  if (powersgd)
-    after_step += b.compression_flops / achieved_flops(c.device, Precision::fp32) +
-                  b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+  after_step += b.compression_flops / achieved_flops(c.device, Precision::fp32) +
+                b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
   if (!w.overlap_grad_reduce) return reduce_seconds(c, st.parameters) + after_step;
 
   const double window = st.backward_compute + st.backward_tensor_parallel;
