@@ -19,7 +19,9 @@
 
 namespace artel::train {
 
+namespace {
 using Clock = std::chrono::steady_clock;
+}  // namespace
 
 void check_mesh(const TrainConfig& cfg, int world) {
   cfg.validate();
