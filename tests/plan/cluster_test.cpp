@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "artel/core/error.h"
+#include "artel/plan/memory_model.h"
+#include "artel/plan/stage_work.h"
 #include "artel/plan/step_model.h"
 #include "artel/plan/transformer_shape.h"
 #include "test_cluster.h"
@@ -106,13 +108,42 @@ TEST(Cluster, AWorkerWithPeersOnItsHostHoldsTheirRuntime) {
   EXPECT_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 3e7);
   for (Cluster* k : {&c, &one}) k->device.runtime_bytes_with_peers = {4e7, "with peers"};
   EXPECT_EQ(predict(gpt, one, Layout{.dp = 1}, w).memory.runtime, 3e7);
-  EXPECT_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 4e7);
-  EXPECT_EQ(predict(gpt, c, Layout{.dp = 2, .pp = 2, .micro_batches = 2}, w).memory.runtime, 4e7);
+  EXPECT_EQ(predict(gpt, c, Layout{.pp = 4, .micro_batches = 4}, w).memory.runtime, 4e7);
+  EXPECT_EQ(predict(gpt, c, Layout{.tp = 4}, w).memory.runtime, 4e7);
   const Cluster back = parse_cluster(to_json(c), "round trip");
   EXPECT_EQ(back.device.runtime_bytes_with_peers.value, 4e7);
   EXPECT_EQ(back.device.runtime_bytes_with_peers.source, "with peers");
   c.device.runtime_bytes_with_peers = {-1, "bad"};
   EXPECT_THROW(c.validate(), Error);
+}
+
+// Note [Peers' registered pages]: a data-parallel worker on one host also
+// holds the pages of its peers' registered buffers it works on, (dp − 1)/dp
+// of them, at most the group's registered memory; not across hosts (MPI).
+TEST(Cluster, ADataParallelWorkerHoldsThePagesOfItsPeersBucketsItTouches) {
+  const TransformerShape small{4, 4, 128, 64, 65};
+  const ModelDescription gpt = transformer_model("gpt", small);
+  const Workload w{.global_batch = 24, .precision = Precision::fp32};
+  const double P = total_parameters(small);
+  Cluster c = cpu_host(4, 4);
+  c.device.runtime_bytes = {3e7, "alone"};
+  c.device.runtime_bytes_with_peers = {4e7, "with peers"};
+  // ZeRO-0 reduces the gradient buckets in place; ZeRO-1 and -2 also gather the weights.
+  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 4e7 + 0.75 * 4 * P);
+  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7 + 0.75 * 8 * P);
+  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w).memory.runtime,
+                   4e7 + 0.5 * 8 * stage_work(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w)[0].parameters);
+  // GPT-2's buckets pass the 64 MiB a rank registers: the rest is plain memory.
+  const ModelDescription gpt2 = transformer_model("gpt2", {12, 12, 768, 256, 50304});
+  EXPECT_DOUBLE_EQ(predict(gpt2, c, Layout{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 1}, w).memory.runtime,
+                   4e7 + 0.5 * 64 * (1 << 20));
+  EXPECT_DOUBLE_EQ(peer_pages(2, 1e6), 5e5);
+  // Across hosts the group is MPI's, whose buffers are the worker's own.
+  Cluster two = testing::test_cluster(64e9, 2, 2);
+  two.device.runtime_bytes = {3e7, "alone"};
+  two.device.runtime_bytes_with_peers = {4e7, "with peers"};
+  EXPECT_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7);
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 2, .tp = 2, .zero = 1}, w).memory.runtime, 4e7);
 }
 
 TEST(Cluster, RefusesAFractionalCoreCount) {

@@ -185,11 +185,16 @@ TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
   }
   EXPECT_GT(c["links"]["intra_host"]["beta"]["value"].get<double>(), 0);
 
-  const Result p = plan("--model gpt --cluster " + file.string() + " --workers 2 --global-batch 24 --json");
+  const Result p = plan("--model gpt --cluster " + file.string() + " --workers 2 --global-batch 24 --zero 0 --json");
   ASSERT_EQ(p.code, 0) << p.err;
   const nlohmann::json j = nlohmann::json::parse(p.out);
   EXPECT_GT(j["time"]["step_s"].get<double>(), 0);
-  EXPECT_EQ(j["memory"]["runtime"], c["device"]["runtime_bytes_with_peers"]["value"]);  // 2 workers on the host
+  // 2 workers on the host, each touching half its peer's gradient buckets (Note [Peers' registered pages]).
+  EXPECT_DOUBLE_EQ(j["memory"]["runtime"].get<double>(),
+                   c["device"]["runtime_bytes_with_peers"]["value"].get<double>() +
+                       j["memory"]["gradients"].get<double>() / 2);
+  EXPECT_NE(c["device"]["runtime_bytes_with_peers"]["source"].get<std::string>().find("plan::peer_pages"),
+            std::string::npos);
   fs::remove(file);
 }
 

@@ -21,6 +21,7 @@
 #include "artel/kernels/attention.h"
 #include "artel/kernels/layernorm.h"
 #include "artel/kernels/gemm.h"
+#include "artel/plan/memory_model.h"
 #include "artel/train/train_bench.h"
 #include "artel/train/trainer.h"
 
@@ -218,7 +219,7 @@ plan::Link measure_link(const std::string& bench_command, const std::string& wha
                               "-byte time of the " + how)}};
 }
 
-plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts) {
+plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts, int64_t shared_dp) {
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / ("artel-calibrate-runtime-" + std::to_string(getpid()));
   // As the layouts run: every core (--threads left to the program), and long
@@ -235,13 +236,19 @@ plan::Sourced measure_runtime_bytes(const std::string& train_command, const Mach
       double kinds = 0;
       for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "communication"})
         kinds += m.value(k, 0.0);
-      runtime = std::max(runtime, m.value("peak_resident", 0.0) - kinds);
+      // ZeRO-1 registers the weights (the report's parameters) and the gradient buckets.
+      const double peers = shared_dp > 1 ? plan::peer_pages(shared_dp, m.value("parameters", 0.0) +
+                                                                           m.value("gradients", 0.0))
+                                         : 0;
+      runtime = std::max(runtime, m.value("peak_resident", 0.0) - kinds - peers);
     }
   }
   std::filesystem::remove_all(out);
   ARTEL_CHECK(runtime > 0, "`", command, "` wrote no memory report with a peak resident set above its model's");
-  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds, the most of any "
-                                "worker, `" + command + "`")};
+  const std::string less_peers =
+      shared_dp > 1 ? " and the pages of its peer's registered buckets it touches (plan::peer_pages)" : "";
+  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds" + less_peers +
+                                ", the most of any worker, `" + command + "`")};
 }
 
 namespace {
@@ -345,7 +352,7 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   } else {
     c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
     if (c.per_host() > 1)  // two workers, data-parallel, as the layouts of several run
-      c.device.runtime_bytes_with_peers = measure_runtime_bytes(program + " train --nproc 2", facts);
+      c.device.runtime_bytes_with_peers = measure_runtime_bytes(program + " train --nproc 2 --zero 1", facts, 2);
     c.intra_host = measure_link(bench + " --backend shm -n 2", "shared-memory", facts);
     c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
                     {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};

@@ -74,9 +74,14 @@ plan::Link measure_link(const std::string& bench_command, const std::string& wha
 // kernels, below the triad's where they compute as they stream.
 double measure_kernel_stream_rate();
 // A worker's own memory before its model: peak resident set less the memory
-// report's kinds (the most of any worker), of a 2-step W2 run of
-// `train_command` (`artel train`, or it launched on a harness) at one thread.
-plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts);
+// report's kinds (the most of any worker), of a 24-step W2 run of
+// `train_command` (`artel train`, or it launched on a harness) on every core.
+// `shared_dp` > 1: the command is a ZeRO-1 data-parallel run of that many
+// workers on one host's shared memory, and the pages of the peers' buckets
+// each touches (plan::peer_pages, which the planner adds back for each
+// layout: Note [Peers' registered pages]) are left out.
+plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts,
+                                    int64_t shared_dp = 1);
 
 plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOptions& options);
 

@@ -65,9 +65,11 @@ struct Device {
   // What a worker's program holds before its model (code, libraries, data):
   // measured by `artel plan calibrate`; 0 (absent) in vendor-spec files.
   Sourced runtime_bytes;
-  // The same for a worker with others on its host, which also holds the
-  // pages of their shared segment it touches and its groups' threads (W2:
-  // 35 MiB on 2 workers against 30 alone); 0 (absent): runtime_bytes.
+  // The same for a worker with others on its host, which also holds its
+  // groups' threads and the scratch pages of their shared segment (W2: 31
+  // MiB on 2 workers against 28 alone); 0 (absent): runtime_bytes. The pages
+  // of its peers' registered buckets are not in it: they depend on the
+  // layout, and the planner adds them (Note [Peers' registered pages]).
   Sourced runtime_bytes_with_peers;
   Sourced memory_bandwidth;          // bytes/s of its memory, for the kernels that only stream data
   Sourced memory_efficiency;         // achieved / peak for those streaming kernels

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "artel/comm/process_group.h"
 #include "artel/parallel/fully_sharded.h"
+#include "artel/plan/collective_cost.h"
 #include "artel/plan/pipeline_timeline.h"
 
 namespace artel::plan {
@@ -48,6 +50,13 @@ double zero3_staging(const StageWork& st, const Workload& w) {
          tied_and_largest_units(st, parallel::FullyShardedDataParallel::kReducesInFlight + 1);
 }
 
+// What the dp group's collectives read in the peers' memory (Note [Peers'
+// registered pages]), before the cap.
+double registered_buffers(const StageWork& st, const Layout& l, const Workload& w) {
+  if (l.zero >= 3) return zero3_staging(st, w);
+  return st.parameters * (w.state.gradient + (l.zero >= 1 ? w.state.weight : 0));
+}
+
 MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,
                               const Workload& w) {
   const double n = static_cast<double>(l.dp);
@@ -57,6 +66,8 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   const bool peers = std::min(l.dp * l.tp * l.pp, cluster.per_host()) > 1;
   const double with_peers = cluster.device.runtime_bytes_with_peers.value;
   m.runtime = peers && with_peers > 0 ? with_peers : cluster.device.runtime_bytes.value;
+  if (peers && with_peers > 0 && l.dp > 1 && !place_group(cluster, l.dp, l.tp * l.pp).crosses_hosts())
+    m.runtime += peer_pages(l.dp, registered_buffers(st, l, w));
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
   if (l.zero >= 3) {
     // Two units whole at once, the one computing and the one prefetched, and
@@ -77,6 +88,11 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
 }
 
 }  // namespace
+
+double peer_pages(int64_t dp, double registered_bytes) {
+  const double cap = static_cast<double>(comm::GroupOptions{}.registered_bytes);
+  return static_cast<double>(dp - 1) / static_cast<double>(dp) * std::min(registered_bytes, cap);
+}
 
 MemoryPrediction memory_of(const std::vector<StageWork>& stages, const std::vector<int>& peak_live,
                            const Cluster& cluster, const Layout& layout, const Workload& workload) {

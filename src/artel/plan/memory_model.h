@@ -22,7 +22,9 @@
 //   runtime     the program itself (code, libraries, data): the cluster's
 //               runtime_bytes, or runtime_bytes_with_peers for a worker with
 //               others on its host, measured by `artel plan calibrate` (0 in
-//               vendor-spec files, which count the model's memory alone).
+//               vendor-spec files, which count the model's memory alone);
+//               plus, in a data-parallel group on one host, the pages of its
+//               peers' registered buffers it touches (peer_pages below)
 // The worker that needs most (its stage) is the one reported.
 //
 //   MemoryPrediction m = predict_memory(model, cluster, layout, workload);
@@ -49,6 +51,24 @@ struct MemoryPrediction {
   bool fits() const { return total() <= capacity; }
   nlohmann::ordered_json to_json() const;  // bytes
 };
+
+// Note [Peers' registered pages]
+// On one host artel's data-parallel collectives work in place on the peers'
+// registered buffers (comm/all_reduce_two_shot.cpp, reduce_scatter_shared.cpp,
+// all_gather_shared.cpp): rank r reduces block r reading (and, two-shot,
+// writing) every peer's block r of the gradient buckets, and under ZeRO 1-2
+// gathers every peer's block of its weights. Each page it touches enters its
+// resident set (VmHWM), though the memory is its peer's: (dp − 1)/dp of the
+// registered bytes. The group registers them while it has room
+// (comm::GroupOptions::registered_bytes, 64 MiB a rank); beyond that they are
+// plain memory and the collectives stage through scratch. Measured on W2
+// (0.8 M parameters, AMD Zen 3), RssShmem beyond the buckets: pipeline 1.1
+// MiB, ZeRO-0 1.7-3.2, ZeRO-1 3.4-5.0 (its weights registered too); the
+// 50 M GPT's buffers pass the 64 MiB and its workers hold 32 MiB more.
+// Registered: the gradient buckets (ZeRO 0), and the weights (ZeRO 1-2:
+// ZeRO-2's staging counted whole, which is exact for a model of one bucket
+// and reaches the cap beyond), ZeRO-3's gradient staging.
+double peer_pages(int64_t dp, double registered_bytes);
 
 // Validates the layout, then predicts. The library entry point for refusing
 // a layout before a run starts.
