@@ -1,5 +1,6 @@
 #include "artel/parallel/powersgd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -105,14 +106,27 @@ comm::WorkPtr PowerSgdBucket::middle(float* bucket) {
 
 void PowerSgdBucket::end(float* bucket) {
   const int r = opts_.rank;
+  std::vector<float> approx;
   for (Compressed& c : compressed_) {
     float* m = bucket + c.m.offset;
     float* e = c.error.data<float>();
-    const int64_t n = c.m.rows * c.m.cols;
-    std::memcpy(e, m, static_cast<size_t>(n) * sizeof(float));
-    // M (rows, cols) = P (rows, r) · Qᵀ (r, cols); then e = M_in − M.
-    kernels::gemm(false, true, c.m.rows, c.m.cols, r, 1.0f, first_.data<float>() + c.p_offset, c.q.data<float>(), 0.0f, m);
-    for (int64_t i = 0; i < n; ++i) e[i] -= m[i];
+    const float* p = first_.data<float>() + c.p_offset;
+    // P·Qᵀ a block of rows at a time, into a buffer the cache keeps, so that
+    // one pass over M reads M_in and writes both e = M_in − P·Qᵀ and
+    // M = P·Qᵀ (a copy, the product's write and a subtraction took three).
+    const int64_t rows = std::max<int64_t>(1, kEndBlockBytes / (c.m.cols * static_cast<int64_t>(sizeof(float))));
+    for (int64_t i = 0; i < c.m.rows; i += rows) {
+      const int64_t n = std::min(rows, c.m.rows - i) * c.m.cols;
+      approx.resize(static_cast<size_t>(n));
+      kernels::gemm(false, true, std::min(rows, c.m.rows - i), c.m.cols, r, 1.0f, p + i * r, c.q.data<float>(), 0.0f,
+                    approx.data());
+      float* mi = m + i * c.m.cols;
+      float* ei = e + i * c.m.cols;
+      for (int64_t j = 0; j < n; ++j) {
+        ei[j] = mi[j] - approx[static_cast<size_t>(j)];
+        mi[j] = approx[static_cast<size_t>(j)];
+      }
+    }
   }
   ++steps_;
 }

@@ -106,10 +106,10 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
     // P = M·Q, Q = Mᵀ·P and M = P·Qᵀ, P's orthonormalisation.
     b.compression_flops += 3 * (2 * m.n * m.m * r) + 2 * m.n * r * r;
     // fp32 passes over M (parallel/powersgd.cpp): add the error in (read 2,
-    // write 1), read by both products, keep M (read, write), written by the
-    // third, the new error (read 2, write 1): 11 of them; at small r the
+    // write 1), read by both products, then one pass that reads M and writes
+    // the new error and P·Qᵀ (read 1, write 2): 8 of them; at small r the
     // products stream M more than they compute.
-    b.compression_bytes += 11 * 4 * m.n * m.m;
+    b.compression_bytes += 8 * 4 * m.n * m.m;
   }
   b.first += (st.parameters - compressed) * wire;
   return b;
