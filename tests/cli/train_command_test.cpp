@@ -35,13 +35,14 @@ class TrainCommand : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs `artel train ARGS` (never longer than two minutes) from the temp dir.
-  Result train(const std::string& args) {
-    std::string cmd = "cd " + dir_.string() + " && timeout 120 " + ARTEL_BINARY + " train " + args + " >" +
+  // Runs `artel ARGS` (never longer than two minutes) from the temp dir.
+  Result artel(const std::string& args) {
+    std::string cmd = "cd " + dir_.string() + " && timeout 120 " + ARTEL_BINARY + " " + args + " >" +
                       (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
     int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
   }
+  Result train(const std::string& args) { return artel("train " + args); }
 
   // A GPT small enough to train 3 steps in well under a second.
   std::string tiny_gpt(const std::string& out) const {
@@ -169,6 +170,16 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--config nowhere.json" + out, "nowhere.json");
   expect_one_line_error("--model gpt --data " + std::string(ARTEL_SOURCE_DIR) + "/data/mnist-t10k" + out,
                         "trains on a text file");
+}
+
+// `artel report` on a folder without a run: one line on stderr, nothing
+// half-said on stdout ("wrote " was printed before the failure).
+TEST_F(TrainCommand, ReportOfAFolderWithoutARunSaysSoAndNothingElse) {
+  const Result r = artel("report " + (dir_ / "nowhere").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
 }
 
 // uint16 token files (nanoGPT's layout for train, llm.c's for validation)

@@ -231,6 +231,15 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   fs::remove(file);
 }
 
+// Where the file cannot go is said before anything is measured: here the
+// hosts' command would fail first were the calibration to start.
+TEST(PlanCommand, CalibrateRefusesAnUnwritableOutputBeforeMeasuring) {
+  const Result r = plan("calibrate --workloads w2 --hosts 2 --hosts-command 'false {ranks}' --out /nonexistent-folder/c.json");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write /nonexistent-folder/c.json"), std::string::npos) << r.err;
+}
+
 TEST(PlanCommand, CalibrateRefusesBadFlagsInOneLine) {
   for (const std::string args : {"calibrate --workers -2", "calibrate --workloads w9", "calibrate --hosts 2",
                                   "calibrate --hosts 0", "calibrate --hosts 2 --hosts-command 'scripts/cluster.sh --'",

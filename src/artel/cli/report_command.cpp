@@ -18,7 +18,8 @@ int run_report(int argc, char** argv) {
   app.add_option("run", dir, "a run directory (it holds metrics.jsonl); report.svg is written beside it")->required();
   app.footer("example: artel report runs/gpt   # then open runs/gpt/report.svg");
   if (!parse_flags(app, argc, argv, "see `artel report --help`")) return 0;
-  std::cout << "wrote " << train::write_run_report(dir) << "\n";
+  const std::string written = train::write_run_report(dir);  // nothing printed when it fails
+  std::cout << "wrote " << written << "\n";
   return 0;
 }
 
