@@ -172,14 +172,22 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
                         "trains on a text file");
 }
 
-// `artel report` on a folder without a run: one line on stderr, nothing
-// half-said on stdout ("wrote " was printed before the failure).
-TEST_F(TrainCommand, ReportOfAFolderWithoutARunSaysSoAndNothingElse) {
-  const Result r = artel("report " + (dir_ / "nowhere").string());
-  EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
+// The other commands' bad input: one line on stderr that says what, and
+// nothing half-said on stdout. `report` printed "wrote " before failing,
+// `generate` hinted at a --config nobody gave, and each rank `bench comm`
+// forked said the sizes were out of order.
+TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
+  const std::string nowhere = (dir_ / "nowhere").string();
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"report " + nowhere, "cannot open"},
+           {"generate " + nowhere, "is not a run directory"},
+           {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"}}) {
+    const Result r = artel(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 // uint16 token files (nanoGPT's layout for train, llm.c's for validation)

@@ -178,7 +178,7 @@ int run_bench_comm(int argc, char** argv) {
   a.bench.dtype = parse_dtype(dtype);
   a.bench.redop = comm::parse_reduce_op(redop);
   a.bench.registered = !unregistered;
-  comm::check_bench_op(a.bench.op);
+  comm::check_bench_options(a.bench);
   if (comm::launched_as_worker()) return run_rank(comm::group_options_from_env(group_options(a)), a);
   if (a.backend == "mpi") {  // under mpirun: the mpi backend takes rank and size from MPI itself
     comm::GroupOptions g = group_options(a);

@@ -70,6 +70,9 @@ int run_generate(int argc, char** argv) {
   if (!a.prompt.empty() && !a.prompt_ids.empty()) throw Error("--prompt and --prompt-ids together", "give one of them");
 
   const std::string config = (fs::path(a.run) / "config.json").string();
+  if (!fs::is_regular_file(config))
+    throw Error(a.run + " is not a run directory: it holds no config.json",
+                "pass the --out directory of an `artel train` run (and --weights for other weights)");
   train::TrainConfig cfg = train::resolve_config({.json = train::read_config_file(config)});
   if (!models::trains_on_text(cfg.model))
     throw Error(a.run + " trained " + cfg.model + ", which classifies images", "generate from a gpt or wordlm run");

@@ -111,11 +111,16 @@ int auto_iters(size_t bytes) { return static_cast<int>(std::clamp<size_t>((256ul
 
 }  // namespace
 
-void check_bench_op(const std::string& op) {
-  if (std::find(bench_ops().begin(), bench_ops().end(), op) != bench_ops().end()) return;
-  std::string names;
-  for (const auto& o : bench_ops()) names += (names.empty() ? "" : "|") + o;
-  throw Error("unknown op '" + op + "' to benchmark", "use --op " + names);
+void check_bench_options(const BenchOptions& o) {
+  if (std::find(bench_ops().begin(), bench_ops().end(), o.op) == bench_ops().end()) {
+    std::string names;
+    for (const auto& op : bench_ops()) names += (names.empty() ? "" : "|") + op;
+    throw Error("unknown op '" + o.op + "' to benchmark", "use --op " + names);
+  }
+  if (o.min_bytes < 1 || o.min_bytes > o.max_bytes)
+    throw Error("the smallest size (" + std::to_string(o.min_bytes) + " bytes) must be at least 1 and at most the largest (" +
+                    std::to_string(o.max_bytes) + ")",
+                "give --min-bytes <= --max-bytes");
 }
 
 double bus_factor(const std::string& op, int n) {
@@ -125,9 +130,7 @@ double bus_factor(const std::string& op, int n) {
 }
 
 std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) {
-  check_bench_op(o.op);
-  ARTEL_CHECK(o.min_bytes >= 1 && o.min_bytes <= o.max_bytes, "bench: need 1 <= min_bytes <= max_bytes, got ", o.min_bytes,
-              " and ", o.max_bytes);
+  check_bench_options(o);
   ARTEL_CHECK(o.op != "sendrecv" || pg.size() >= 2, "bench: sendrecv needs at least 2 ranks");
   const int n = pg.size();
   const size_t e = dtype_size(o.dtype);

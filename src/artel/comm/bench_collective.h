@@ -47,7 +47,9 @@ struct BenchRow {
 // Collective over the group: every rank calls it with the same options.
 std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& opts);
 double bus_factor(const std::string& op, int ranks);
-// Throws Error listing the choices if `op` is not benchmarkable.
-void check_bench_op(const std::string& op);
+// Throws Error naming what is wrong: an op that is not benchmarkable (with
+// the choices), or sizes out of order. What a launcher checks before it
+// starts ranks, so that a bad flag is one line and not one a rank.
+void check_bench_options(const BenchOptions& opts);
 
 }  // namespace artel::comm
