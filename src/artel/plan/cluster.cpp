@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 
 #include "artel/core/error.h"
+#include "artel/core/json_file.h"
 
 namespace artel::plan {
 
@@ -210,17 +210,10 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
 }
 
 Cluster read_cluster(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error("cannot open cluster file " + path,
-                "check the path passed to --cluster (e.g. data/clusters/selene.json)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + " is not valid JSON: " + e.what(), "see docs/PLAN.md for the cluster format");
-  }
-  return parse_cluster(j, path);
+  return parse_cluster(read_json_file(path, "cluster file",
+                                      "check the path passed to --cluster (e.g. data/clusters/selene.json)",
+                                      "see docs/PLAN.md for the cluster format"),
+                       path);
 }
 
 nlohmann::ordered_json to_json(const Cluster& c) {

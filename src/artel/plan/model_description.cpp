@@ -1,8 +1,8 @@
 #include "artel/plan/model_description.h"
 
-#include <fstream>
 
 #include "artel/core/error.h"
+#include "artel/core/json_file.h"
 
 namespace artel::plan {
 
@@ -53,15 +53,9 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
 }
 
 ModelDescription read_model_costs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open model-costs file " + path, "check the path passed to --model-costs");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + " is not valid JSON: " + e.what(), "see docs/PLAN.md for the model-costs format");
-  }
-  return parse_model_costs(j, path);
+  return parse_model_costs(read_json_file(path, "model-costs file", "check the path passed to --model-costs",
+                                          "see docs/PLAN.md for the model-costs format"),
+                           path);
 }
 
 }  // namespace artel::plan

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
 #include "artel/core/error.h"
+#include "artel/core/json_file.h"
 #include "artel/models/model.h"
 #include "artel/parallel/ps_protocol.h"
 
@@ -419,14 +419,7 @@ TrainConfig resolve_config(const ConfigSources& src) {
 }
 
 nlohmann::json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open config file " + path, "check the path passed to --config");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error("config file " + path + " is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(path, "config file", "check the path passed to --config");
   ARTEL_CHECK(j.is_object(), "config file ", path, " must hold one JSON object, got ", j.type_name());
   return j;
 }

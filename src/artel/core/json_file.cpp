@@ -1,0 +1,36 @@
+#include "artel/core/json_file.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "artel/core/error.h"
+
+namespace artel {
+
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& open_hint,
+                              const std::string& format_hint) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open " + what + " " + path, open_hint);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(what + " " + path + " is not valid JSON: " + printable(e.what()), format_hint);
+  }
+}
+
+}  // namespace artel

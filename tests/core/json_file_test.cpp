@@ -1,0 +1,46 @@
+// read_json_file: the document, or one printable line naming the file.
+#include "artel/core/json_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "artel/core/error.h"
+
+namespace artel {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string error_of(const std::string& path) {
+  try {
+    read_json_file(path, "cluster file", "check --cluster", "see the format");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JsonFile, ReadsADocumentAndNamesTheFileWhenItCannot) {
+  const fs::path dir = fs::path(::testing::TempDir());
+  std::ofstream(dir / "good.json") << R"({"hosts": 2})";
+  EXPECT_EQ(read_json_file((dir / "good.json").string(), "cluster file", "")["hosts"], 2);
+  EXPECT_EQ(error_of((dir / "none.json").string()),
+            "cannot open cluster file " + (dir / "none.json").string() + " (hint: check --cluster)");
+  // A binary file: nlohmann quotes the byte it read last; the message keeps it printable.
+  std::ofstream(dir / "binary.json", std::ios::binary) << std::string("\xff\xfe\x01", 3);
+  const std::string e = error_of((dir / "binary.json").string());
+  EXPECT_NE(e.find("cluster file " + (dir / "binary.json").string() + " is not valid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("\\xff"), std::string::npos) << e;
+  for (const char c : e) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(static_cast<unsigned char>(c));
+  EXPECT_NE(e.find("(hint: see the format)"), std::string::npos) << e;
+}
+
+TEST(JsonFile, PrintableEscapesEveryByteOutsidePrintableAscii) {
+  EXPECT_EQ(printable("a b~"), "a b~");
+  EXPECT_EQ(printable(std::string("\n\x7f\x80", 3)), "\\x0a\\x7f\\x80");
+}
+
+}  // namespace
+}  // namespace artel
