@@ -116,10 +116,9 @@ void PowerSgdBucket::end(float* bucket) {
     // M = P·Qᵀ (a copy, the product's write and a subtraction took three).
     const int64_t rows = std::max<int64_t>(1, kEndBlockBytes / (c.m.cols * static_cast<int64_t>(sizeof(float))));
     for (int64_t i = 0; i < c.m.rows; i += rows) {
-      const int64_t n = std::min(rows, c.m.rows - i) * c.m.cols;
+      const int64_t block_rows = std::min(rows, c.m.rows - i), n = block_rows * c.m.cols;
       approx.resize(static_cast<size_t>(n));
-      kernels::gemm(false, true, std::min(rows, c.m.rows - i), c.m.cols, r, 1.0f, p + i * r, c.q.data<float>(), 0.0f,
-                    approx.data());
+      kernels::gemm(false, true, block_rows, c.m.cols, r, 1.0f, p + i * r, c.q.data<float>(), 0.0f, approx.data());
       float* mi = m + i * c.m.cols;
       float* ei = e + i * c.m.cols;
       for (int64_t j = 0; j < n; ++j) {

@@ -1,6 +1,5 @@
 #include "artel/plan/model_description.h"
 
-
 #include "artel/core/error.h"
 #include "artel/core/json_file.h"
 
