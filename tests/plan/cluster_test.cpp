@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "artel/core/error.h"
+#include "artel/parallel/bucket_plan.h"
 #include "artel/plan/memory_model.h"
 #include "artel/plan/stage_work.h"
 #include "artel/plan/step_model.h"
@@ -144,6 +147,40 @@ TEST(Cluster, ADataParallelWorkerHoldsThePagesOfItsPeersBucketsItTouches) {
   two.device.runtime_bytes_with_peers = {4e7, "with peers"};
   EXPECT_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7);
   EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 2, .tp = 2, .zero = 1}, w).memory.runtime, 4e7);
+}
+
+// Note [A hierarchical collective's scratch]: k members of a dp group on a
+// host stage through their k pairs of scratch halves; ZeRO 1-3 also reorder
+// by slice through a buffer of at most 16 MiB.
+TEST(Cluster, ADataParallelWorkerAcrossHostsHoldsItsHierarchicalCollectivesScratch) {
+  const double MiB = 1 << 20;
+  EXPECT_DOUBLE_EQ(hierarchical_scratch(2, 0, 3 * MiB), 2 * 2 * MiB);
+  EXPECT_DOUBLE_EQ(hierarchical_scratch(2, 1, 3 * MiB), 2 * 2 * MiB + 3 * MiB);
+  EXPECT_DOUBLE_EQ(hierarchical_scratch(4, 3, 1e9), 4 * 2 * MiB + 16 * MiB);
+  EXPECT_DOUBLE_EQ(hierarchical_scratch(2, 0, 1e5), 2e5);
+
+  const TransformerShape small{4, 4, 128, 64, 65};
+  const ModelDescription gpt = transformer_model("gpt", small);
+  Workload w{.global_batch = 24, .precision = Precision::fp32};
+  w.cross_host = CrossHost::hierarchical;
+  Cluster two = testing::test_cluster(64e9, 2, 2);
+  two.device.runtime_bytes = {3e7, "the harness's"};
+  // The largest collective: DDP's largest bucket over the stage's units (ZeRO 0-2), the largest unit (ZeRO-3).
+  const StageWork st = stage_work(gpt, two, Layout{.dp = 4}, w)[0];
+  std::vector<int64_t> numels;
+  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
+  int64_t bucket = 0;
+  for (const parallel::Bucket& b : parallel::plan_buckets(numels, w.buckets)) bucket = std::max(bucket, b.numel);
+  const double unit = *std::max_element(st.unit_parameters.begin(), st.unit_parameters.end());
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4}, w).memory.runtime, 3e7 + hierarchical_scratch(2, 0, 4.0 * bucket));
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime,
+                   3e7 + hierarchical_scratch(2, 1, 4.0 * bucket));
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 3}, w).memory.runtime,
+                   3e7 + hierarchical_scratch(2, 3, 4 * unit));
+  // One member a host: no hierarchy (tp 2 fills each host); NCCL's rings: none of artel's scratch.
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 2, .tp = 2, .zero = 1}, w).memory.runtime, 3e7);
+  w.cross_host = CrossHost::rings;
+  EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 3e7);
 }
 
 TEST(Cluster, RefusesAFractionalCoreCount) {

@@ -226,8 +226,15 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   EXPECT_NE(c["links"]["inter_host"]["beta"]["source"].get<std::string>().find("divided by the 2 workers a host"),
             std::string::npos);
   EXPECT_GT(c["device"]["runtime_bytes"]["value"].get<double>(), 0);
+  EXPECT_NE(c["device"]["runtime_bytes"]["source"].get<std::string>().find("plan::hierarchical_scratch"),
+            std::string::npos);
   const Result p = plan("--model gpt --cluster " + file.string() + " --workers 4 --global-batch 48 --json");
   ASSERT_EQ(p.code, 0) << p.err;
+  // dp 4, 2 a host: the runtime and the two pairs of scratch halves (1 MiB each) W2's 2.2 MiB bucket
+  // passes through (Note [A hierarchical collective's scratch]); ZeRO-0, so no reordering.
+  const nlohmann::json j = nlohmann::json::parse(p.out);
+  EXPECT_DOUBLE_EQ(j["memory"]["runtime"].get<double>(),
+                   c["device"]["runtime_bytes"]["value"].get<double>() + 4 * (1 << 20));
   fs::remove(file);
 }
 

@@ -219,7 +219,8 @@ plan::Link measure_link(const std::string& bench_command, const std::string& wha
                               "-byte time of the " + how)}};
 }
 
-plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts, int64_t shared_dp) {
+plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts,
+                                    const LayoutPages& layout_pages) {
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() / ("artel-calibrate-runtime-" + std::to_string(getpid()));
   // As the layouts run: every core (--threads left to the program), and long
@@ -236,18 +237,14 @@ plan::Sourced measure_runtime_bytes(const std::string& train_command, const Mach
       double kinds = 0;
       for (const char* k : {"parameters", "gradients", "optimizer_state", "activations", "communication"})
         kinds += m.value(k, 0.0);
-      // ZeRO-1 registers the weights (the report's parameters) and the gradient buckets.
-      const double peers = shared_dp > 1 ? plan::peer_pages(shared_dp, m.value("parameters", 0.0) +
-                                                                           m.value("gradients", 0.0))
-                                         : 0;
-      runtime = std::max(runtime, m.value("peak_resident", 0.0) - kinds - peers);
+      const double layout = layout_pages.bytes ? layout_pages.bytes(m) : 0;
+      runtime = std::max(runtime, m.value("peak_resident", 0.0) - kinds - layout);
     }
   }
   std::filesystem::remove_all(out);
   ARTEL_CHECK(runtime > 0, "`", command, "` wrote no memory report with a peak resident set above its model's");
-  const std::string less_peers =
-      shared_dp > 1 ? " and the pages of its peer's registered buckets it touches (plan::peer_pages)" : "";
-  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds" + less_peers +
+  const std::string less = layout_pages.what.empty() ? "" : " and " + layout_pages.what;
+  return {runtime, facts.source("W2's peak resident set (VmHWM) less its memory report's kinds" + less +
                                 ", the most of any worker, `" + command + "`")};
 }
 
@@ -339,9 +336,19 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
     c.inter_host.beta = {c.inter_host.beta.value / static_cast<double>(c.per_host()),
                          c.inter_host.beta.source + ", divided by the " + std::to_string(c.per_host()) +
                              " workers a host: one worker's share of its host's link"};
-    // An MPI worker holds its library's buffers besides the program: measured on the harness, full.
-    c.device.runtime_bytes =
-        measure_runtime_bytes(on_hosts(on_every_host(c.per_host()), program + " train --timeout 600"), facts);
+    // An MPI worker holds its library's buffers besides the program: measured
+    // on the harness, all its workers data-parallel, less the scratch of their
+    // hierarchical collectives (one bucket, so the largest is the gradients).
+    const int64_t per_host = c.per_host();
+    const LayoutPages scratch = {
+        [per_host](const nlohmann::json& m) {
+          return per_host > 1 ? plan::hierarchical_scratch(per_host, 1, m.value("gradients", 0.0)) : 0;
+        },
+        "its hierarchical collectives' scratch (plan::hierarchical_scratch)"};
+    c.device.runtime_bytes = measure_runtime_bytes(
+        on_hosts(on_every_host(per_host),
+                 program + " train --timeout 600 --zero 1 --first-bucket-mb 1024 --bucket-mb 1024"),
+        facts, scratch);
     c.name = "this machine as a harness of " + std::to_string(options.hosts) + " hosts";
     c.hosts = {static_cast<double>(options.hosts), "--hosts: the harness's hosts (--hosts-command)"};
     c.cores_per_host = {static_cast<double>(cores) / options.hosts,
@@ -352,7 +359,13 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   } else {
     c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
     if (c.per_host() > 1)  // two workers, data-parallel, as the layouts of several run
-      c.device.runtime_bytes_with_peers = measure_runtime_bytes(program + " train --nproc 2 --zero 1", facts, 2);
+      // ZeRO-1 registers the weights (the report's parameters) and the gradient buckets.
+      c.device.runtime_bytes_with_peers = measure_runtime_bytes(
+          program + " train --nproc 2 --zero 1", facts,
+          {[](const nlohmann::json& m) {
+             return plan::peer_pages(2, m.value("parameters", 0.0) + m.value("gradients", 0.0));
+           },
+           "the pages of its peer's registered buckets it touches (plan::peer_pages)"});
     c.intra_host = measure_link(bench + " --backend shm -n 2", "shared-memory", facts);
     c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
                     {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};

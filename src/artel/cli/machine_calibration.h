@@ -24,6 +24,8 @@
 //   plan::Cluster c = calibrate_machine(facts, {.workers = 2});
 #pragma once
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -73,15 +75,19 @@ plan::Link measure_link(const std::string& bench_command, const std::string& wha
 // counted as the planner counts their bytes: the rate of artel's streaming
 // kernels, below the triad's where they compute as they stream.
 double measure_kernel_stream_rate();
+// What a calibration run's workers hold because of its layout, which the
+// planner adds back for each layout: bytes from a worker's entry of the
+// memory report, and what they are, for the source.
+struct LayoutPages {
+  std::function<double(const nlohmann::json& worker_memory)> bytes;
+  std::string what;
+};
 // A worker's own memory before its model: peak resident set less the memory
-// report's kinds (the most of any worker), of a 24-step W2 run of
-// `train_command` (`artel train`, or it launched on a harness) on every core.
-// `shared_dp` > 1: the command is a ZeRO-1 data-parallel run of that many
-// workers on one host's shared memory, and the pages of the peers' buckets
-// each touches (plan::peer_pages, which the planner adds back for each
-// layout: Note [Peers' registered pages]) are left out.
+// report's kinds and `layout_pages` (the most of any worker), of a 24-step W2
+// run of `train_command` (`artel train`, or it launched on a harness) on
+// every core.
 plan::Sourced measure_runtime_bytes(const std::string& train_command, const MachineFacts& facts,
-                                    int64_t shared_dp = 1);
+                                    const LayoutPages& layout_pages = {});
 
 plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOptions& options);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "artel/comm/algorithms.h"
 #include "artel/comm/process_group.h"
 #include "artel/parallel/fully_sharded.h"
 #include "artel/plan/collective_cost.h"
@@ -57,6 +58,20 @@ double registered_buffers(const StageWork& st, const Layout& l, const Workload& 
   return st.parameters * (w.state.gradient + (l.zero >= 1 ? w.state.weight : 0));
 }
 
+// The largest collective of the dp group (Note [A hierarchical collective's
+// scratch]): a unit's gradients under ZeRO-3, else DDP's largest bucket.
+double largest_collective(const StageWork& st, const Layout& l, const Workload& w) {
+  std::vector<int64_t> numels;
+  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
+  int64_t largest = 0;
+  if (l.zero >= 3) {
+    if (!numels.empty()) largest = *std::max_element(numels.begin(), numels.end());
+  } else {
+    for (const parallel::Bucket& b : parallel::plan_buckets(numels, w.buckets)) largest = std::max(largest, b.numel);
+  }
+  return w.state.gradient * static_cast<double>(largest);
+}
+
 MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,
                               const Workload& w) {
   const double n = static_cast<double>(l.dp);
@@ -66,8 +81,11 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   const bool peers = std::min(l.dp * l.tp * l.pp, cluster.per_host()) > 1;
   const double with_peers = cluster.device.runtime_bytes_with_peers.value;
   m.runtime = peers && with_peers > 0 ? with_peers : cluster.device.runtime_bytes.value;
-  if (peers && with_peers > 0 && l.dp > 1 && !place_group(cluster, l.dp, l.tp * l.pp).crosses_hosts())
+  const GroupPlacement dp = place_group(cluster, l.dp, l.tp * l.pp);
+  if (peers && with_peers > 0 && l.dp > 1 && !dp.crosses_hosts())
     m.runtime += peer_pages(l.dp, registered_buffers(st, l, w));
+  if (w.cross_host == CrossHost::hierarchical && dp.crosses_hosts() && dp.per_host > 1)
+    m.runtime += hierarchical_scratch(dp.per_host, l.zero, largest_collective(st, l, w));
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
   if (l.zero >= 3) {
     // Two units whole at once, the one computing and the one prefetched, and
@@ -92,6 +110,14 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
 double peer_pages(int64_t dp, double registered_bytes) {
   const double cap = static_cast<double>(comm::GroupOptions{}.registered_bytes);
   return static_cast<double>(dp - 1) / static_cast<double>(dp) * std::min(registered_bytes, cap);
+}
+
+double hierarchical_scratch(int64_t per_host, int zero, double largest_collective_bytes) {
+  const double halves = 2.0 * static_cast<double>(comm::GroupOptions{}.staging_bytes);
+  const double scratch = static_cast<double>(per_host) * std::min(halves, largest_collective_bytes);
+  const double reorder =
+      zero >= 1 ? std::min(largest_collective_bytes, static_cast<double>(comm::kHierarchicalScratchBytes)) : 0;
+  return scratch + reorder;
 }
 
 MemoryPrediction memory_of(const std::vector<StageWork>& stages, const std::vector<int>& peak_live,

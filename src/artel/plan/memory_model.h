@@ -24,7 +24,9 @@
 //               others on its host, measured by `artel plan calibrate` (0 in
 //               vendor-spec files, which count the model's memory alone);
 //               plus, in a data-parallel group on one host, the pages of its
-//               peers' registered buffers it touches (peer_pages below)
+//               peers' registered buffers it touches (peer_pages below), or,
+//               in one that crosses hosts with several members on a host,
+//               its hierarchical collectives' scratch (hierarchical_scratch)
 // The worker that needs most (its stage) is the one reported.
 //
 //   MemoryPrediction m = predict_memory(model, cluster, layout, workload);
@@ -69,6 +71,24 @@ struct MemoryPrediction {
 // ZeRO-2's staging counted whole, which is exact for a model of one bucket
 // and reaches the cap beyond), ZeRO-3's gradient staging.
 double peer_pages(int64_t dp, double registered_bytes);
+
+// Note [A hierarchical collective's scratch]
+// A data-parallel group across hosts with k > 1 members on a host runs
+// artel's hierarchical collectives (comm/all_reduce_hierarchical.cpp and its
+// reduce-scatter and all-gather): MPI across the hosts, and inside the host
+// the shared-memory algorithms on buffers that are not registered, which
+// stage every chunk through the host segment's scratch. Each member writes
+// its own two halves (comm::GroupOptions::staging_bytes each) and reads its
+// k − 1 peers': k · min(2 · staging, S) pages of the segment in its resident
+// set, for the group's largest collective of S bytes. ZeRO 1-3's
+// reduce-scatter and all-gather also reorder their blocks by slice through a
+// heap buffer of min(S, comm::kHierarchicalScratchBytes), which glibc keeps.
+// S is the largest gradient bucket (ZeRO 0-2, parallel/bucket_plan.h over
+// the stage's units) or unit (ZeRO-3). Measured on W2 (2 hosts × 2 ranks, 1
+// Gbit/s, AMD Zen 3), VmHWM less the memory report's kinds, the most of any
+// worker: dp 4 ZeRO-1 43.9 MiB, ZeRO-0 41.2, pp 2 37.9 (RssShmem 4.2, 4.2,
+// 1.1: ZeRO-0 is the 4 MiB of scratch, ZeRO-1 the reordering's 2.7 more).
+double hierarchical_scratch(int64_t per_host, int zero, double largest_collective_bytes);
 
 // Validates the layout, then predicts. The library entry point for refusing
 // a layout before a run starts.
