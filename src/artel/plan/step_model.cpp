@@ -50,15 +50,18 @@ double micro_batch_work(const StageWork& s) {
 // ~3 × parameters × 2 bytes a step, whatever the GPU count) ran at about
 // one worker's network share (~16 GB/s of Selene's 25), not at the 200 GB/s
 // a DGX node's eight adapters give a hierarchical collective. artel's own
-// ZeRO-3 (parallel/fully_sharded.h) gathers and reduce-scatters over flat
-// rings too (docs/COLLECTIVES.md: only all-reduce is hierarchical).
+// ZeRO-3 (parallel/fully_sharded.h) runs hierarchical all-gathers and
+// reduce-scatters across hosts (docs/COLLECTIVES.md), costed as such for a
+// workload of artel's collectives (CrossHost::hierarchical).
 struct ZeroGathers {
   double forward = 0, backward = 0;
 };
 
 ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   if (l.zero < 3 || l.dp <= 1) return {};
-  const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp, Route::own_network_share);
+  const GroupPlacement g = place_group(
+      c, l.dp, l.tp * l.pp,
+      w.cross_host == CrossHost::hierarchical ? Route::hierarchical : Route::own_network_share);
   double gather = 0, scatter = 0, first = 0;
   for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
     const double ag = all_gather_seconds(c, g, st.unit_parameters[i] * w.state.weight);
