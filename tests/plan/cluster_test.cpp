@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "artel/core/error.h"
-#include "artel/parallel/bucket_plan.h"
 #include "artel/plan/memory_model.h"
 #include "artel/plan/stage_work.h"
 #include "artel/plan/step_model.h"
@@ -167,10 +166,8 @@ TEST(Cluster, ADataParallelWorkerAcrossHostsHoldsItsHierarchicalCollectivesScrat
   two.device.runtime_bytes = {3e7, "the harness's"};
   // The largest collective: DDP's largest bucket over the stage's units (ZeRO 0-2), the largest unit (ZeRO-3).
   const StageWork st = stage_work(gpt, two, Layout{.dp = 4}, w)[0];
-  std::vector<int64_t> numels;
-  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
   int64_t bucket = 0;
-  for (const parallel::Bucket& b : parallel::plan_buckets(numels, w.buckets)) bucket = std::max(bucket, b.numel);
+  for (const parallel::Bucket& b : unit_buckets(st, w.buckets)) bucket = std::max(bucket, b.numel);
   const double unit = *std::max_element(st.unit_parameters.begin(), st.unit_parameters.end());
   EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4}, w).memory.runtime, 3e7 + hierarchical_scratch(2, 0, 4.0 * bucket));
   EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime,

@@ -358,14 +358,15 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
                              facts.source("/proc/meminfo MemTotal / the workers of the harness's hosts, which share it")};
   } else {
     c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
-    if (c.per_host() > 1)  // two workers, data-parallel, as the layouts of several run
+    if (c.per_host() > 1) {  // two workers, data-parallel, as the layouts of several run
       // ZeRO-1 registers the weights (the report's parameters) and the gradient buckets.
-      c.device.runtime_bytes_with_peers = measure_runtime_bytes(
-          program + " train --nproc 2 --zero 1", facts,
-          {[](const nlohmann::json& m) {
-             return plan::peer_pages(2, m.value("parameters", 0.0) + m.value("gradients", 0.0));
-           },
-           "the pages of its peer's registered buckets it touches (plan::peer_pages)"});
+      const LayoutPages peers = {
+          [](const nlohmann::json& m) {
+            return plan::peer_pages(2, m.value("parameters", 0.0) + m.value("gradients", 0.0));
+          },
+          "the pages of its peer's registered buckets it touches (plan::peer_pages)"};
+      c.device.runtime_bytes_with_peers = measure_runtime_bytes(program + " train --nproc 2 --zero 1", facts, peers);
+    }
     c.intra_host = measure_link(bench + " --backend shm -n 2", "shared-memory", facts);
     c.inter_host = {{c.intra_host.alpha.value, "one host: no inter-host link; the intra-host link's"},
                     {c.intra_host.beta.value, "one host: no inter-host link; the intra-host link's"}};

@@ -61,15 +61,13 @@ double registered_buffers(const StageWork& st, const Layout& l, const Workload& 
 // The largest collective of the dp group (Note [A hierarchical collective's
 // scratch]): a unit's gradients under ZeRO-3, else DDP's largest bucket.
 double largest_collective(const StageWork& st, const Layout& l, const Workload& w) {
-  std::vector<int64_t> numels;
-  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
-  int64_t largest = 0;
+  double largest = 0;
   if (l.zero >= 3) {
-    if (!numels.empty()) largest = *std::max_element(numels.begin(), numels.end());
+    for (double p : st.unit_parameters) largest = std::max(largest, p);
   } else {
-    for (const parallel::Bucket& b : parallel::plan_buckets(numels, w.buckets)) largest = std::max(largest, b.numel);
+    for (const parallel::Bucket& b : unit_buckets(st, w.buckets)) largest = std::max(largest, static_cast<double>(b.numel));
   }
-  return w.state.gradient * static_cast<double>(largest);
+  return w.state.gradient * largest;
 }
 
 MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,

@@ -11,6 +11,12 @@ namespace artel::plan {
 
 double activation_element_bytes(Precision p) { return p == Precision::bf16 ? 2.0 : 4.0; }
 
+std::vector<parallel::Bucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts) {
+  std::vector<int64_t> numels;
+  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
+  return parallel::plan_buckets(numels, opts);
+}
+
 namespace {
 
 // What every cost of a GPT stage needs: the shape, the split and the rates.

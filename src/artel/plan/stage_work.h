@@ -21,6 +21,7 @@
 
 #include <vector>
 
+#include "artel/parallel/bucket_plan.h"
 #include "artel/plan/cluster.h"
 #include "artel/plan/layout.h"
 #include "artel/plan/model_description.h"
@@ -62,5 +63,9 @@ std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& 
 
 // Bytes of one activation element at this precision (bf16 2, fp32 4).
 double activation_element_bytes(Precision p);
+
+// DDP's buckets (parallel/bucket_plan.h) over the stage's units, walked
+// backwards as backward makes their gradients; a bucket's params are units.
+std::vector<parallel::Bucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts);
 
 }  // namespace artel::plan

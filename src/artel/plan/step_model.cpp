@@ -128,8 +128,6 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
 // its reduction is exposed however early the others run.
 template <class Seconds>
 double bucketed_finish(const StageWork& st, double window, const parallel::BucketOptions& opts, Seconds seconds) {
-  std::vector<int64_t> numels;
-  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
   const double total = std::accumulate(st.unit_backward.begin(), st.unit_backward.end(), 0.0);
   std::vector<double> done(st.unit_backward.size());  // unit i's gradients ready: backward runs units last to first
   double after = 0;
@@ -138,7 +136,7 @@ double bucketed_finish(const StageWork& st, double window, const parallel::Bucke
     done[i] = total > 0 ? window * after / total : window;
   }
   double finish = 0;
-  for (const parallel::Bucket& b : parallel::plan_buckets(numels, opts)) {
+  for (const parallel::Bucket& b : unit_buckets(st, opts)) {
     const int first = *std::min_element(b.params.begin(), b.params.end());  // the last ready
     finish = std::max(finish, done[static_cast<size_t>(first)]) + seconds(static_cast<double>(b.numel));
   }
