@@ -196,6 +196,35 @@ TEST(Cluster, ArtelsZeroThreeGathersHierarchicallyAcrossHosts) {
   EXPECT_LT(hierarchical, own_share);
 }
 
+// Note [A collective's copies]: workers that share a core pay ZeRO-3's
+// copies on it; with a core each they hide in its idle moments.
+TEST(Cluster, TimeSlicedWorkersPayZeroThreesCopiesOnTheirCore) {
+  EXPECT_FALSE(time_sliced(testing::test_cluster()));  // a GPU cluster
+  EXPECT_FALSE(time_sliced(cpu_host(2, 2)));
+  EXPECT_TRUE(time_sliced(cpu_host(4, 2)));
+
+  const ModelDescription gpt = transformer_model("gpt", {4, 4, 128, 64, 65});
+  const Workload w{.global_batch = 24, .precision = Precision::fp32};
+  const Layout zero3{.dp = 4, .zero = 3};
+  Cluster whole = cpu_host(4, 4), shared = cpu_host(4, 2);
+  // Half a core each on twice as fast cores: the same rates a worker as `whole`,
+  // slow enough that compute hides every link's time.
+  shared.device.memory_bandwidth.value *= 2;
+  shared.device.peak_fp32.value *= 2;
+  for (Cluster* c : {&whole, &shared}) c->device.peak_fp32.value *= 1e-3;
+  const StepTime a = predict(gpt, whole, zero3, w).time, b = predict(gpt, shared, zero3, w).time;
+  EXPECT_NEAR(a.compute, b.compute, 1e-9 * a.compute);
+  // Every unit gathered twice and reduce-scattered once, on one host: its
+  // weights staged in and out (2 bytes a byte), its registered gradients
+  // summed (1 + 1/4), at the worker's streaming rate.
+  const StageWork st = stage_work(gpt, with_worker_speed(shared, 0.5), zero3, w)[0];
+  double params = 0;
+  for (double p : st.unit_parameters) params += p;
+  const double copies = streaming_seconds(with_worker_speed(shared, 0.5).device, params * 4 * (2 * 2 + 1.25));
+  EXPECT_NEAR(b.zero_gathers - a.zero_gathers, copies, 1e-9 * copies);
+  EXPECT_GT(copies, 0);
+}
+
 TEST(Cluster, RefusesAFractionalCoreCount) {
   nlohmann::ordered_json j = to_json(testing::test_cluster());
   j["cores_per_host"] = 1.5;

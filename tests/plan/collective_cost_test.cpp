@@ -65,6 +65,29 @@ TEST(CollectiveCost, HierarchicalGoesInsideTheHostThenAcrossOnAWorkersShareOfThe
                    all_reduce_seconds(c, place_group(c, 4, 1), S));
 }
 
+// Note [A collective's copies]: the bytes a worker's own copies read and write.
+TEST(CollectiveCost, ACollectivesCopiesStageInsideAHostAndCrossSocketsBetweenHosts) {
+  const Cluster c = test_cluster();
+  const double S = 1e8;
+  // One host of 4: a plain buffer staged through the segment (in, then the whole out);
+  // a reduce-scatter's registered input summed in place.
+  const GroupPlacement host = place_group(c, 4, 1);
+  EXPECT_DOUBLE_EQ(all_gather_copy_bytes(host, S), 2 * S);
+  EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(host, S, /*registered=*/true), S + S / 4);
+  EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(host, S, /*registered=*/false), 2 * S + S + S / 4);
+  // 2 hosts of 4, artel's hierarchy: staged (never registered), reordered by
+  // slice, and S/4 a worker across sockets, half of it sent and half received.
+  const GroupPlacement hier = place_group(c, 8, 1, Route::hierarchical);
+  const double sockets = 4 * 0.5 * S / 4;
+  EXPECT_DOUBLE_EQ(all_gather_copy_bytes(hier, S), 2 * S + 2 * S + sockets);
+  EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(hier, S, /*registered=*/true), 2 * S + S + S / 4 + 2 * S + sockets);
+  // One member a host: a ring over MPI, only sockets (and a reduce-scatter's sums).
+  const GroupPlacement ring = place_group(c, 2, 4, Route::hierarchical);
+  EXPECT_DOUBLE_EQ(all_gather_copy_bytes(ring, S), 4 * 0.5 * S);
+  EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(ring, S, true), 4 * 0.5 * S + 2 * 0.5 * S);
+  EXPECT_DOUBLE_EQ(all_gather_copy_bytes(place_group(c, 1, 1), S), 0);
+}
+
 TEST(CollectiveCost, SendIsAlphaPlusBytesOverBeta) {
   const Cluster c = test_cluster();
   EXPECT_DOUBLE_EQ(send_seconds(c, false, 1e6), 1e-6 + 1e6 / 1e10);

@@ -107,6 +107,14 @@ double worker_speed(const Cluster& c, int64_t threads) {
   return std::min(t, share);
 }
 
+bool time_sliced(const Cluster& c) {
+  return c.cores_per_host.value > 0 && c.cores_per_host.value < static_cast<double>(c.per_host());
+}
+
+double streaming_seconds(const Device& device, double bytes) {
+  return bytes / (device.memory_bandwidth.value * device.memory_efficiency.value);
+}
+
 Cluster with_worker_speed(const Cluster& c, double speed) {
   ARTEL_CHECK(std::isfinite(speed) && speed > 0, "a worker's speed must be positive, got ", speed);
   Cluster s = c;
@@ -156,8 +164,7 @@ double gemm_seconds(const Device& device, Precision precision, double m, double 
   // k = h/a, are bound by memory, not by the multipliers).
   const double element = precision == Precision::bf16 ? 2.0 : 4.0;
   const double bytes = (m * k + k * n + m * n) * element;
-  return std::max(flops / achieved_flops(device, precision),
-                  bytes / (device.memory_bandwidth.value * device.memory_efficiency.value));
+  return std::max(flops / achieved_flops(device, precision), streaming_seconds(device, bytes));
 }
 
 Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {

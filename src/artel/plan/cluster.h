@@ -114,6 +114,14 @@ double worker_speed(const Cluster& c, int64_t threads);
 // The same cluster with every device rate (peaks, GEMM and attention tables,
 // memory bandwidth) multiplied by `speed`: what one worker of a shared host gets.
 Cluster with_worker_speed(const Cluster& c, double speed);
+// Whether a CPU host's workers outnumber its cores, so the kernel
+// time-slices them: a worker then never idles while another on its core
+// could run, and work it does beside its computation (a collective's
+// copies) lengthens its step (Note [A collective's copies], collective_cost.h).
+bool time_sliced(const Cluster& c);
+// Seconds to read or write `bytes` once at the device's streaming rate
+// (memory bandwidth × memory efficiency): a memory-bound pass.
+double streaming_seconds(const Device& device, double bytes);
 
 // Seconds of one matrix product on one worker: the calibrated rate of the
 // nearest table entry of the same precision (by log-distance of m, n, k; no

@@ -67,6 +67,44 @@ double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double byte
   return ring_pass(c, g, bytes);
 }
 
+namespace {
+
+// Bytes a worker's socket copies touch across hosts: 4 per byte sent or received.
+double socket_bytes(const GroupPlacement& g, double bytes) {
+  if (!g.crosses_hosts()) return 0;
+  if (hierarchical(g)) {
+    const double h = static_cast<double>(g.hosts);
+    return 4 * (h - 1) / h * bytes / static_cast<double>(g.per_host);
+  }
+  const double n = static_cast<double>(g.size);
+  return 4 * (n - 1) / n * bytes;
+}
+
+// A ring across hosts (a hierarchical collective with one member a host is
+// one) runs over MPI alone; the others have steps inside a host, over its segment.
+bool ring_across_hosts(const GroupPlacement& g) { return g.crosses_hosts() && (!hierarchical(g) || g.per_host == 1); }
+
+}  // namespace
+
+double all_gather_copy_bytes(const GroupPlacement& g, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  if (ring_across_hosts(g)) return socket_bytes(g, bytes);
+  const double reorder = hierarchical(g) ? 2 * bytes : 0;
+  return 2 * bytes + reorder + socket_bytes(g, bytes);
+}
+
+double reduce_scatter_copy_bytes(const GroupPlacement& g, double bytes, bool registered) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  if (ring_across_hosts(g)) {
+    const double n = static_cast<double>(g.size);
+    return socket_bytes(g, bytes) + 2 * (n - 1) / n * bytes;
+  }
+  const double k = static_cast<double>(g.per_host);
+  const double staged = registered && !hierarchical(g) ? 0 : 2 * bytes;  // across hosts, never registered
+  const double reorder = hierarchical(g) ? 2 * bytes : 0;
+  return staged + bytes + bytes / k + reorder + socket_bytes(g, bytes);
+}
+
 double send_seconds(const Cluster& c, bool crosses_hosts, double bytes) {
   if (bytes <= 0) return 0;
   const Link& l = crosses_hosts ? c.inter_host : c.intra_host;

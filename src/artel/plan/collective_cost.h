@@ -65,6 +65,28 @@ GroupPlacement place_group(const Cluster& c, int64_t size, int64_t stride,
 double all_reduce_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
 double reduce_scatter_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
 double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double bytes);
+
+// Note [A collective's copies]. Besides its time on the links, a collective
+// costs its worker memory traffic: the copies of artel's algorithms, in
+// bytes read plus bytes written, for a buffer of S bytes over a group of n
+// (k a host, H hosts):
+//   - inside a host (comm/*_shared.cpp), a buffer not from
+//     ProcessGroup::alloc is staged through the host's segment: an
+//     all-gather copies its block in and the whole buffer out (2·S); a
+//     reduce-scatter copies its input in (2·S, none when registered) and
+//     sums its block out of the k copies (S + S/k);
+//   - a hierarchical collective (comm/*_hierarchical.cpp) also reorders the
+//     blocks by slice (2·S), and every byte a worker sends or receives
+//     across hosts is copied through a socket on each side: 4·(H−1)/H·S/k;
+//   - a ring across hosts over MPI sends and receives (n−1)/n·S (4·(n−1)/n·S),
+//     a reduce-scatter summing what it receives (2·(n−1)/n·S).
+// A worker with a core of its own does these in its idle moments; one that
+// shares a core (time_sliced) has none, and they lengthen its step: W2's
+// ZeRO-3 on the 2-host harness, at half a core a worker, measured 174-191 ms
+// against 147.5 predicted without them (21 collectives of units of ~0.8 MB
+// a step) and ~180 with them (AMD Zen 3, 2026-11-28).
+double all_gather_copy_bytes(const GroupPlacement& g, double bytes);
+double reduce_scatter_copy_bytes(const GroupPlacement& g, double bytes, bool registered);
 // One point-to-point message, over the link between hosts when it crosses one.
 double send_seconds(const Cluster& c, bool crosses_hosts, double bytes);
 

@@ -32,9 +32,7 @@ struct GptContext {
   double replicated_split() const { return layout.sequence_parallel ? t : 1.0; }
   Precision precision() const { return workload.precision; }
   double gemm(double m, double n, double k) const { return gemm_seconds(cluster.device, workload.precision, m, n, k); }
-  double stream(double bytes) const {
-    return bytes / (cluster.device.memory_bandwidth.value * cluster.device.memory_efficiency.value);
-  }
+  double stream(double bytes) const { return streaming_seconds(cluster.device, bytes); }
   // One tp all-reduce of the (b, s, h) activation; under sequence
   // parallelism an all-gather plus a reduce-scatter of it, the same time.
   double activation_all_reduce() const {

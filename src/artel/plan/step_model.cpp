@@ -62,15 +62,25 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
   const GroupPlacement g = place_group(
       c, l.dp, l.tp * l.pp,
       w.cross_host == CrossHost::hierarchical ? Route::hierarchical : Route::own_network_share);
-  double gather = 0, scatter = 0, first = 0;
+  double gather = 0, scatter = 0, first = 0, gather_copies = 0, scatter_copies = 0;
   for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
-    const double ag = all_gather_seconds(c, g, st.unit_parameters[i] * w.state.weight);
+    const double weights = st.unit_parameters[i] * w.state.weight, gradients = st.unit_parameters[i] * w.state.gradient;
+    const double ag = all_gather_seconds(c, g, weights);
     if (i == 0) first = ag;
     gather += ag;
-    scatter += reduce_scatter_seconds(c, g, st.unit_parameters[i] * w.state.gradient);
+    scatter += reduce_scatter_seconds(c, g, gradients);
+    // A unit's gathered weights are plain memory; its gradients are staged in
+    // registered memory (parallel/fully_sharded.cpp), which a host's steps
+    // read in place on one host.
+    gather_copies += streaming_seconds(c.device, all_gather_copy_bytes(g, weights));
+    scatter_copies += streaming_seconds(c.device, reduce_scatter_copy_bytes(g, gradients, /*registered=*/true));
   }
-  return {first + std::max(0.0, gather - first - st.forward_compute),
-          first + std::max(0.0, gather - first + scatter - st.backward_compute)};
+  // A time-sliced worker pays its collectives' copies on the core it
+  // computes on (Note [A collective's copies], collective_cost.h).
+  const bool sliced = time_sliced(c);
+  return {first + std::max(0.0, gather - first - st.forward_compute) + (sliced ? gather_copies : 0),
+          first + std::max(0.0, gather - first + scatter - st.backward_compute) +
+              (sliced ? gather_copies + scatter_copies : 0)};
 }
 
 // Bytes of a worker's gradient synchronisation as its all-reduces send them:
@@ -164,7 +174,7 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
   if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
   // Compressing runs on the cores (or the stream) backward computes on: never hidden.
   after_step += b.compression_flops / achieved_flops(c.device, Precision::fp32) +
-                b.compression_bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+                streaming_seconds(c.device, b.compression_bytes);
   if (!w.overlap_grad_reduce) return reduce_seconds(c, st.parameters) + after_step;
 
   const double window = st.backward_compute + st.backward_tensor_parallel;
@@ -200,7 +210,7 @@ double tied_embedding_seconds(const std::vector<StageWork>& stages, const ModelD
 double optimizer_seconds(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   const double updated = st.parameters / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
   const double bytes = updated * (2 * (w.state.weight + w.state.optimizer) + w.state.gradient);
-  return bytes / (c.device.memory_bandwidth.value * c.device.memory_efficiency.value);
+  return streaming_seconds(c.device, bytes);
 }
 
 }  // namespace
