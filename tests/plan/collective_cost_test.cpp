@@ -86,6 +86,12 @@ TEST(CollectiveCost, ACollectivesCopiesStageInsideAHostAndCrossSocketsBetweenHos
   EXPECT_DOUBLE_EQ(all_gather_copy_bytes(ring, S), 4 * 0.5 * S);
   EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(ring, S, true), 4 * 0.5 * S + 2 * 0.5 * S);
   EXPECT_DOUBLE_EQ(all_gather_copy_bytes(place_group(c, 1, 1), S), 0);
+  // All-reduce: inside a host a reduce-scatter then an all-gather; across
+  // hosts, the host's all-reduce, twice the sockets on S/4, the slices
+  // broadcast back (2·S/4 in, 2·S out); a ring: every socket byte twice.
+  EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(host, S, true), S + S / 4 + 2 * S);
+  EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(hier, S, true), (2 * S + S + S / 4 + 2 * S) + 2 * sockets + 2 * S / 4 + 2 * S);
+  EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(ring, S, true), 2 * 4 * 0.5 * S + 2 * 0.5 * S);
 }
 
 TEST(CollectiveCost, SendIsAlphaPlusBytesOverBeta) {

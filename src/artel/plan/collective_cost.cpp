@@ -86,6 +86,20 @@ bool ring_across_hosts(const GroupPlacement& g) { return g.crosses_hosts() && (!
 
 }  // namespace
 
+double all_reduce_copy_bytes(const GroupPlacement& g, double bytes, bool registered) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  if (ring_across_hosts(g)) {
+    const double n = static_cast<double>(g.size);
+    return 2 * socket_bytes(g, bytes) + 2 * (n - 1) / n * bytes;
+  }
+  const double k = static_cast<double>(g.per_host);
+  const double inside = reduce_scatter_copy_bytes(g.crosses_hosts() ? GroupPlacement{g.per_host, g.per_host, 1} : g,
+                                                  bytes, registered && !hierarchical(g)) +
+                        2 * bytes;
+  if (!hierarchical(g)) return inside;
+  return inside + 2 * socket_bytes(g, bytes) + 2 * bytes / k + 2 * bytes;
+}
+
 double all_gather_copy_bytes(const GroupPlacement& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   if (ring_across_hosts(g)) return socket_bytes(g, bytes);

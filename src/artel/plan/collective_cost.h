@@ -78,13 +78,22 @@ double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double byte
 //   - a hierarchical collective (comm/*_hierarchical.cpp) also reorders the
 //     blocks by slice (2·S), and every byte a worker sends or receives
 //     across hosts is copied through a socket on each side: 4·(H−1)/H·S/k;
+//   - an all-reduce is a reduce-scatter then an all-gather inside the host;
+//     a hierarchical one (all_reduce_hierarchical.cpp) all-reduces inside
+//     the host, then S/k across (twice the sockets' bytes), then broadcasts
+//     the slices inside (2·S/k in, 2·S out);
 //   - a ring across hosts over MPI sends and receives (n−1)/n·S (4·(n−1)/n·S),
-//     a reduce-scatter summing what it receives (2·(n−1)/n·S).
-// A worker with a core of its own does these in its idle moments; one that
-// shares a core (time_sliced) has none, and they lengthen its step: W2's
-// ZeRO-3 on the 2-host harness, at half a core a worker, measured 174-191 ms
-// against 147.5 predicted without them (21 collectives of units of ~0.8 MB
-// a step) and ~180 with them (AMD Zen 3, 2026-11-28).
+//     a reduce-scatter summing what it receives (2·(n−1)/n·S); an
+//     all-reduce twice both.
+// A worker with a core of its own does these in its idle moments. One that
+// shares a core (time_sliced) has none: another worker takes its core
+// whenever it waits, so its copies run in the time it waits for the
+// collectives anyway and what does not fit lengthens its step
+// (step_model.cpp's copies_on_core, for ZeRO-3's and DDP's overlapped
+// collectives). W2's ZeRO-3 on the 2-host harness at half a core a worker
+// measured 174-191 ms against 147.5 predicted without them (AMD Zen 3,
+// 2026-11-28).
+double all_reduce_copy_bytes(const GroupPlacement& g, double bytes, bool registered);
 double all_gather_copy_bytes(const GroupPlacement& g, double bytes);
 double reduce_scatter_copy_bytes(const GroupPlacement& g, double bytes, bool registered);
 // One point-to-point message, over the link between hosts when it crosses one.

@@ -57,12 +57,21 @@ struct ZeroGathers {
   double forward = 0, backward = 0;
 };
 
+// What a time-sliced worker pays on its core for collectives whose copies
+// touch `copy_bytes` and of which `exposed` seconds are waited for (Note [A
+// collective's copies], collective_cost.h): the copies run in that wait
+// first, and what does not fit takes the core from compute.
+double copies_on_core(const Cluster& c, double copy_bytes, double exposed) {
+  if (!time_sliced(c)) return 0;
+  return std::max(0.0, streaming_seconds(c.device, copy_bytes) - exposed);
+}
+
 ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   if (l.zero < 3 || l.dp <= 1) return {};
   const GroupPlacement g = place_group(
       c, l.dp, l.tp * l.pp,
       w.cross_host == CrossHost::hierarchical ? Route::hierarchical : Route::own_network_share);
-  double gather = 0, scatter = 0, first = 0, gather_copies = 0, scatter_copies = 0;
+  double gather = 0, scatter = 0, first = 0, gather_copies = 0, scatter_copies = 0;  // seconds; bytes
   for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
     const double weights = st.unit_parameters[i] * w.state.weight, gradients = st.unit_parameters[i] * w.state.gradient;
     const double ag = all_gather_seconds(c, g, weights);
@@ -72,15 +81,13 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
     // A unit's gathered weights are plain memory; its gradients are staged in
     // registered memory (parallel/fully_sharded.cpp), which a host's steps
     // read in place on one host.
-    gather_copies += streaming_seconds(c.device, all_gather_copy_bytes(g, weights));
-    scatter_copies += streaming_seconds(c.device, reduce_scatter_copy_bytes(g, gradients, /*registered=*/true));
+    gather_copies += all_gather_copy_bytes(g, weights);
+    scatter_copies += reduce_scatter_copy_bytes(g, gradients, /*registered=*/true);
   }
-  // A time-sliced worker pays its collectives' copies on the core it
-  // computes on (Note [A collective's copies], collective_cost.h).
-  const bool sliced = time_sliced(c);
-  return {first + std::max(0.0, gather - first - st.forward_compute) + (sliced ? gather_copies : 0),
-          first + std::max(0.0, gather - first + scatter - st.backward_compute) +
-              (sliced ? gather_copies + scatter_copies : 0)};
+  const double forward = first + std::max(0.0, gather - first - st.forward_compute);
+  const double backward = first + std::max(0.0, gather - first + scatter - st.backward_compute);
+  return {forward + copies_on_core(c, gather_copies, forward),
+          backward + copies_on_core(c, gather_copies + scatter_copies, backward)};
 }
 
 // Bytes of a worker's gradient synchronisation as its all-reduces send them:
@@ -194,7 +201,14 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
     alone.inter_host.beta.value *= stages_on_host;
     finish = std::max(finish_on(alone), finish - (stages_on_host - 1) * window);
   }
-  return std::max(0.0, finish - window) + after_step;
+  // DDP's buckets are registered memory (parallel/distributed_data_parallel.cpp).
+  double copies = 0;
+  for (double bytes : {b.first, b.second}) {
+    copies += powersgd || l.zero == 0 ? all_reduce_copy_bytes(g, bytes, /*registered=*/true)
+                                      : reduce_scatter_copy_bytes(g, bytes, /*registered=*/true);
+  }
+  const double exposed = std::max(0.0, finish - window);
+  return exposed + copies_on_core(c, copies, exposed) + after_step;
 }
 
 // The tied embedding's two copies (first and last stage) summed after backward.
