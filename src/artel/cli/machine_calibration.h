@@ -65,11 +65,13 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int6
 plan::AttentionRate measure_attention(const std::string& workload, plan::Precision precision, const MachineFacts& facts);
 // Bytes/s of one thread's triad a[i] = b[i] + s·c[i] (3 × 4 bytes an element).
 double measure_memory_bandwidth();
-// alpha (s) and beta (bytes/s) of a link from `bench_command`, an `artel
-// bench comm --op all_reduce ... --json` between two workers across it:
-// fitted to 2·alpha + S/beta (`what`, e.g. "shared-memory", names the
-// all-reduce in the sources).
-plan::Link measure_link(const std::string& bench_command, const std::string& what, const MachineFacts& facts);
+// alpha (s) and beta (bytes/s) of a link from `bench(sizes)`, the command
+// of an `artel bench comm --op all_reduce ... --json` between two workers
+// across it given its size flags: fitted to 2·alpha + S/beta, alpha from
+// 8 bytes and beta from 16 MiB, the fastest of three runs (`what`, e.g.
+// "shared-memory", names the all-reduce in the sources).
+using BenchCommand = std::function<std::string(const std::string& sizes)>;
+plan::Link measure_link(const BenchCommand& bench, const std::string& what, const MachineFacts& facts);
 
 // Bytes/s one thread's GELU and layer norm (forward and backward) move,
 // counted as the planner counts their bytes: the rate of artel's streaming
