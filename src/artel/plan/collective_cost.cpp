@@ -93,6 +93,7 @@ double all_reduce_copy_bytes(const GroupPlacement& g, double bytes, bool registe
     return 2 * socket_bytes(g, bytes) + 2 * (n - 1) / n * bytes;
   }
   const double k = static_cast<double>(g.per_host);
+  // Inside the host: a reduce-scatter over its k members, then an all-gather's copy out.
   const double inside = reduce_scatter_copy_bytes(g.crosses_hosts() ? GroupPlacement{g.per_host, g.per_host, 1} : g,
                                                   bytes, registered && !hierarchical(g)) +
                         2 * bytes;

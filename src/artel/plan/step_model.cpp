@@ -71,7 +71,8 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
   const GroupPlacement g = place_group(
       c, l.dp, l.tp * l.pp,
       w.cross_host == CrossHost::hierarchical ? Route::hierarchical : Route::own_network_share);
-  double gather = 0, scatter = 0, first = 0, gather_copies = 0, scatter_copies = 0;  // seconds; bytes
+  double gather = 0, scatter = 0, first = 0;  // seconds on the links
+  double gather_copies = 0, scatter_copies = 0;  // bytes the copies touch
   for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
     const double weights = st.unit_parameters[i] * w.state.weight, gradients = st.unit_parameters[i] * w.state.gradient;
     const double ag = all_gather_seconds(c, g, weights);
