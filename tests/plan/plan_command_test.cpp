@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -165,7 +166,7 @@ TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
 namespace {
 
 // `artel plan calibrate` on W2 alone (a few seconds; all three GPTs take
-// about a minute on 2 cores): a cluster file whose every measured number
+// about 100 s on 2 cores): a cluster file whose every measured number
 // says so, which `artel plan` then reads.
 TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
   const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_calibrated.json";
@@ -175,10 +176,26 @@ TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
   EXPECT_EQ(c["workers_per_host"]["value"], 4);
   EXPECT_GE(c["cores_per_host"]["value"].get<double>(), 1);
   ASSERT_FALSE(c["device"]["gemm_table"].empty());
+  // Every shape, of W2's steps at each micro-batch size its batch of 12
+  // splits into, timed in the same interleaved rounds (Note [Interleaved
+  // GEMM rounds]).
+  std::set<std::string> rounds, batches;
   for (const nlohmann::json& g : c["device"]["gemm_table"]) {
     EXPECT_GT(g["flops_per_s"].get<double>(), 0);
-    EXPECT_EQ(g["source"].get<std::string>().rfind("measured: ", 0), 0u) << g.dump();
+    const std::string source = g["source"].get<std::string>();
+    EXPECT_EQ(source.rfind("measured: ", 0), 0u) << g.dump();
+    const size_t median = source.find("median of "), batch = source.find(" at batch ");
+    ASSERT_NE(median, std::string::npos) << source;
+    ASSERT_NE(batch, std::string::npos) << source;
+    rounds.insert(source.substr(median, source.find(" rounds", median) - median));
+    batches.insert(source.substr(batch, source.find(',', batch) - batch));
   }
+  EXPECT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(batches, (std::set<std::string>{" at batch 1", " at batch 2", " at batch 3", " at batch 4", " at batch 6",
+                                             " at batch 12"}));
+  const int round_count = std::stoi(rounds.begin()->substr(std::string("median of ").size()));
+  EXPECT_GE(round_count, 3);
+  EXPECT_LE(round_count, 20);
   for (const char* key : {"memory_bandwidth", "runtime_bytes", "runtime_bytes_with_peers"}) {
     EXPECT_GT(c["device"][key]["value"].get<double>(), 0) << key;
     EXPECT_NE(c["device"][key]["source"].get<std::string>().find("artel plan calibrate"), std::string::npos);

@@ -74,42 +74,69 @@ std::vector<kernels::GemmArgs> record_step_gemms(const std::string& workload, in
   return recorder.calls();
 }
 
-// The fastest of enough replays for ~0.2 s of timing (3 to 20): the
-// machine's rate, not its other users'. Calibration shares the cores with
-// whatever else runs, and a replay that lost its core for a time slice is
-// slow for a reason the planner cannot know.
-double timed_ms(const std::vector<kernels::GemmArgs>& calls) {
-  double best = train::replay_gemms_ms(calls, 1);
-  const int repeats = static_cast<int>(std::clamp(200.0 / std::max(best, 1e-3), 3.0, 20.0));
-  for (int i = 1; i < repeats; ++i) best = std::min(best, train::replay_gemms_ms(calls, 1));
-  return best;
-}
-
 }  // namespace
 
-std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int64_t batch, plan::Precision precision,
+// Note [Interleaved GEMM rounds]: a CPU's speed drifts while it is measured
+// (its clock, its neighbours on the host: on a 2-core Zen 3 VM, W2's
+// 64 × 128 × 128 product measured 69 to 93 GFLOP/s in four calibrations
+// minutes apart, and a fast spell lasted seconds). Products timed one shape
+// after another each see a different spell, so the table's shapes disagree
+// by more than the shapes do: W2's one-sequence products, timed in a fast
+// spell, made a pipeline of 24 one-sequence micro-batches look as fast as
+// plain data parallelism, and it ran 17% slower. So every shape of the
+// table is timed once a round, round after round, and a shape's time is
+// its median over the rounds: each shape sees the same mix of spells, and
+// a replay that lost its core for a time slice is an outlier the median
+// drops. The median, not the fastest: training runs through every spell,
+// and the fastest of the rounds still put that pipeline within 2% of the
+// best layout (docs/PLAN.md, #### GEMMs timed in interleaved rounds).
+// Rounds stop at 20, or once each shape has 3 and the rounds took ~0.2 s a
+// shape.
+std::vector<plan::GemmRate> measure_gemm_rates(const std::vector<GemmStep>& steps, plan::Precision precision,
                                                const MachineFacts& facts) {
-  const std::vector<kernels::GemmArgs> calls = record_step_gemms(workload, batch, precision);
+  struct Shape {
+    const GemmStep* step;
+    std::vector<kernels::GemmArgs> orientations;
+    std::vector<double> ms;
+  };
+  std::vector<Shape> shapes;
+  for (const GemmStep& step : steps) {
+    const std::vector<kernels::GemmArgs> calls = record_step_gemms(step.workload, step.batch, precision);
+    // A shape's products in every orientation the step makes them (forward,
+    // and backward's two transposed ones share m, n, k only sometimes): the
+    // table's rate of (m, n, k) is their FLOPs over their time together.
+    std::map<std::tuple<int64_t, int64_t, int64_t>, std::map<std::pair<bool, bool>, kernels::GemmArgs>> by_shape;
+    for (const kernels::GemmArgs& g : calls) by_shape[{g.m, g.n, g.k}].emplace(std::pair{g.trans_a, g.trans_b}, g);
+    for (const auto& [mnk, orientations] : by_shape) {
+      Shape shape{&step, {}, {}};
+      for (const auto& [_, g] : orientations) shape.orientations.push_back(g);
+      shapes.push_back(std::move(shape));
+    }
+  }
   kernels::set_gemm_precision(precision == plan::Precision::bf16 ? kernels::GemmPrecision::bf16
                                                                  : kernels::GemmPrecision::fp32);
-  // A shape's products in every orientation the step makes them (forward,
-  // and backward's two transposed ones share m, n, k only sometimes): the
-  // table's rate of (m, n, k) is their FLOPs over their time together.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::map<std::pair<bool, bool>, kernels::GemmArgs>> shapes;
-  for (const kernels::GemmArgs& g : calls) shapes[{g.m, g.n, g.k}].emplace(std::pair{g.trans_a, g.trans_b}, g);
-  std::vector<plan::GemmRate> rates;
-  for (const auto& [mnk, orientations] : shapes) {
-    const auto [m, n, k] = mnk;
-    std::vector<kernels::GemmArgs> one;
-    for (const auto& [_, g] : orientations) one.push_back(g);
-    const double seconds = timed_ms(one) / 1e3;
-    const double flops = 2.0 * static_cast<double>(m * n * k) * static_cast<double>(one.size());
-    rates.push_back({precision, m, n, k, flops / seconds,
-                     facts.source("one thread, " + std::to_string(one.size()) + " orientation(s) of this product in " +
-                                  workload + " at batch " + std::to_string(batch) +
-                                  ", replayed alone (train::replay_gemms_ms), fastest of 3-20")});
+  constexpr int kMinRounds = 3, kMaxRounds = 20;
+  const double budget_ms = 200.0 * static_cast<double>(shapes.size());
+  double spent_ms = 0;
+  for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent_ms < budget_ms); ++round) {
+    for (Shape& shape : shapes) {
+      shape.ms.push_back(train::replay_gemms_ms(shape.orientations, 1));
+      spent_ms += shape.ms.back();
+    }
   }
   kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  std::vector<plan::GemmRate> rates;
+  for (Shape& shape : shapes) {
+    const kernels::GemmArgs& g = shape.orientations.front();
+    std::sort(shape.ms.begin(), shape.ms.end());
+    const double seconds = shape.ms[shape.ms.size() / 2] / 1e3;
+    const double flops = 2.0 * static_cast<double>(g.m * g.n * g.k) * static_cast<double>(shape.orientations.size());
+    rates.push_back({precision, g.m, g.n, g.k, flops / seconds,
+                     facts.source("one thread, " + std::to_string(shape.orientations.size()) +
+                                  " orientation(s) of this product in " + shape.step->workload + " at batch " +
+                                  std::to_string(shape.step->batch) + ", replayed alone (train::replay_gemms_ms), median of " +
+                                  std::to_string(shape.ms.size()) + " rounds over every shape of the table")});
+  }
   return rates;
 }
 
@@ -122,7 +149,7 @@ plan::AttentionRate measure_attention(const std::string& workload, plan::Precisi
   std::vector<float> qkv(static_cast<size_t>(d.batch * d.time * 3 * d.channels), 0.01f);
   std::vector<float> y(qkv.size() / 3), dy(y.size(), 0.01f), dqkv(qkv.size());
   std::vector<float> probs(static_cast<size_t>(d.probs_numel()));
-  double forward = 1e30, backward = 1e30;  // the fastest of 5 rounds, as timed_ms
+  double forward = 1e30, backward = 1e30;  // the fastest of 5 rounds
   for (int round = 0; round < 5; ++round) {
     const auto start = std::chrono::steady_clock::now();
     kernels::attention_forward(d, qkv.data(), y.data(), probs.data());
@@ -303,14 +330,20 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   c.workers_per_host = {static_cast<double>(workers), options.workers > 0 ? "--workers" : "the cores (the default)"};
   c.cores_per_host = {static_cast<double>(cores), facts.source("the cores this process may use")};
   c.device.name = facts.cpu + ", one core";
+  std::vector<GemmStep> steps;
   for (const std::string& workload : options.workloads) {
     const int64_t bench_batch = train::bench_config({.workload = workload, .steps = 1, .warmup = 0}).batch_size;
     for (plan::Precision p : precisions) c.device.attention_table.push_back(measure_attention(workload, p, facts));
-    for (plan::Precision p : precisions)
-      for (int64_t batch : {bench_batch, int64_t{1}}) {
-        std::vector<plan::GemmRate> rates = measure_gemm_rates(workload, batch, p, facts);
-        c.device.gemm_table.insert(c.device.gemm_table.end(), rates.begin(), rates.end());
-      }
+    // Every micro-batch size the benchmark batch splits into (W2: 12, 6, 4,
+    // 3, 2, 1): the table's nearest entry to a layout's products is then its
+    // own. With 12 and 1 alone, 4 micro-batches of 3 took the 1-sequence
+    // rates, and W2's `--pp 2 --micro-batches 4` was predicted 31.5% slow.
+    for (int64_t batch = bench_batch; batch >= 1; --batch)
+      if (bench_batch % batch == 0) steps.push_back({workload, batch});
+  }
+  for (plan::Precision p : precisions) {
+    std::vector<plan::GemmRate> rates = measure_gemm_rates(steps, p, facts);
+    c.device.gemm_table.insert(c.device.gemm_table.end(), rates.begin(), rates.end());
   }
   const double fp32 = fastest(c.device.gemm_table, plan::Precision::fp32);
   const double bf16 = fastest(c.device.gemm_table, plan::Precision::bf16);

@@ -5,8 +5,8 @@
 //   - GEMM rates by shape: one step of each GPT artel trains (W2, the 50M
 //     GPT of `artel bench train`'s gpt-50m, GPT-2 at block 256) run at one
 //     thread under kernels::GemmRecorder, then every distinct product replayed
-//     alone (train::replay_gemms_ms), fp32 and, where the CPU multiplies it
-//     natively, bf16;
+//     alone (train::replay_gemms_ms), all of them in interleaved rounds, fp32
+//     and, where the CPU multiplies it natively, bf16;
 //   - the fused attention core (kernels/attention.h), which runs outside the
 //     GEMM library: forward and backward per (sequence, head) at each GPT's
 //     sequence and head size;
@@ -55,9 +55,15 @@ struct CalibrationOptions {
   std::string hosts_command;
 };
 
-// Every distinct product of one step of `workload` (train_bench.h's names) at
-// `batch` sequences, timed alone at one thread.
-std::vector<plan::GemmRate> measure_gemm_rates(const std::string& workload, int64_t batch, plan::Precision precision,
+// One step of `workload` (train_bench.h's names) at `batch` sequences.
+struct GemmStep {
+  std::string workload;
+  int64_t batch = 1;
+};
+// Every distinct product of each step, timed alone at one thread, all of
+// them in interleaved rounds (Note [Interleaved GEMM rounds]): one entry per
+// step and shape.
+std::vector<plan::GemmRate> measure_gemm_rates(const std::vector<GemmStep>& steps, plan::Precision precision,
                                                const MachineFacts& facts);
 // artel's fused attention core (kernels/attention.h) at the workload's
 // sequence and head size, one thread: seconds of forward and of backward
