@@ -126,10 +126,9 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::vector<GemmStep>& step
   }
   kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
   std::vector<plan::GemmRate> rates;
-  for (Shape& shape : shapes) {
+  for (const Shape& shape : shapes) {
     const kernels::GemmArgs& g = shape.orientations.front();
-    std::sort(shape.ms.begin(), shape.ms.end());
-    const double seconds = shape.ms[shape.ms.size() / 2] / 1e3;
+    const double seconds = train::median_after_warmup(shape.ms, 0) / 1e3;
     const double flops = 2.0 * static_cast<double>(g.m * g.n * g.k) * static_cast<double>(shape.orientations.size());
     rates.push_back({precision, g.m, g.n, g.k, flops / seconds,
                      facts.source("one thread, " + std::to_string(shape.orientations.size()) +
