@@ -179,6 +179,20 @@ void check_hierarchy(ProcessGroup& pg) {
   }
   pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
   for (int64_t i = 0; i < count * n; i += 97) check_equal(x, i, sum, "hierarchical all_reduce");
+  // Three chunks and a part (Note [Pipelined hierarchical all-reduce]), and a
+  // tail that the local ranks do not divide: every element differs, so a
+  // block or chunk out of place shows, and avg divides each one once.
+  const int64_t chunk = static_cast<int64_t>(kHierarchicalChunkBytes / sizeof(float));
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    const int64_t len = 3 * chunk + chunk / 2 + 5;  // divided by neither 2 nor 3 local ranks
+    Tensor big = Tensor::empty({len});
+    for (int64_t i = 0; i < len; ++i) big.data<float>()[i] = static_cast<float>(i % 4099 + r);
+    pg.all_reduce(big, {op, "hierarchical"})->wait();
+    for (int64_t i = 0; i < len; i += i + 13 < len ? 1 + i % 509 : 1) {
+      const auto total = static_cast<float>(n * (i % 4099) + n * (n - 1) / 2);
+      check_equal(big, i, op == ReduceOp::avg ? total / static_cast<float>(n) : total, "hierarchical all_reduce in chunks");
+    }
+  }
   // Blocks of one piece, and of more than one (kHierarchicalScratchBytes):
   // every element differs along the block, so a piece out of place shows.
   const int64_t piece = static_cast<int64_t>(hierarchical_piece(static_cast<size_t>(n), sizeof(float)));

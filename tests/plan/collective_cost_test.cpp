@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "artel/comm/algorithms.h"
 #include "test_cluster.h"
 
 namespace artel::plan {
@@ -48,14 +51,27 @@ TEST(CollectiveCost, OwnNetworkShareRunsAtOneWorkersShare) {
 
 TEST(CollectiveCost, HierarchicalGoesInsideTheHostThenAcrossOnAWorkersShareOfTheBytes) {
   const Cluster c = test_cluster();
-  // 8 workers, 4 a host: a ring of 4 inside each host over S, then 4 rings
-  // of 2 across the hosts side by side, each over S/4 at one worker's 1 GB/s.
+  // 8 workers, 4 a host: a ring of 4 inside each host over a chunk of C
+  // bytes, then 4 rings of 2 across the hosts side by side, each over C/4 at
+  // one worker's 1 GB/s.
   const GroupPlacement g = place_group(c, 8, 1, Route::hierarchical);
+  auto inside = [](double C) { return 3 * 1e-6 + 3.0 / 4 * C / 1e10; };
+  auto across = [](double C) { return 1 * 1e-5 + 1.0 / 2 * (C / 4) / 1e9; };
+  // One chunk: the steps one after another.
+  const double one = 1e6;
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, g, one), inside(one) + across(one));
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, g, one), across(one) + inside(one));
+  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, g, one), 2 * inside(one) + 2 * across(one));
+  // The reduce-scatter and all-gather one piece after another; the
+  // all-reduce in chunks (Note [Pipelined hierarchical all-reduce]), a
+  // chunk's passes inside the host under another's across, here the longer:
+  // only the first chunk's and the last one's show.
   const double S = 1e8;
-  const double inside = 3 * 1e-6 + 3.0 / 4 * S / 1e10, across = 1 * 1e-5 + 1.0 / 2 * (S / 4) / 1e9;
-  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, g, S), inside + across);
-  EXPECT_DOUBLE_EQ(all_gather_seconds(c, g, S), across + inside);
-  EXPECT_DOUBLE_EQ(all_reduce_seconds(c, g, S), 2 * inside + 2 * across);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, g, S), inside(S) + across(S));
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, g, S), across(S) + inside(S));
+  const double chunks = std::ceil(S / static_cast<double>(comm::kHierarchicalChunkBytes)), chunk = S / chunks;
+  EXPECT_NEAR(all_reduce_seconds(c, g, S), 2 * inside(chunk) + chunks * 2 * across(chunk), 1e-12);
+  EXPECT_LT(all_reduce_seconds(c, g, S), 2 * inside(S) + 2 * across(S));
   // Less across the hosts than the side-by-side rings here, which pass 7/8 of S twice at 4 GB/s.
   EXPECT_LT(all_reduce_seconds(c, g, S), all_reduce_seconds(c, place_group(c, 8, 1), S));
   // One member a host, or one host: the plain ring.
@@ -87,10 +103,10 @@ TEST(CollectiveCost, ACollectivesCopiesStageInsideAHostAndCrossSocketsBetweenHos
   EXPECT_DOUBLE_EQ(reduce_scatter_copy_bytes(ring, S, true), 4 * 0.5 * S + 2 * 0.5 * S);
   EXPECT_DOUBLE_EQ(all_gather_copy_bytes(place_group(c, 1, 1), S), 0);
   // All-reduce: inside a host a reduce-scatter then an all-gather; across
-  // hosts, the host's all-reduce, twice the sockets on S/4, the slices
-  // broadcast back (2·S/4 in, 2·S out); a ring: every socket byte twice.
+  // hosts, the two staged, and twice the sockets on S/4 between them; a
+  // ring: every socket byte twice.
   EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(host, S, true), S + S / 4 + 2 * S);
-  EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(hier, S, true), (2 * S + S + S / 4 + 2 * S) + 2 * sockets + 2 * S / 4 + 2 * S);
+  EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(hier, S, true), (2 * S + S + S / 4 + 2 * S) + 2 * sockets);
   EXPECT_DOUBLE_EQ(all_reduce_copy_bytes(ring, S, true), 2 * 4 * 0.5 * S + 2 * 0.5 * S);
 }
 

@@ -97,6 +97,11 @@ inline size_t hierarchical_piece(size_t blocks, size_t element) {
   return std::max<size_t>(1, kHierarchicalScratchBytes / (blocks * element));
 }
 
+// The hierarchical all-reduce goes in chunks of about this many bytes, the
+// host-local steps of one under the links' step of another (Note [Pipelined
+// hierarchical all-reduce], all_reduce_hierarchical.cpp).
+constexpr size_t kHierarchicalChunkBytes = size_t{4} << 20;
+
 // Balanced split of n items into `parts`: part p is [part_begin(n, parts, p), part_begin(n, parts, p + 1)).
 inline size_t part_begin(size_t n, int parts, int p) { return n * static_cast<size_t>(p) / static_cast<size_t>(parts); }
 

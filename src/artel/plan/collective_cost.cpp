@@ -1,7 +1,9 @@
 #include "artel/plan/collective_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "artel/comm/algorithms.h"
 #include "artel/core/error.h"
 
 namespace artel::plan {
@@ -40,7 +42,10 @@ double ring_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
   return pass_over(ring_of(c, g), g.size, bytes);
 }
 
-bool hierarchical(const GroupPlacement& g) { return g.route == Route::hierarchical && g.crosses_hosts(); }
+// With one member a host, artel's hierarchy is the plain ring across hosts.
+bool hierarchical(const GroupPlacement& g) {
+  return g.route == Route::hierarchical && g.crosses_hosts() && g.per_host > 1;
+}
 
 // Route::hierarchical's two halves: the pass inside a host over all the
 // bytes, and the one across hosts over a worker's 1/k of them.
@@ -52,11 +57,25 @@ double across_pass(const Cluster& c, const GroupPlacement& g, double bytes) {
                    bytes / static_cast<double>(g.per_host));
 }
 
+// A hierarchical collective in `chunks` equal chunks, each `inside` on the
+// host's passes and `across` on the links': one chunk's inside runs under
+// another's across (Note [Pipelined hierarchical all-reduce]), all but the
+// first chunk's and the last one's.
+double pipelined(double inside, double across, double chunks) {
+  return inside + across + (chunks - 1) * std::max(inside, across);
+}
+double chunks_of(double bytes, size_t chunk_bytes) {
+  return std::max(1.0, std::ceil(bytes / static_cast<double>(chunk_bytes)));
+}
+
 }  // namespace
 
+// The all-reduce goes in chunks of comm::kHierarchicalChunkBytes, pipelined;
+// the reduce-scatter and all-gather one piece after another.
 double all_reduce_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
-  if (hierarchical(g)) return 2 * inside_pass(c, g, bytes) + 2 * across_pass(c, g, bytes);
-  return 2 * ring_pass(c, g, bytes);
+  if (!hierarchical(g)) return 2 * ring_pass(c, g, bytes);
+  const double chunks = chunks_of(bytes, comm::kHierarchicalChunkBytes), chunk = bytes / chunks;
+  return pipelined(2 * inside_pass(c, g, chunk), 2 * across_pass(c, g, chunk), chunks);
 }
 double reduce_scatter_seconds(const Cluster& c, const GroupPlacement& g, double bytes) {
   if (hierarchical(g)) return inside_pass(c, g, bytes) + across_pass(c, g, bytes);
@@ -82,7 +101,7 @@ double socket_bytes(const GroupPlacement& g, double bytes) {
 
 // A ring across hosts (a hierarchical collective with one member a host is
 // one) runs over MPI alone; the others have steps inside a host, over its segment.
-bool ring_across_hosts(const GroupPlacement& g) { return g.crosses_hosts() && (!hierarchical(g) || g.per_host == 1); }
+bool ring_across_hosts(const GroupPlacement& g) { return g.crosses_hosts() && !hierarchical(g); }
 
 }  // namespace
 
@@ -92,13 +111,12 @@ double all_reduce_copy_bytes(const GroupPlacement& g, double bytes, bool registe
     const double n = static_cast<double>(g.size);
     return 2 * socket_bytes(g, bytes) + 2 * (n - 1) / n * bytes;
   }
-  const double k = static_cast<double>(g.per_host);
   // Inside the host: a reduce-scatter over its k members, then an all-gather's copy out.
   const double inside = reduce_scatter_copy_bytes(g.crosses_hosts() ? GroupPlacement{g.per_host, g.per_host, 1} : g,
                                                   bytes, registered && !hierarchical(g)) +
                         2 * bytes;
   if (!hierarchical(g)) return inside;
-  return inside + 2 * socket_bytes(g, bytes) + 2 * bytes / k + 2 * bytes;
+  return inside + 2 * socket_bytes(g, bytes);
 }
 
 double all_gather_copy_bytes(const GroupPlacement& g, double bytes) {

@@ -79,9 +79,9 @@ double all_gather_seconds(const Cluster& c, const GroupPlacement& g, double byte
 //     blocks by slice (2·S), and every byte a worker sends or receives
 //     across hosts is copied through a socket on each side: 4·(H−1)/H·S/k;
 //   - an all-reduce is a reduce-scatter then an all-gather inside the host;
-//     a hierarchical one (all_reduce_hierarchical.cpp) all-reduces inside
-//     the host, then S/k across (twice the sockets' bytes), then broadcasts
-//     the slices inside (2·S/k in, 2·S out);
+//     a hierarchical one (all_reduce_hierarchical.cpp) all-reduces S/k
+//     across between the two (twice the sockets' bytes), with nothing to
+//     reorder;
 //   - a ring across hosts over MPI sends and receives (n−1)/n·S (4·(n−1)/n·S),
 //     a reduce-scatter summing what it receives (2·(n−1)/n·S); an
 //     all-reduce twice both.
