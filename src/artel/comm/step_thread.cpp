@@ -24,7 +24,7 @@ void StepThread::post(size_t k) {
 void StepThread::wait(size_t k) {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return done_ > k || error_; });
-  if (error_) std::rethrow_exception(error_);
+  if (done_ <= k) std::rethrow_exception(error_);  // step k failed, or one before it (a later failure is not k's)
 }
 
 void StepThread::loop() {

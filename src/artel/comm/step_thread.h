@@ -29,7 +29,7 @@ class StepThread {
   StepThread& operator=(const StepThread&) = delete;
 
   void post(size_t k);  // step k may start (steps 0..k-1 were posted before)
-  void wait(size_t k);  // until step k is done; rethrows the error of a failed step
+  void wait(size_t k);  // until step k is done; rethrows the error of a failed step k or earlier
 
  private:
   void loop();
