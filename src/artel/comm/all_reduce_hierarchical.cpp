@@ -24,9 +24,9 @@ namespace {
 // Note [Pipelined hierarchical all-reduce]: run on the whole buffer at once, the
 // three steps leave the links idle while a host reduces and gathers, and the cores
 // idle while the links carry. At 1 Gbit/s on 2 hosts × 2 ranks (AMD Zen 3, a
-// core a host, docs/COLLECTIVES.md), a 64 MiB all-reduce took 660-820 ms
+// core a host, docs/COLLECTIVES.md), a 64 MiB all-reduce took 660-822 ms
 // where the links allow 537 (65-81%); in chunks of kHierarchicalChunkBytes,
-// the links' steps on their own thread, it takes 568-581 ms (92-94%). Chunks
+// the links' steps on their own thread, it takes 569-581 ms (92-94%). Chunks
 // of 2 MiB measured the same as 4; 8 and 16 MiB less well (fewer to overlap).
 // At 10 Gbit/s the two cores bound both ways alike, at half the link.
 
