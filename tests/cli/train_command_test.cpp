@@ -190,6 +190,26 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
   }
 }
 
+// `bench comm` says what "auto" ran, size by size: on shared memory the
+// one-shot all-reduce up to 64 KiB and the two-shot above (algorithms.cpp).
+TEST_F(TrainCommand, BenchCommSaysWhichAlgorithmAutoRanAtEachSize) {
+  const Result r = artel("bench comm -n 2 --min-bytes 32K --max-bytes 128K --iters 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("algorithm auto -> one_shot, two_shot\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" sent/rank  ran\n"), std::string::npos) << r.out;
+  for (const auto& [size, ran] : std::vector<std::pair<std::string, std::string>>{
+           {"32768", "one_shot"}, {"65536", "one_shot"}, {"131072", "two_shot"}}) {
+    const size_t row = r.out.find("\n " + std::string(12 - size.size(), ' ') + size + " ");
+    ASSERT_NE(row, std::string::npos) << size << ": " << r.out;
+    const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+    EXPECT_EQ(line.substr(line.size() - ran.size() - 2), "  " + ran) << line;
+  }
+  const Result forced = artel("bench comm -n 2 --algorithm ring --max-bytes 64 --iters 2 --json");
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  EXPECT_NE(forced.out.find("\"algorithm\":\"ring\""), std::string::npos) << forced.out;
+  EXPECT_NE(forced.out.find("\"ran\":\"ring\"}"), std::string::npos) << forced.out;
+}
+
 // uint16 token files (nanoGPT's layout for train, llm.c's for validation)
 // train the GPT over their vocabulary; damaged ones stop the run in one line.
 TEST_F(TrainCommand, TokenFilesTrainAndDamagedOnesAreRefused) {

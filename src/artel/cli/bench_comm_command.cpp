@@ -66,26 +66,42 @@ std::string placement(const comm::HostMap& hosts, int n, bool within_host) {
   return s;
 }
 
+// The header's algorithm: what was asked and, when that differs, what ran, in
+// order of size ("auto -> one_shot, two_shot"); the column `ran` says which size
+// ran which.
+std::string chosen(const std::vector<comm::BenchRow>& rows, const std::string& requested) {
+  std::string ran;
+  std::string last;
+  for (const auto& r : rows) {
+    if (r.algorithm == last || r.algorithm == "-") continue;
+    if (!ran.empty()) ran += ", ";
+    ran += last = r.algorithm;
+  }
+  return ran.empty() || ran == requested ? requested : requested + " -> " + ran;
+}
+
 void print(const std::vector<comm::BenchRow>& rows, const BenchCommArgs& a, int n, const comm::HostMap& hosts) {
   if (a.json) {
     for (const auto& r : rows)
       std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
                   "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld,\"registered\":%s,"
-                  "\"sent_bytes\":%.0f}\n",
+                  "\"sent_bytes\":%.0f,\"ran\":\"%s\"}\n",
                   a.bench.op.c_str(), a.backend.c_str(), n, a.bench.algorithm.c_str(), r.bytes, r.count, r.type.c_str(),
-                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false", r.sent);
+                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false", r.sent,
+                  r.algorithm.c_str());
     std::fflush(stdout);
     return;
   }
   std::printf("# artel bench comm: %s, backend %s, %s, algorithm %s\n#\n", a.bench.op.c_str(), a.backend.c_str(),
-              placement(hosts, n, a.within_host).c_str(), a.bench.algorithm.c_str());
-  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "size", "count", "type", "redop", "root", "time", "algbw",
-              "busbw", "#wrong", "reg", "sent/rank");
+              placement(hosts, n, a.within_host).c_str(), chosen(rows, a.bench.algorithm).c_str());
+  std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s  %s\n", "size", "count", "type", "redop", "root", "time", "algbw",
+              "busbw", "#wrong", "reg", "sent/rank", "ran");
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
               "", "(B)");
   for (const auto& r : rows)
-    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s %12.0f\n", r.bytes, r.count, r.type.c_str(), r.redop.c_str(),
-                r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no", r.sent);
+    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s %12.0f  %s\n", r.bytes, r.count, r.type.c_str(),
+                r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no",
+                r.sent, r.algorithm.c_str());
   std::fflush(stdout);
 }
 
@@ -159,7 +175,7 @@ int run_bench_comm(int argc, char** argv) {
   app.add_option("--max-bytes", max_bytes, "largest size (e.g. 256M)")->capture_default_str();
   app.add_option("--iters", a.bench.iters, "timed iterations per size (0: by size)")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", a.bench.warmup, "warm-up iterations per size (0: iters/10)")->check(CLI::NonNegativeNumber);
-  app.add_option("--algo", a.bench.algorithm, "algorithm (docs/COLLECTIVES.md)")->capture_default_str();
+  app.add_option("--algo,--algorithm", a.bench.algorithm, "algorithm (docs/COLLECTIVES.md)")->capture_default_str();
   app.add_option("--dtype", dtype, "float32|float64|int32|int64|bfloat16")->capture_default_str();
   app.add_option("--redop", redop, "sum|avg|max|min|prod")->capture_default_str();
   app.add_flag("--unregistered", unregistered, "use plain memory instead of ProcessGroup::alloc");

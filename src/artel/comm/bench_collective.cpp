@@ -154,6 +154,7 @@ std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) 
     c.fill();
     pg.barrier()->wait();
     c.run()->wait();
+    const std::string algorithm = o.op == "sendrecv" ? "-" : pg.last_algorithm();
     Tensor stats = Tensor::zeros({2}, DType::f64);  // the slowest time, the most bytes sent
     stats.data<double>()[0] = us;
     stats.data<double>()[1] = sent;
@@ -173,6 +174,7 @@ std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) 
     row.wrong = wrong.data<int64_t>()[0];
     row.registered = c.registered;
     row.sent = stats.data<double>()[1];
+    row.algorithm = algorithm;
     rows.push_back(row);
   }
   return rows;

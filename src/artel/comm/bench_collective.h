@@ -10,6 +10,7 @@
 // from the expected result on any rank. sent is measured: the most bytes any
 // rank's point-to-point messages carried per timed op (ProcessGroup::bytes_sent;
 // 0 for direct-read shared-memory algorithms, which send no messages).
+// algorithm names the one that ran: what "auto" chose for that size.
 //
 //   auto rows = comm::bench_collective(*pg, {.op = "all_reduce", .max_bytes = 1 << 20});
 //   for (auto& r : rows) printf("%zu %.1f\n", r.bytes, r.busbw);
@@ -42,6 +43,7 @@ struct BenchRow {
   int64_t wrong = 0;
   bool registered = false;
   double sent = 0;                // bytes per op, the busiest rank's
+  std::string algorithm;          // the one that ran (auto's choice); "-" for sendrecv
 };
 
 // Collective over the group: every rank calls it with the same options.

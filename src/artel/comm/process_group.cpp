@@ -36,6 +36,7 @@ struct ProcessGroup::Impl {
   std::shared_ptr<CountedTransport> transport;
   std::shared_ptr<Progress> progress;
   uint64_t seq = 0;                      // collectives issued
+  const char* last_algorithm = "none";   // what the last one issued runs (auto's choice made visible)
   std::shared_ptr<std::atomic<int64_t>> held = std::make_shared<std::atomic<int64_t>>(0);  // alloc()'s live bytes
   std::map<std::string, int> subgroups;  // new_group calls per rank list
 
@@ -78,7 +79,7 @@ void check_pair(const ProcessGroup::Impl::Where& where, const Tensor& small, con
 }  // namespace
 
 WorkPtr ProcessGroup::Impl::collective(Collective c, std::vector<Tensor> keep) {
-  choose_algorithm(c, *transport);  // an unknown algorithm fails at issue
+  last_algorithm = choose_algorithm(c, *transport).name;  // an unknown algorithm fails at issue
   uint64_t s = ++seq;
   auto t = transport;
   bool debug = opts.debug_checks;
@@ -207,6 +208,7 @@ Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
 }
 
 int64_t ProcessGroup::allocated_bytes() const { return *impl_->held; }
+const char* ProcessGroup::last_algorithm() const { return impl_->last_algorithm; }
 int64_t ProcessGroup::bytes_sent() const { return impl_->transport->bytes_sent(); }
 int64_t ProcessGroup::bytes_received() const { return impl_->transport->bytes_received(); }
 

@@ -196,6 +196,10 @@ class ProcessGroup {
   // direct-read shared-memory algorithms move data without messages).
   int64_t bytes_sent() const;
   int64_t bytes_received() const;
+  // The algorithm (docs/COLLECTIVES.md's name) of the collective last issued
+  // on this group, "none" before the first: what "auto" chose for it, which
+  // depends on the op, the size and where the ranks are.
+  const char* last_algorithm() const;
 
  private:
   std::unique_ptr<Impl> impl_;
