@@ -6,15 +6,19 @@ scripts/cluster.sh's hosts (network namespaces joined by tbf-limited links):
          2 hosts x 2 ranks at each --rate: median step and sync ms, bytes handed
          to the gradient collectives per step (metrics.jsonl's grad_bytes), and
          the speed-up over none. --workload w2 (the default GPT) or gpt2
-         (--preset gpt2 on 4 x 256 tokens of the bundled text's bytes);
+         (--preset gpt2 on --tokens B x T, 4 x 256 by default, of the bundled
+         text's bytes);
   algo   the same step uncompressed with the gradient all-reduce forced to
-         hierarchical (host-local over shared memory, 1/g across hosts) and to
-         native (MPI's own, flat), at each --rate;
+         native (MPI's own, flat) and to hierarchical (host-local over shared
+         memory, 1/g across hosts), at each --rate, in --rounds interleaved
+         rounds: each round's medians, then the medians over rounds and the
+         range of the rounds' speed-ups;
   loss   W2's validation loss after --steps (1000) steps, each compression
          against none, on the cluster at the first --rate.
 
 Usage: python3 tools/grad_compression.py [--artel build/artel] [--out runs/compression]
-         [--rates 1gbit,10gbit] [--workload w2|gpt2] [--steps N] [step] [algo] [loss]
+         [--rates 1gbit,10gbit] [--workload w2|gpt2] [--tokens BxT] [--steps N] [--rounds R]
+         [step] [algo] [loss]
 Needs root (network namespaces). Every run's metrics.jsonl stays under --out.
 """
 import argparse
@@ -38,10 +42,11 @@ def token_file(out):
     return path
 
 
-def workload_args(workload, out):
-    if workload == "w2":
+def workload_args(a):
+    if a.workload == "w2":
         return ["--zero", "0"]
-    return ["--preset", "gpt2", "--data", token_file(out), "--block-size", "256", "--batch-size", "4",
+    batch, block = a.tokens.split("x")
+    return ["--preset", "gpt2", "--data", token_file(a.out), "--block-size", block, "--batch-size", batch,
             "--zero", "0", "--eval-batches", "1", "--warmup-steps", "1"]
 
 
@@ -68,7 +73,7 @@ def step(a):
         for case in CASES:
             extra = ["--powersgd-start-step", str(skip // 2)] if case == "powersgd" else []
             out = os.path.join(a.out, f"{a.workload}_{rate}_{case}")
-            rec = steps_of(run(a.artel, out, rate, workload_args(a.workload, a.out) +
+            rec = steps_of(run(a.artel, out, rate, workload_args(a) +
                                ["--steps", str(steps), "--grad-compression", case] + extra), skip)
             ms = statistics.median(r["step_ms"] for r in rec)
             sync = statistics.median(r["t_sync_ms"] for r in rec)
@@ -79,18 +84,29 @@ def step(a):
 def algo(a):
     steps = a.steps or (60 if a.workload == "w2" else 8)
     skip = steps // 3
-    print(f"# {a.workload}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps {skip + 1}..{steps}")
-    print(f"# {'rate':>7} {'all-reduce':>13} {'step ms':>9} {'sync ms':>9} {'speed-up':>9}")
+    tokens = f" at {a.tokens} tokens a rank" if a.workload == "gpt2" else ""
+    print(f"# {a.workload}{tokens}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps "
+          f"{skip + 1}..{steps}, {a.rounds} round(s) of native then hierarchical")
+    print(f"# {'rate':>7} {'round':>6} {'all-reduce':>13} {'step ms':>9} {'sync ms':>9} {'speed-up':>9}")
     for rate in a.rates.split(","):
-        base = None
-        for name in ["native", "hierarchical"]:
-            out = os.path.join(a.out, f"{a.workload}_{rate}_{name}")
-            rec = steps_of(run(a.artel, out, rate, workload_args(a.workload, a.out) +
-                               ["--steps", str(steps), "--grad-all-reduce", name]), skip)
-            ms = statistics.median(r["step_ms"] for r in rec)
-            sync = statistics.median(r["t_sync_ms"] for r in rec)
-            base = base or ms
-            print(f"  {rate:>7} {name:>13} {ms:9.1f} {sync:9.1f} {base / ms:8.2f}x")
+        ms = {"native": [], "hierarchical": []}
+        sync = {"native": [], "hierarchical": []}
+        for r in range(1, a.rounds + 1):
+            for name in ms:
+                out = os.path.join(a.out, f"{a.workload}_{rate}_{name}")
+                rec = steps_of(run(a.artel, out, rate, workload_args(a) +
+                                   ["--steps", str(steps), "--grad-all-reduce", name]), skip)
+                ms[name].append(statistics.median(x["step_ms"] for x in rec))
+                sync[name].append(statistics.median(x["t_sync_ms"] for x in rec))
+                print(f"  {rate:>7} {'#' + str(r):>6} {name:>13} {ms[name][-1]:9.1f} {sync[name][-1]:9.1f} "
+                      f"{ms['native'][-1] / ms[name][-1]:8.2f}x", flush=True)
+        if a.rounds > 1:
+            ups = [n / h for n, h in zip(ms["native"], ms["hierarchical"])]
+            for name in ms:
+                med = statistics.median(ms[name])
+                print(f"  {rate:>7} {'median':>6} {name:>13} {med:9.1f} {statistics.median(sync[name]):9.1f} "
+                      f"{statistics.median(ms['native']) / med:8.2f}x")
+            print(f"# {rate}: hierarchical's speed-up per round {min(ups):.2f}x .. {max(ups):.2f}x")
 
 
 def loss(a):
@@ -112,7 +128,9 @@ def main():
     p.add_argument("--out", default="runs/compression")
     p.add_argument("--rates", default="1gbit,10gbit")
     p.add_argument("--workload", default="w2", choices=["w2", "gpt2"])
+    p.add_argument("--tokens", default="4x256", help="gpt2: batch x block per rank")
     p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=1, help="algo: interleaved rounds of native and hierarchical")
     p.add_argument("parts", nargs="*", default=["step", "algo", "loss"])
     a = p.parse_args()
     a.artel = os.path.abspath(a.artel)
