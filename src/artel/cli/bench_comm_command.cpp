@@ -66,6 +66,14 @@ std::string placement(const comm::HostMap& hosts, int n, bool within_host) {
   return s;
 }
 
+// The bytes sent per op, or `unknown` where MPI's own collective ran.
+std::string sent(const comm::BenchRow& r, const char* unknown) {
+  if (!r.sent) return unknown;
+  char s[32];
+  std::snprintf(s, sizeof s, "%.0f", *r.sent);
+  return s;
+}
+
 // The header's algorithm: what was asked and, when that differs, what ran, in
 // order of size ("auto -> one_shot, two_shot"); the column `ran` says which size
 // ran which.
@@ -85,10 +93,10 @@ void print(const std::vector<comm::BenchRow>& rows, const BenchCommArgs& a, int 
     for (const auto& r : rows)
       std::printf("{\"op\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"algorithm\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\","
                   "\"redop\":\"%s\",\"root\":%d,\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld,\"registered\":%s,"
-                  "\"sent_bytes\":%.0f,\"ran\":\"%s\"}\n",
+                  "\"sent_bytes\":%s,\"ran\":\"%s\"}\n",
                   a.bench.op.c_str(), a.backend.c_str(), n, a.bench.algorithm.c_str(), r.bytes, r.count, r.type.c_str(),
-                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false", r.sent,
-                  r.algorithm.c_str());
+                  r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "true" : "false",
+                  sent(r, "null").c_str(), r.algorithm.c_str());
     std::fflush(stdout);
     return;
   }
@@ -99,9 +107,9 @@ void print(const std::vector<comm::BenchRow>& rows, const BenchCommArgs& a, int 
   std::printf("#%12s %13s %9s %7s %6s %11s %8s %8s %7s %4s %12s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
               "", "(B)");
   for (const auto& r : rows)
-    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s %12.0f  %s\n", r.bytes, r.count, r.type.c_str(),
+    std::printf(" %12zu %13zu %9s %7s %6d %11.2f %8.2f %8.2f %7lld %4s %12s  %s\n", r.bytes, r.count, r.type.c_str(),
                 r.redop.c_str(), r.root, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.registered ? "yes" : "no",
-                r.sent, r.algorithm.c_str());
+                sent(r, "-").c_str(), r.algorithm.c_str());
   std::fflush(stdout);
 }
 

@@ -8,14 +8,16 @@
 // the bytes of the whole buffer (the gathered output for all_gather, the input
 // for reduce_scatter). #wrong counts elements of a final checked run that differ
 // from the expected result on any rank. sent is measured: the most bytes any
-// rank's point-to-point messages carried per timed op (ProcessGroup::bytes_sent;
-// 0 for direct-read shared-memory algorithms, which send no messages).
+// rank's messages carried per timed op (ProcessGroup::bytes_sent; 0 for
+// direct-read shared-memory algorithms, which send no messages; across hosts
+// for the hierarchical ones; unknown for MPI's own, "native").
 // algorithm names the one that ran: what "auto" chose for that size.
 //
 //   auto rows = comm::bench_collective(*pg, {.op = "all_reduce", .max_bytes = 1 << 20});
 //   for (auto& r : rows) printf("%zu %.1f\n", r.bytes, r.busbw);
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,7 @@ struct BenchRow {
   double time_us = 0, algbw = 0, busbw = 0;  // GB/s
   int64_t wrong = 0;
   bool registered = false;
-  double sent = 0;                // bytes per op, the busiest rank's
+  std::optional<double> sent;     // bytes per op, the busiest rank's; none when a library's own collective ran
   std::string algorithm;          // the one that ran (auto's choice); "-" for sendrecv
 };
 

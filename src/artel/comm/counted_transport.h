@@ -39,7 +39,8 @@ class CountedTransport : public Transport {
   Tensor alloc(const Shape& shape, DType dtype) override { return inner_->alloc(shape, dtype); }
   SharedMemory* shared() override { return inner_->shared(); }
   NativeCollectives* native() override { return inner_->native(); }
-  // The hierarchy's host-local and cross-host steps go around this counter, as native collectives do.
+  // The hierarchy's host-local and cross-host steps go around this counter, as native collectives do;
+  // ProcessGroup::bytes_sent adds what the hierarchy counts across hosts.
   Hierarchy* hierarchy() override { return inner_->hierarchy(); }
 
   int64_t bytes_sent() const { return sent_.load(std::memory_order_relaxed); }

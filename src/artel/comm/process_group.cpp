@@ -209,8 +209,14 @@ Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
 
 int64_t ProcessGroup::allocated_bytes() const { return *impl_->held; }
 const char* ProcessGroup::last_algorithm() const { return impl_->last_algorithm; }
-int64_t ProcessGroup::bytes_sent() const { return impl_->transport->bytes_sent(); }
-int64_t ProcessGroup::bytes_received() const { return impl_->transport->bytes_received(); }
+int64_t ProcessGroup::bytes_sent() const {
+  const Hierarchy* h = impl_->transport->hierarchy();
+  return impl_->transport->bytes_sent() + (h ? h->bytes_sent_across() : 0);
+}
+int64_t ProcessGroup::bytes_received() const {
+  const Hierarchy* h = impl_->transport->hierarchy();
+  return impl_->transport->bytes_received() + (h ? h->bytes_received_across() : 0);
+}
 
 namespace {
 

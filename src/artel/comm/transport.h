@@ -142,6 +142,10 @@ class Hierarchy {
   virtual bool carries(const Collective& c) const = 0;
   // "2 hosts (2,2 ranks)"
   virtual std::string describe() const = 0;
+  // Bytes this rank has sent to and received from other hosts so far, in
+  // across()'s steps (ProcessGroup::bytes_sent adds them to its messages').
+  virtual int64_t bytes_sent_across() const = 0;
+  virtual int64_t bytes_received_across() const = 0;
 };
 
 // Direct access to the peers' memory (processes sharing a segment, or threads).

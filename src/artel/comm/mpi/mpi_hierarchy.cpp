@@ -66,7 +66,7 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
 
   check(MPI_Comm_split(world, local_rank, rank, &h->across_comm_), "MPI_Comm_split (across hosts)");
   MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);
-  h->across_ = MpiRingAcross(h->across_comm_);
+  h->across_.emplace(h->across_comm_);
   // Who is where: every rank's (local rank, rank in its slice), gathered.
   int host_of_mine = 0;
   MPI_Comm_rank(h->across_comm_, &host_of_mine);
@@ -87,6 +87,6 @@ MpiHierarchy::~MpiHierarchy() {
   if (!finalized && across_comm_ != MPI_COMM_NULL) MPI_Comm_free(&across_comm_);
 }
 
-bool MpiHierarchy::carries(const Collective& c) const { return across_.supports(c); }
+bool MpiHierarchy::carries(const Collective& c) const { return across_->supports(c); }
 
 }  // namespace artel::comm::mpi

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,16 +36,18 @@ class MpiHierarchy : public Hierarchy {
   MpiHierarchy& operator=(const MpiHierarchy&) = delete;
 
   Transport& local() override { return *local_; }
-  NativeCollectives& across() override { return across_; }
+  NativeCollectives& across() override { return *across_; }
   bool carries(const Collective& c) const override;
   int group_rank(int local, int host) const override { return group_rank_[static_cast<size_t>(local * hosts_ + host)]; }
   std::string describe() const override { return describe_; }
+  int64_t bytes_sent_across() const override { return across_->bytes_sent(); }
+  int64_t bytes_received_across() const override { return across_->bytes_received(); }
 
  private:
   MpiHierarchy() = default;
   std::unique_ptr<Transport> local_;
   MPI_Comm across_comm_ = MPI_COMM_NULL;
-  MpiRingAcross across_;
+  std::optional<MpiRingAcross> across_;  // built once across_comm_ exists
   int hosts_ = 0;
   std::vector<int> group_rank_;  // [local rank · hosts + rank in the slice]
   std::string describe_;

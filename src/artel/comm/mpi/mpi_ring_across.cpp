@@ -40,6 +40,8 @@ void MpiRingAcross::exchange(const std::byte* send, size_t send_bytes, std::byte
           ctx.describe() + ": MPI_Isend across hosts");
   check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
         ctx.describe() + ": MPI_Waitall across hosts");
+  sent_.fetch_add(static_cast<int64_t>(send_bytes), std::memory_order_relaxed);
+  received_.fetch_add(static_cast<int64_t>(recv_bytes), std::memory_order_relaxed);
 }
 
 void MpiRingAcross::reduce_scatter(std::byte* buf, size_t n, const Collective& c, int shift, const OpContext& ctx) {

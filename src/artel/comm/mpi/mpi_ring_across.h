@@ -18,7 +18,9 @@
 //   across.run(all_reduce_collective, ctx);
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "artel/comm/algorithms.h"
@@ -34,6 +36,9 @@ class MpiRingAcross : public NativeCollectives {
   // do), or an all-gather.
   bool supports(const Collective& c) const override;
   void run(const Collective& c, const OpContext& ctx) override;
+  // Bytes this rank has sent and received so far (read from any thread).
+  int64_t bytes_sent() const { return sent_.load(std::memory_order_relaxed); }
+  int64_t bytes_received() const { return received_.load(std::memory_order_relaxed); }
 
  private:
   // The ring's halves over `buf`, cut into size_ equal-as-can-be blocks.
@@ -49,6 +54,7 @@ class MpiRingAcross : public NativeCollectives {
   std::vector<std::byte> incoming_;  // a received block, before it is reduced into the result
   std::vector<std::byte> work_;      // a reduce-scatter's input, reduced in place
   std::vector<MPI_Request> requests_;
+  std::atomic<int64_t> sent_{0}, received_{0};
 };
 
 }  // namespace artel::comm::mpi
