@@ -20,6 +20,7 @@ TEST_F(TrainCluster, MpiW2OnTwoHostsOfTwoRanksEqualsOneWorker) {
   ok(r);
   EXPECT_NE(r.err.find("2 hosts (2,2 ranks)"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("x 4 worker(s) = global batch 12"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; hierarchical over 2 hosts (2,2 ranks)"), std::string::npos) << r.out;
   // W2's 0.8 M weights after 4 AdamW steps, four ranks' gradients summed in another order: 1e-4.
   expect_same_run("one", "hosts", 1e-4);
 }

@@ -209,6 +209,10 @@ Tensor ProcessGroup::alloc(const Shape& shape, DType dtype) {
 
 int64_t ProcessGroup::allocated_bytes() const { return *impl_->held; }
 const char* ProcessGroup::last_algorithm() const { return impl_->last_algorithm; }
+std::string ProcessGroup::hosts() const {
+  const Hierarchy* h = impl_->transport->hierarchy();
+  return h ? h->describe() : "";
+}
 int64_t ProcessGroup::bytes_sent() const {
   const Hierarchy* h = impl_->transport->hierarchy();
   return impl_->transport->bytes_sent() + (h ? h->bytes_sent_across() : 0);

@@ -200,6 +200,9 @@ class ProcessGroup {
   // on this group, "none" before the first: what "auto" chose for it, which
   // depends on the op, the size and where the ranks are.
   const char* last_algorithm() const;
+  // "2 hosts (2,2 ranks)" when this group spans hosts of several ranks each,
+  // where "auto" runs its collectives hierarchically; "" otherwise.
+  std::string hosts() const;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -174,6 +174,14 @@ void DistributedDataParallel::broadcast_weights() {
   }
 }
 
+std::string DistributedDataParallel::describe_hosts() const {
+  const std::string hosts = group_.hosts();
+  if (hosts.empty()) return "";
+  const std::string& a = opts_.all_reduce_algorithm;
+  if (a == "auto" || a == "hierarchical") return "hierarchical over " + hosts;
+  return "all-reduces " + a + " over " + hosts + (sharded() ? ", reduce-scatters hierarchical" : "");
+}
+
 std::string DistributedDataParallel::describe() const {
   std::string s = std::to_string(plan_.size()) + (sharded() ? " reduce-scatter bucket" : " all-reduce bucket") +
                   (plan_.size() == 1 ? "" : "s") + ":";

@@ -55,7 +55,10 @@ class DataParallelStrategy : public Strategy {
   }
   void barrier() override { group_->barrier()->wait(); }
   comm::ProcessGroup* world_group() override { return group_.get(); }
-  std::string describe_sync() const override { return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)"; }
+  std::string describe_sync() const override {
+    const std::string hosts = ddp_->describe_hosts();
+    return ddp_->describe() + " (--first-bucket-mb, --bucket-mb)" + (hosts.empty() ? "" : "; " + hosts);
+  }
   int64_t gradient_bytes() const override { return ddp_->gradient_bytes(); }
   // Bytes this worker handed to the gradients' collectives in the step (what compression shrinks).
   nlohmann::ordered_json step_record() const override { return {{"grad_bytes", ddp_->reduced_bytes_last_step()}}; }
