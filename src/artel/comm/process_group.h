@@ -193,7 +193,9 @@ class ProcessGroup {
   int64_t allocated_bytes() const;
   // Bytes this rank's point-to-point messages have carried on this group so
   // far, of collectives' steps and send/recv alike (counted_transport.h:
-  // direct-read shared-memory algorithms move data without messages).
+  // direct-read shared-memory algorithms move data without messages), and
+  // what the hierarchical collectives sent between hosts; MPI's own
+  // collectives count nothing.
   int64_t bytes_sent() const;
   int64_t bytes_received() const;
   // The algorithm (docs/COLLECTIVES.md's name) of the collective last issued
