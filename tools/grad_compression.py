@@ -3,7 +3,7 @@
 scripts/cluster.sh's hosts (network namespaces joined by tbf-limited links):
 
   step   the data-parallel step with --grad-compression none | bf16 | powersgd,
-         2 hosts x 2 ranks at each --rate: median step and sync ms, bytes handed
+         on hosts of --ranks (2,2) at each --rate: median step and sync ms, bytes handed
          to the gradient collectives per step (metrics.jsonl's grad_bytes), and
          the speed-up over none. --workload w2 (the default GPT) or gpt2
          (--preset gpt2 on --tokens B x T, 4 x 256 by default, of the bundled
@@ -17,7 +17,7 @@ scripts/cluster.sh's hosts (network namespaces joined by tbf-limited links):
          against none, on the cluster at the first --rate.
 
 Usage: python3 tools/grad_compression.py [--artel build/artel] [--out runs/compression]
-         [--rates 1gbit,10gbit] [--workload w2|gpt2] [--tokens BxT] [--steps N] [--rounds R]
+         [--rates 1gbit,10gbit] [--ranks 2,2] [--workload w2|gpt2] [--tokens BxT] [--steps N] [--rounds R]
          [step] [algo] [loss]
 Needs root (network namespaces). Every run's metrics.jsonl stays under --out.
 """
@@ -50,9 +50,17 @@ def workload_args(a):
             "--zero", "0", "--eval-batches", "1", "--warmup-steps", "1"]
 
 
-def run(artel, out, rate, args):
-    cmd = ["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "--ranks", "2,2", "--rate", rate, "--",
-           artel, "train", "--backend", "mpi", "--timeout", "600", "--generate", "0", "--out", out] + args
+def hosts(a):
+    """'2 hosts x 2 ranks', or '3 hosts (2,1,2 ranks)' where they differ."""
+    counts = a.ranks.split(",")
+    if len(set(counts)) == 1:
+        return f"{len(counts)} hosts x {counts[0]} ranks"
+    return f"{len(counts)} hosts ({a.ranks} ranks)"
+
+
+def run(a, out, rate, args):
+    cmd = ["bash", os.path.join(ROOT, "scripts", "cluster.sh"), "--ranks", a.ranks, "--rate", rate, "--",
+           a.artel, "train", "--backend", "mpi", "--timeout", "600", "--generate", "0", "--out", out] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout[-3000:]}")
@@ -66,14 +74,14 @@ def steps_of(records, skip):
 def step(a):
     steps = a.steps or (60 if a.workload == "w2" else 8)
     skip = steps // 3  # warm-up, and PowerSGD's uncompressed first steps
-    print(f"# {a.workload}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps {skip + 1}..{steps}")
+    print(f"# {a.workload}, data parallel on {hosts(a)}, {steps} steps, medians of steps {skip + 1}..{steps}")
     print(f"# {'rate':>7} {'compression':>12} {'step ms':>9} {'sync ms':>9} {'grad bytes':>12} {'speed-up':>9}")
     for rate in a.rates.split(","):
         base = None
         for case in CASES:
             extra = ["--powersgd-start-step", str(skip // 2)] if case == "powersgd" else []
             out = os.path.join(a.out, f"{a.workload}_{rate}_{case}")
-            rec = steps_of(run(a.artel, out, rate, workload_args(a) +
+            rec = steps_of(run(a, out, rate, workload_args(a) +
                                ["--steps", str(steps), "--grad-compression", case] + extra), skip)
             ms = statistics.median(r["step_ms"] for r in rec)
             sync = statistics.median(r["t_sync_ms"] for r in rec)
@@ -85,7 +93,7 @@ def algo(a):
     steps = a.steps or (60 if a.workload == "w2" else 8)
     skip = steps // 3
     tokens = f" at {a.tokens} tokens a rank" if a.workload == "gpt2" else ""
-    print(f"# {a.workload}{tokens}, data parallel on 2 hosts x 2 ranks, {steps} steps, medians of steps "
+    print(f"# {a.workload}{tokens}, data parallel on {hosts(a)}, {steps} steps, medians of steps "
           f"{skip + 1}..{steps}, {a.rounds} round(s) of native then hierarchical")
     print(f"# {'rate':>7} {'round':>6} {'all-reduce':>13} {'step ms':>9} {'sync ms':>9} {'speed-up':>9}")
     for rate in a.rates.split(","):
@@ -94,7 +102,7 @@ def algo(a):
         for r in range(1, a.rounds + 1):
             for name in ms:
                 out = os.path.join(a.out, f"{a.workload}_{rate}_{name}")
-                rec = steps_of(run(a.artel, out, rate, workload_args(a) +
+                rec = steps_of(run(a, out, rate, workload_args(a) +
                                    ["--steps", str(steps), "--grad-all-reduce", name]), skip)
                 ms[name].append(statistics.median(x["step_ms"] for x in rec))
                 sync[name].append(statistics.median(x["t_sync_ms"] for x in rec))
@@ -112,11 +120,11 @@ def algo(a):
 def loss(a):
     steps = a.steps or 1000
     rate = a.rates.split(",")[0]
-    print(f"# W2 validation loss after {steps} steps, 2 hosts x 2 ranks at {rate}")
+    print(f"# W2 validation loss after {steps} steps, {hosts(a)} at {rate}")
     base = None
     for case in CASES:
         out = os.path.join(a.out, f"loss_{case}")
-        rec = run(a.artel, out, rate, ["--zero", "0", "--steps", str(steps), "--grad-compression", case])
+        rec = run(a, out, rate, ["--zero", "0", "--steps", str(steps), "--grad-compression", case])
         val = [r["val_loss"] for r in rec if "val_loss" in r][-1]
         base = base or val
         print(f"  {case:>9}: val_loss {val:.4f} ({100 * (val - base) / base:+.2f}% against none)")
@@ -129,6 +137,7 @@ def main():
     p.add_argument("--rates", default="1gbit,10gbit")
     p.add_argument("--workload", default="w2", choices=["w2", "gpt2"])
     p.add_argument("--tokens", default="4x256", help="gpt2: batch x block per rank")
+    p.add_argument("--ranks", default="2,2", help="ranks on each host (scripts/cluster.sh --ranks)")
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--rounds", type=int, default=1, help="algo: interleaved rounds of native and hierarchical")
     p.add_argument("parts", nargs="*", default=["step", "algo", "loss"])

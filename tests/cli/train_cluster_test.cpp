@@ -25,6 +25,24 @@ TEST_F(TrainCluster, MpiW2OnTwoHostsOfTwoRanksEqualsOneWorker) {
   expect_same_run("one", "hosts", 1e-4);
 }
 
+// Hosts of unequal rank counts: the gradients' all-reduce is hierarchical
+// with one slice (a leader a host), ZeRO-1's reduce-scatter the ring.
+TEST_F(TrainCluster, MpiW2OnThreeHostsOfTwoOneAndTwoRanksEqualsOneWorker) {
+  const std::string w2 = "--steps 4 --eval-batches 1 --generate 0 --threads 1 --data-order sequential --seed 3";
+  ok(train(w2 + " --batch-size 15" + out("one")));
+  const std::string cluster = std::string(ARTEL_SOURCE_DIR) + "/scripts/cluster.sh --ranks 2,1,2 --rate 1gbit -- ";
+  for (const char* zero : {"0", "1"}) {
+    Result r = train(w2 + " --batch-size 3 --backend mpi --zero " + zero + out(std::string("hosts") + zero), "", cluster);
+    if (r.code == 77) GTEST_SKIP() << r.err;
+    ok(r);
+    EXPECT_NE(r.out.find("x 5 worker(s) = global batch 15"), std::string::npos) << r.out;
+    const std::string sync = std::string(zero) == "0" ? "; hierarchical over 3 hosts (2,1,2 ranks)"
+                                                      : "; all-reduces hierarchical over 3 hosts (2,1,2 ranks), reduce-scatters ring";
+    EXPECT_NE(r.out.find(sync), std::string::npos) << r.out;
+    expect_same_run("one", std::string("hosts") + zero, 1e-4);
+  }
+}
+
 // tp × pp across the hosts, to its end: saving the weights sends each rank's
 // shard to rank 0 as buffered sends larger than MPI's eager limit, and the
 // senders then wait in the hosts' shared-memory step of the memory report's

@@ -10,6 +10,7 @@
 #define OMPI_SKIP_MPICXX 1  // MPI's C API only
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -150,31 +151,40 @@ void check_errors(int rank, int size) {
   init_process_group(mpi_options())->barrier()->wait();  // everyone is past the timeout before the next checks
 }
 
-// Over hosts of equal rank counts > 1 (scripts/cluster.sh) the hierarchical
-// algorithms run when named (auto picks them too, and the suite above checks
-// their results); elsewhere naming them is refused, saying why.
+// Across hosts, auto's reduce-scatter is artel's ring over MPI, not MPI's
+// own (algorithms.cpp: auto_is_native): each rank sends (n-1) blocks.
+void check_reduce_scatter_is_ring(ProcessGroup& pg, const HostMap& hosts) {
+  const int64_t count = 1031, n = pg.size();
+  const auto sum = static_cast<float>(n * (n + 1) / 2);
+  Tensor x = Tensor::full({count * n}, static_cast<float>(pg.rank() + 1)), one = Tensor::empty({count});
+  const int64_t before = pg.bytes_sent();
+  pg.reduce_scatter(x, one, {ReduceOp::sum, "auto"})->wait();
+  for (int64_t i = 0; i < count; i += 97) check_equal(one, i, sum, "auto reduce_scatter across hosts");
+  if (pg.bytes_sent() - before != (pg.size() - 1) * count * 4)
+    throw Error("auto reduce_scatter across hosts sent " + std::to_string(pg.bytes_sent() - before) +
+                " bytes, not a ring's " + std::to_string((pg.size() - 1) * count * 4));
+  if (pg.rank() == 0) std::printf("auto reduce_scatter is the ring on %s\n", hosts.describe().c_str());
+}
+
+// Over hosts of which one has several ranks (scripts/cluster.sh) the
+// hierarchical all-reduce runs when named (auto picks it too, and the suite
+// above checks its results), and over hosts of equal rank counts its
+// reduce-scatter and all-gather; elsewhere naming them is refused, saying why.
 void check_hierarchy(ProcessGroup& pg) {
   const HostMap hosts = host_map(pg);
-  bool equal = hosts.ranks.size() > 1 && hosts.ranks[0].size() > 1;
-  for (const auto& on_host : hosts.ranks) equal = equal && on_host.size() == hosts.ranks[0].size();
+  size_t most = 0;
+  for (const auto& on_host : hosts.ranks) most = std::max(most, on_host.size());
+  const bool hierarchy = hosts.ranks.size() > 1 && most > 1;
+  bool equal = hierarchy;
+  for (const auto& on_host : hosts.ranks) equal = equal && on_host.size() == most;
   const int r = pg.rank(), n = pg.size();
   const int64_t count = 1031;
   Tensor x = Tensor::full({count * n}, static_cast<float>(r + 1));
   const float sum = static_cast<float>(n * (n + 1) / 2);
-  if (!equal) {
+  if (!hierarchy) {
     expect_error("hierarchical all_reduce on " + hosts.describe(), "not spread",
                  [&] { pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait(); });
-    if (hosts.ranks.size() < 2) return;
-    // Across hosts, auto's reduce-scatter is artel's ring over MPI, not MPI's
-    // own (algorithms.cpp: auto_is_native): each rank sends (n-1) blocks.
-    Tensor one = Tensor::empty({count});
-    const int64_t before = pg.bytes_sent();
-    pg.reduce_scatter(x, one, {ReduceOp::sum, "auto"})->wait();
-    for (int64_t i = 0; i < count; i += 97) check_equal(one, i, sum, "auto reduce_scatter across hosts");
-    if (pg.bytes_sent() - before != (n - 1) * count * 4)
-      throw Error("auto reduce_scatter across hosts sent " + std::to_string(pg.bytes_sent() - before) +
-                  " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
-    if (r == 0) std::printf("auto reduce_scatter is the ring on %s\n", hosts.describe().c_str());
+    if (hosts.ranks.size() > 1) check_reduce_scatter_is_ring(pg, hosts);
     return;
   }
   pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
@@ -192,6 +202,38 @@ void check_hierarchy(ProcessGroup& pg) {
       const auto total = static_cast<float>(n * (i % 4099) + n * (n - 1) / 2);
       check_equal(big, i, op == ReduceOp::avg ? total / static_cast<float>(n) : total, "hierarchical all_reduce in chunks");
     }
+  }
+  // What crossed: each rank of a slice sends 2(H−1)/H of its block of every
+  // chunk, and together the slices send 2(H−1)/H of the buffer from each host.
+  {
+    const int64_t len = 2 * chunk + 7;
+    Tensor ones = Tensor::full({len}, 1.0f), sent = Tensor::zeros({1}, DType::i64), all = Tensor::zeros({n}, DType::i64);
+    const int64_t before = pg.bytes_sent();
+    pg.all_reduce(ones, {ReduceOp::sum, "hierarchical"})->wait();
+    for (int64_t i = 0; i < len; i += 1 + i % 997) check_equal(ones, i, static_cast<float>(n), "hierarchical all_reduce");
+    sent.data<int64_t>()[0] = pg.bytes_sent() - before;
+    pg.all_gather(sent, all)->wait();
+    const auto h = static_cast<int64_t>(hosts.ranks.size());
+    const int64_t bound = 2 * (h - 1) * len * 4 / h, slack = 64 * h * static_cast<int64_t>(most);  // blocks' rounding, the tail
+    for (size_t host = 0; host < hosts.ranks.size(); ++host) {
+      int64_t got = 0;
+      for (int rank : hosts.ranks[host]) got += all.data<int64_t>()[rank];
+      if (got < bound - slack || got > bound + slack)
+        throw Error("hierarchical all_reduce of " + std::to_string(len * 4) + " bytes sent " + std::to_string(got) +
+                    " bytes from host " + std::to_string(host) + " of " + hosts.describe() + ", not 2(H-1)/H of it (" +
+                    std::to_string(bound) + ")");
+    }
+  }
+  if (!equal) {
+    for (const char* op : {"reduce_scatter", "all_gather"})
+      expect_error(std::string("hierarchical ") + op + " on " + hosts.describe(), "equal rank counts", [&] {
+        Tensor one = Tensor::empty({count});
+        if (std::string(op) == "reduce_scatter") pg.reduce_scatter(x, one, {ReduceOp::sum, "hierarchical"})->wait();
+        else pg.all_gather(one, x, {"hierarchical"})->wait();
+      });
+    check_reduce_scatter_is_ring(pg, hosts);
+    if (r == 0) std::printf("hierarchical all_reduce on %s\n", hosts.describe().c_str());
+    return;
   }
   // Blocks of one piece, and of more than one (kHierarchicalScratchBytes):
   // every element differs along the block, so a piece out of place shows.

@@ -15,9 +15,10 @@ endif()
 
 # The same suite across hosts: scripts/cluster.sh makes network namespaces
 # joined by a rate-limited bridge and runs mpirun across them (2 hosts of 2
-# ranks; 3 hosts of 2, 1 and 2). Skipped (77) where namespaces are not permitted.
+# ranks; 3 hosts of 2, 1 and 2, one slice; 2 hosts of 3 and 2, two slices and
+# a rank in none). Skipped (77) where namespaces are not permitted.
 if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
-  foreach(layout "2,2" "2,1,2")
+  foreach(layout "2,2" "2,1,2" "3,2")
     string(REPLACE "," "_" name "${layout}")
     add_test(NAME cluster_mpi_suite_${name}
              COMMAND ${CMAKE_SOURCE_DIR}/scripts/cluster.sh --ranks ${layout} --rate 1gbit --

@@ -108,8 +108,10 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
                 "use algorithm 'auto' or a point-to-point one");
   if (std::string(a->name) == "hierarchical" && !hierarchical_fits(c, t))
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm 'hierarchical' is not available: " +
-                    (t.hierarchy() ? "the links between hosts cannot reduce this dtype/op"
-                                   : "the group is not spread over several hosts with several ranks on one"),
+                    (!t.hierarchy() ? "the group is not spread over several hosts with several ranks on one"
+                     : c.kind != OpKind::all_reduce && !t.hierarchy()->equal_hosts()
+                         ? "its blocks need hosts of equal rank counts, and these are " + t.hierarchy()->describe()
+                         : "the links between hosts cannot reduce this dtype/op"),
                 "use algorithm 'auto'");
   if (c.algorithm == "native" && !native)
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm 'native' is not available: " +

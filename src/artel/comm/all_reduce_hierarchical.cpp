@@ -1,19 +1,20 @@
 // all_reduce "hierarchical" (Horovod's hierarchical all-reduce, NCCL's
-// intra-node/inter-node split): for a group over H hosts of g ranks each,
-// chunk by chunk,
-//   1. reduce-scatter inside each host (shared memory): local rank l holds
-//      its host's sum of block l of the chunk;
-//   2. local rank l all-reduces block l with the ranks of local rank l on the
-//      other hosts (g slices side by side, over the links);
-//   3. all-gather inside the host: every local rank holds the whole chunk.
+// intra-node/inter-node split): for a group over H hosts with s slices
+// (transport.h's Hierarchy: s = g on hosts of g ranks each, else the smallest
+// host's count), chunk by chunk of s blocks,
+//   1. reduce inside each host (shared memory): local rank l < s holds its
+//      host's sum of block l of the chunk — a reduce-scatter where the host
+//      has s ranks, an all-reduce where it has more;
+//   2. local rank l < s all-reduces block l with the ranks of local rank l on
+//      the other hosts (s slices side by side, over the links);
+//   3. gather inside the host: every local rank holds the whole chunk — an
+//      all-gather where the host has s ranks, s broadcasts where it has more.
 // A host's link carries the 2(H−1)/H · S that an all-reduce between H hosts
-// must move, in g flows of S/g; the host-local steps move S through shared
+// must move, in s flows of S/s; the host-local steps move S through shared
 // memory. Step 2 runs on a thread of its own, so chunk k crosses the links
 // while chunk k+1 is reduced inside the host and chunk k−1 gathered (Note
 // [Pipelined hierarchical all-reduce]). avg reduces by sum and divides each
-// block once, after it has crossed. Hosts of unequal rank counts have no
-// equal slices, and the mpi backend gives them no Hierarchy: they run the
-// flat algorithms.
+// block once, after it has crossed.
 #include "artel/comm/algorithms.h"
 #include "artel/comm/reduce.h"
 #include "artel/comm/step_thread.h"
@@ -48,6 +49,9 @@ bool hierarchical_fits(const Collective& c, Transport& t) {
   Hierarchy* h = t.hierarchy();
   const bool kind = c.kind == OpKind::all_reduce || c.kind == OpKind::reduce_scatter || c.kind == OpKind::all_gather;
   if (!h || !kind) return false;
+  // A reduce-scatter's or all-gather's blocks are the ranks': only hosts of
+  // equal counts lay them out as slices.
+  if (c.kind != OpKind::all_reduce && !h->equal_hosts()) return false;
   Collective across = c;
   across.op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
   return h->carries(across);
@@ -56,28 +60,40 @@ bool hierarchical_fits(const Collective& c, Transport& t) {
 void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext& ctx) {
   Hierarchy& h = *t.hierarchy();
   Transport& local = h.local();
-  const size_t g = static_cast<size_t>(local.size()), l = static_cast<size_t>(local.rank());
+  const size_t s = static_cast<size_t>(h.slices()), l = static_cast<size_t>(local.rank());
+  const bool sliced = local.size() == h.slices(), in_slice = l < s;  // this host has s ranks; this rank crosses
   const ReduceOp op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
   const size_t eb = c.elem_bytes();
   local.enter(ctx.seq);
 
-  // Chunks of equal blocks, g · block elements each; the last is shorter,
-  // and the tail of fewer than g elements goes whole through every slice.
-  const size_t per_chunk = std::max<size_t>(1, kHierarchicalChunkBytes / (g * eb)) * g;
-  const size_t body = c.count / g * g, chunks = (body + per_chunk - 1) / per_chunk;
+  // Chunks of equal blocks, s · block elements each; the last is shorter,
+  // and the tail of fewer than s elements goes whole through every slice.
+  const size_t per_chunk = std::max<size_t>(1, kHierarchicalChunkBytes / (s * eb)) * s;
+  const size_t body = c.count / s * s, chunks = (body + per_chunk - 1) / per_chunk;
   auto chunk_begin = [&](size_t k) { return std::min(body, k * per_chunk); };
-  auto block = [&](size_t k) { return (chunk_begin(k + 1) - chunk_begin(k)) / g; };
-  auto mine = [&](size_t k) { return c.out + (chunk_begin(k) + l * block(k)) * eb; };
+  auto block = [&](size_t k) { return (chunk_begin(k + 1) - chunk_begin(k)) / s; };
+  auto block_of = [&](size_t k, size_t j) { return c.out + (chunk_begin(k) + j * block(k)) * eb; };
+  auto chunk_in = [&](size_t k) { return c.in + chunk_begin(k) * eb; };
 
   auto host_reduce = [&](size_t k) {  // 1. (from c.in: the chunk's blocks, into block l of c.out)
-    run_collective(local, part_of(c, OpKind::reduce_scatter, c.in + chunk_begin(k) * eb, mine(k), block(k), op), ctx);
+    if (sliced) run_collective(local, part_of(c, OpKind::reduce_scatter, chunk_in(k), block_of(k, l), block(k), op), ctx);
+    else run_collective(local, part_of(c, OpKind::all_reduce, chunk_in(k), block_of(k, 0), s * block(k), op), ctx);
   };
   auto cross = [&](size_t k) {  // 2.
-    h.across().run(part_of(c, OpKind::all_reduce, mine(k), mine(k), block(k), op), ctx);
-    finish_reduce(mine(k), block(k), c.dtype, c.op, t.size());
+    if (!in_slice) return;
+    h.across().run(part_of(c, OpKind::all_reduce, block_of(k, l), block_of(k, l), block(k), op), ctx);
+    finish_reduce(block_of(k, l), block(k), c.dtype, c.op, t.size());
   };
   auto host_gather = [&](size_t k) {  // 3.
-    run_collective(local, part_of(c, OpKind::all_gather, mine(k), c.out + chunk_begin(k) * eb, block(k), op), ctx);
+    if (sliced) {
+      run_collective(local, part_of(c, OpKind::all_gather, block_of(k, l), block_of(k, 0), block(k), op), ctx);
+      return;
+    }
+    for (size_t j = 0; j < s; ++j) {
+      Collective from_j = part_of(c, OpKind::broadcast, block_of(k, j), block_of(k, j), block(k), op);
+      from_j.root = static_cast<int>(j);
+      run_collective(local, from_j, ctx);
+    }
   };
 
   if (chunks == 1) {
@@ -97,12 +113,15 @@ void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext&
     host_gather(chunks - 1);
   }
 
-  if (body < c.count) {  // the tail: the host's sum on every local rank, then across in every slice
+  if (body < c.count) {  // the tail: the host's sum on every local rank, across in every slice, then to the rest
     const size_t n = c.count - body;
     std::byte* tail = c.out + body * eb;
     run_collective(local, part_of(c, OpKind::all_reduce, c.in + body * eb, tail, n, op), ctx);
-    h.across().run(part_of(c, OpKind::all_reduce, tail, tail, n, op), ctx);
-    finish_reduce(tail, n, c.dtype, c.op, t.size());
+    if (in_slice) {
+      h.across().run(part_of(c, OpKind::all_reduce, tail, tail, n, op), ctx);
+      finish_reduce(tail, n, c.dtype, c.op, t.size());
+    }
+    if (!sliced) run_collective(local, part_of(c, OpKind::broadcast, tail, tail, n, op), ctx);  // root 0
   }
 }
 

@@ -213,6 +213,10 @@ std::string ProcessGroup::hosts() const {
   const Hierarchy* h = impl_->transport->hierarchy();
   return h ? h->describe() : "";
 }
+bool ProcessGroup::hierarchical_blocks() const {
+  const Hierarchy* h = impl_->transport->hierarchy();
+  return h && h->equal_hosts();
+}
 int64_t ProcessGroup::bytes_sent() const {
   const Hierarchy* h = impl_->transport->hierarchy();
   return impl_->transport->bytes_sent() + (h ? h->bytes_sent_across() : 0);

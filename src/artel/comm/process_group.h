@@ -202,9 +202,12 @@ class ProcessGroup {
   // on this group, "none" before the first: what "auto" chose for it, which
   // depends on the op, the size and where the ranks are.
   const char* last_algorithm() const;
-  // "2 hosts (2,2 ranks)" when this group spans hosts of several ranks each,
-  // where "auto" runs its collectives hierarchically; "" otherwise.
+  // "2 hosts (2,2 ranks)" when this group spans hosts and one has several
+  // ranks, where "auto" runs all-reduces hierarchically; "" otherwise.
   std::string hosts() const;
+  // Whether "auto" runs reduce-scatters and all-gathers hierarchically too:
+  // hosts() is not "" and every host has as many ranks.
+  bool hierarchical_blocks() const;
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -123,20 +123,28 @@ class NativeCollectives {
   virtual void run(const Collective& c, const OpContext& ctx) = 0;
 };
 
-// A group spread over hosts (hosts.h) of g ranks each, g > 1: this rank's
-// host as a transport of its own (shared memory), and the links between
-// hosts as a library's collectives over the ranks of equal local rank, one
-// per host (g such slices side by side). The hierarchical algorithm
-// (all_reduce_hierarchical.cpp) keeps on the host everything it can.
+// A group spread over hosts (hosts.h), one of them with several ranks: this
+// rank's host as a transport of its own (shared memory), and the links
+// between hosts as a library's collectives over slices, the ranks of one
+// local rank, one per host. There are as many slices as the smallest host
+// has ranks (g on hosts of g ranks each; 1 on hosts of 2, 1 and 2), and a
+// rank of a larger host's higher local ranks is in none. The hierarchical
+// algorithm (all_reduce_hierarchical.cpp) keeps on the host everything it can.
 class Hierarchy {
  public:
   virtual ~Hierarchy() = default;
   // This host's ranks, numbered by their order in the group.
   virtual Transport& local() = 0;
-  // This rank's slice: the ranks of its local rank on every host.
+  // How many slices; local ranks 0 .. slices() − 1 are in one each.
+  virtual int slices() const = 0;
+  // Whether every host has the same number of ranks (so slices() of them).
+  virtual bool equal_hosts() const = 0;
+  // This rank's slice: the ranks of its local rank on every host. Only for
+  // a local rank below slices().
   virtual NativeCollectives& across() = 0;
-  // The group rank of local rank `local` on the host that is rank `host` of
-  // every slice: where a reduce-scatter's or all-gather's blocks belong.
+  // With equal_hosts(), the group rank of local rank `local` on the host that
+  // is rank `host` of every slice: where a reduce-scatter's or all-gather's
+  // blocks belong.
   virtual int group_rank(int local, int host) const = 0;
   // Whether across() reduces `c`'s dtype and op at its size; the same answer on every rank.
   virtual bool carries(const Collective& c) const = 0;

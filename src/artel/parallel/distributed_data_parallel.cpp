@@ -178,8 +178,12 @@ std::string DistributedDataParallel::describe_hosts() const {
   const std::string hosts = group_.hosts();
   if (hosts.empty()) return "";
   const std::string& a = opts_.all_reduce_algorithm;
-  if (a == "auto" || a == "hierarchical") return "hierarchical over " + hosts;
-  return "all-reduces " + a + " over " + hosts + (sharded() ? ", reduce-scatters hierarchical" : "");
+  const bool all_reduce_hierarchical = a == "auto" || a == "hierarchical";
+  // Hosts of unequal rank counts reduce-scatter by ring: the blocks are the ranks'.
+  const std::string scatter = group_.hierarchical_blocks() ? "hierarchical" : "ring";
+  if (all_reduce_hierarchical && (!sharded() || scatter == "hierarchical")) return "hierarchical over " + hosts;
+  return "all-reduces " + (all_reduce_hierarchical ? std::string("hierarchical") : a) + " over " + hosts +
+         (sharded() ? ", reduce-scatters " + scatter : "");
 }
 
 std::string DistributedDataParallel::describe() const {

@@ -166,7 +166,7 @@ class DistributedDataParallel {
   // One line for logs, in launch order: "2 all-reduce buckets: 22.0 KiB, 2.53 MiB"
   // or "2 reduce-scatter buckets: 22.0 KiB, 2.53 MiB; optimizer sharded over 2 ranks".
   std::string describe() const;
-  // Across hosts of several ranks each, how the gradients cross them:
+  // Across hosts, one of them of several ranks, how the gradients cross them:
   // "hierarchical over 2 hosts (2,2 ranks)"; "" within one host.
   std::string describe_hosts() const;
 

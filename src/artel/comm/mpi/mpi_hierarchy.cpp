@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -47,13 +48,14 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
   std::vector<int> per_host;
   for (int c : counts)
     if (c > 0) per_host.push_back(c);
-  bool equal = per_host.size() > 1 && per_host[0] > 1;
-  for (int c : per_host) equal = equal && c == per_host[0];
-  if (!equal) {
+  if (per_host.size() < 2 || std::ranges::max(per_host) < 2) {
     MPI_Comm_free(&host);
     return nullptr;
   }
   std::unique_ptr<MpiHierarchy> h(new MpiHierarchy());
+  h->hosts_ = static_cast<int>(per_host.size());
+  h->slices_ = std::ranges::min(per_host);
+  h->equal_hosts_ = std::ranges::max(per_host) == h->slices_;
   h->describe_ = std::to_string(per_host.size()) + " hosts (";
   for (size_t i = 0; i < per_host.size(); ++i) h->describe_ += (i ? "," : "") + std::to_string(per_host[i]);
   h->describe_ += " ranks)";
@@ -64,16 +66,19 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
   h->local_ = shared_memory_transport(host, "h", local);
   MPI_Comm_free(&host);
 
-  check(MPI_Comm_split(world, local_rank, rank, &h->across_comm_), "MPI_Comm_split (across hosts)");
-  MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);
+  // A slice for each of the first slices_ local ranks; the others are in none.
+  const bool in_slice = local_rank < h->slices_;
+  check(MPI_Comm_split(world, in_slice ? local_rank : MPI_UNDEFINED, rank, &h->across_comm_),
+        "MPI_Comm_split (across hosts)");
+  if (in_slice) MPI_Comm_set_errhandler(h->across_comm_, MPI_ERRORS_RETURN);
   h->across_.emplace(h->across_comm_);
+  if (!h->equal_hosts_) return h;
   // Who is where: every rank's (local rank, rank in its slice), gathered.
   int host_of_mine = 0;
   MPI_Comm_rank(h->across_comm_, &host_of_mine);
   const int place[2] = {local_rank, host_of_mine};
   std::vector<int> places(2 * static_cast<size_t>(size));
   check(MPI_Allgather(place, 2, MPI_INT, places.data(), 2, MPI_INT, world), "MPI_Allgather (ranks' places)");
-  h->hosts_ = static_cast<int>(per_host.size());
   h->group_rank_.assign(static_cast<size_t>(size), -1);
   for (int r = 0; r < size; ++r)
     h->group_rank_[static_cast<size_t>(places[2 * r] * h->hosts_ + places[2 * r + 1])] = r;

@@ -1,11 +1,11 @@
 // The hosts of an MPI job as transport.h's Hierarchy: the ranks that share a
 // host (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED) talk through artel's
 // shared-memory transport, and the links between hosts carry a ring of
-// 1 MiB pieces over one communicator per slice (the ranks of one local rank;
-// mpi_ring_across.h).
+// 1 MiB pieces over one communicator per slice (the ranks of one local rank,
+// as many slices as the smallest host has ranks; mpi_ring_across.h).
 // Built once, for the world group.
 //
-//   auto h = MpiHierarchy::of_world(comm, opts);   // nullptr: no hosts of equal counts > 1
+//   auto h = MpiHierarchy::of_world(comm, opts);   // nullptr: one host, or one rank on each
 //   h->local().size();                             // ranks on my host
 #pragma once
 
@@ -28,14 +28,16 @@ std::unique_ptr<Transport> shared_memory_transport(MPI_Comm host, const std::str
 class MpiHierarchy : public Hierarchy {
  public:
   // Collective over `world` (every rank calls it). nullptr when the job has
-  // a single host, a single rank on every host (nothing to keep local), or
-  // hosts of unequal rank counts (no equal slices: the flat algorithms run).
+  // a single host or a single rank on every host (nothing to keep local):
+  // the flat algorithms run.
   static std::unique_ptr<MpiHierarchy> of_world(MPI_Comm world, const GroupOptions& opts);
   ~MpiHierarchy() override;
   MpiHierarchy(const MpiHierarchy&) = delete;
   MpiHierarchy& operator=(const MpiHierarchy&) = delete;
 
   Transport& local() override { return *local_; }
+  int slices() const override { return slices_; }
+  bool equal_hosts() const override { return equal_hosts_; }
   NativeCollectives& across() override { return *across_; }
   bool carries(const Collective& c) const override;
   int group_rank(int local, int host) const override { return group_rank_[static_cast<size_t>(local * hosts_ + host)]; }
@@ -47,9 +49,10 @@ class MpiHierarchy : public Hierarchy {
   MpiHierarchy() = default;
   std::unique_ptr<Transport> local_;
   MPI_Comm across_comm_ = MPI_COMM_NULL;
-  std::optional<MpiRingAcross> across_;  // built once across_comm_ exists
-  int hosts_ = 0;
-  std::vector<int> group_rank_;  // [local rank · hosts + rank in the slice]
+  std::optional<MpiRingAcross> across_;  // built once across_comm_ exists (or is known to be none)
+  int hosts_ = 0, slices_ = 0;
+  bool equal_hosts_ = false;
+  std::vector<int> group_rank_;  // with equal hosts: [local rank · hosts + rank in the slice]
   std::string describe_;
 };
 
