@@ -152,18 +152,25 @@ void check_errors(int rank, int size) {
 }
 
 // Across hosts, auto's reduce-scatter is artel's ring over MPI, not MPI's
-// own (algorithms.cpp: auto_is_native): each rank sends (n-1) blocks.
-void check_reduce_scatter_is_ring(ProcessGroup& pg, const HostMap& hosts) {
-  const int64_t count = 1031, n = pg.size();
+// own, and so is its all-gather of 64 KiB or more (algorithms.cpp:
+// auto_is_native): each rank sends (n-1) blocks.
+void check_auto_rings_across_hosts(ProcessGroup& pg, const HostMap& hosts) {
+  const int64_t count = 8209, n = pg.size();  // 4·count·n ≥ 64 KiB from 2 ranks
   const auto sum = static_cast<float>(n * (n + 1) / 2);
   Tensor x = Tensor::full({count * n}, static_cast<float>(pg.rank() + 1)), one = Tensor::empty({count});
-  const int64_t before = pg.bytes_sent();
+  int64_t before = pg.bytes_sent();
   pg.reduce_scatter(x, one, {ReduceOp::sum, "auto"})->wait();
   for (int64_t i = 0; i < count; i += 97) check_equal(one, i, sum, "auto reduce_scatter across hosts");
-  if (pg.bytes_sent() - before != (pg.size() - 1) * count * 4)
-    throw Error("auto reduce_scatter across hosts sent " + std::to_string(pg.bytes_sent() - before) +
-                " bytes, not a ring's " + std::to_string((pg.size() - 1) * count * 4));
-  if (pg.rank() == 0) std::printf("auto reduce_scatter is the ring on %s\n", hosts.describe().c_str());
+  if (pg.bytes_sent() - before != (n - 1) * count * 4 || std::string(pg.last_algorithm()) != "ring")
+    throw Error(std::string("auto reduce_scatter across hosts ran ") + pg.last_algorithm() + " and sent " +
+                std::to_string(pg.bytes_sent() - before) + " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+  before = pg.bytes_sent();
+  pg.all_gather(one, x, {"auto"})->wait();
+  for (int64_t i = 0; i < count * n; i += 97) check_equal(x, i, sum, "auto all_gather across hosts");
+  if (pg.bytes_sent() - before != (n - 1) * count * 4 || std::string(pg.last_algorithm()) != "ring")
+    throw Error(std::string("auto all_gather across hosts ran ") + pg.last_algorithm() + " and sent " +
+                std::to_string(pg.bytes_sent() - before) + " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+  if (pg.rank() == 0) std::printf("auto reduce_scatter and all_gather are rings on %s\n", hosts.describe().c_str());
 }
 
 // Over hosts of which one has several ranks (scripts/cluster.sh) the
@@ -184,7 +191,7 @@ void check_hierarchy(ProcessGroup& pg) {
   if (!hierarchy) {
     expect_error("hierarchical all_reduce on " + hosts.describe(), "not spread",
                  [&] { pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait(); });
-    if (hosts.ranks.size() > 1) check_reduce_scatter_is_ring(pg, hosts);
+    if (hosts.ranks.size() > 1) check_auto_rings_across_hosts(pg, hosts);
     return;
   }
   pg.all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
@@ -231,7 +238,7 @@ void check_hierarchy(ProcessGroup& pg) {
         if (std::string(op) == "reduce_scatter") pg.reduce_scatter(x, one, {ReduceOp::sum, "hierarchical"})->wait();
         else pg.all_gather(one, x, {"hierarchical"})->wait();
       });
-    check_reduce_scatter_is_ring(pg, hosts);
+    check_auto_rings_across_hosts(pg, hosts);
     if (r == 0) std::printf("hierarchical all_reduce on %s\n", hosts.describe().c_str());
     return;
   }

@@ -84,7 +84,18 @@ const char* auto_name(const Collective& c, bool shared, int world) {
 // reduce to one rank and a scatter, 1.5 times the bytes of a ring between two
 // hosts, through two temporaries the size of the whole input. Between 2 hosts
 // at 1 Gbit/s it took 197/410 ms for 16/32 MiB where the ring took 131/272.
-bool auto_is_native(const Collective& c, bool native) { return native && c.kind != OpKind::reduce_scatter; }
+// Nor an all-gather across hosts from kRingAllGatherAcrossHostsBytes
+// gathered: on 3 hosts of 2, 1 and 2 ranks at 1 Gbit/s (AMD Zen 3), OpenMPI's
+// took 450-464 µs, 1049-1057 µs and 747-853 ms for 64 KiB, 128 KiB and 64 MiB
+// where the ring took 351-513 µs, 507-534 µs and 451 ms (95% of the one-rank
+// host's link, which must carry 4/5 of it); below 64 KiB OpenMPI's was faster
+// (220-320 µs against 265-570).
+constexpr size_t kRingAllGatherAcrossHostsBytes = size_t{64} << 10;
+bool auto_is_native(const Collective& c, bool native, const Transport& t) {
+  if (!native || c.kind == OpKind::reduce_scatter) return false;
+  const size_t gathered = c.block_bytes() * static_cast<size_t>(t.size());
+  return !(c.kind == OpKind::all_gather && t.spans_hosts() && gathered >= kRingAllGatherAcrossHostsBytes);
+}
 
 }  // namespace
 
@@ -93,7 +104,7 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   bool native = t.native() && t.native()->supports(c);
   if (c.algorithm.empty() || c.algorithm == "auto") {
     if (hierarchical_fits(c, t)) return *find(c.kind, "hierarchical");
-    return *find(c.kind, auto_is_native(c, native) ? "native" : auto_name(c, shared, t.size()));
+    return *find(c.kind, auto_is_native(c, native, t) ? "native" : auto_name(c, shared, t.size()));
   }
   const Algorithm* a = find(c.kind, c.algorithm);
   if (!a) {

@@ -42,6 +42,7 @@ class CountedTransport : public Transport {
   // The hierarchy's host-local and cross-host steps go around this counter, as native collectives do;
   // ProcessGroup::bytes_sent adds what the hierarchy counts across hosts.
   Hierarchy* hierarchy() override { return inner_->hierarchy(); }
+  bool spans_hosts() const override { return inner_->spans_hosts(); }
 
   int64_t bytes_sent() const { return sent_.load(std::memory_order_relaxed); }
   int64_t bytes_received() const { return received_.load(std::memory_order_relaxed); }

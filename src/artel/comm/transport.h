@@ -110,8 +110,10 @@ class Transport {
   virtual SharedMemory* shared() { return nullptr; }
   // The backend library's own collectives (MPI's), or nullptr.
   virtual NativeCollectives* native() { return nullptr; }
-  // The group's hosts, when it spans several with the same number (> 1) of ranks on each; else nullptr.
+  // The group's hosts, when it spans several and one has several ranks; else nullptr.
   virtual Hierarchy* hierarchy() { return nullptr; }
+  // Whether the group's ranks are on more than one host.
+  virtual bool spans_hosts() const { return false; }
 };
 
 // Collectives a backend's library runs itself (MPI_Allreduce, ...): algorithm

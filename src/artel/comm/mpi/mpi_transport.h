@@ -73,6 +73,7 @@ class MpiTransport : public Transport {
   NativeCollectives* native() override { return &native_; }
   // The world group's hosts (mpi_hierarchy.h), when it spans several with several ranks on one.
   Hierarchy* hierarchy() override { return hierarchy_.get(); }
+  bool spans_hosts() const override { return job_spans_hosts_; }
 
  private:
   struct Pending;   // a request with what it needs to be checked
