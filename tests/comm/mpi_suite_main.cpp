@@ -262,6 +262,30 @@ void check_hierarchy(ProcessGroup& pg) {
   if (r == 0) std::printf("hierarchical all_reduce, reduce_scatter and all_gather on %s\n", hosts.describe().c_str());
 }
 
+// With --name-the-missing-rank, on 3 hosts of 2, 1 and 2 ranks: rank 4, the
+// third host's second rank, skips a hierarchical all-reduce. Rank 3, its
+// host's first, times out first (its own timeout is the shortest) and must
+// name rank 4 (the group's numbering, not the host's 1); then it ends the
+// job (tests/comm/hierarchical_timeout.sh reads the line).
+int name_the_missing_rank() {
+  const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");  // before MPI starts, which artel does
+  const bool leader_of_4 = world_rank && std::string(world_rank) == "3";
+  auto pg = init_process_group(mpi_options(leader_of_4 ? std::chrono::seconds(2) : std::chrono::seconds(60)));
+  if (pg->size() != 5) throw Error("--name-the-missing-rank needs 5 ranks (scripts/cluster.sh --ranks 2,1,2)");
+  if (pg->rank() != 4) {
+    Tensor x = Tensor::full({1031}, 1.0f);
+    try {
+      pg->all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
+    } catch (const std::exception& e) {
+      std::printf("rank %d: %s\n", pg->rank(), e.what());
+      std::fflush(stdout);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // ended by rank 3's abort
+  return 0;
+}
+
 int run() {
   auto pg = init_process_group(mpi_options());
   const int r = pg->rank(), n = pg->size();
@@ -290,8 +314,9 @@ int run() {
 }  // namespace
 }  // namespace artel::comm
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::string(argv[1]) == "--name-the-missing-rank") return artel::comm::name_the_missing_rank();
     return artel::comm::run();
   } catch (const std::exception& e) {
     int rank = -1, initialized = 0;

@@ -45,6 +45,11 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
   add_test(NAME cluster_bench_comm_within_host
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_within_host.sh $<TARGET_FILE:artel_cli>)
   set_tests_properties(cluster_bench_comm_within_host PROPERTIES TIMEOUT 120 LABELS "mpi;cluster" SKIP_RETURN_CODE 77)
+  # A rank missing from a hierarchical collective is named in the group's numbering.
+  add_test(NAME cluster_hierarchical_timeout_names_the_rank
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/hierarchical_timeout.sh $<TARGET_FILE:artel_mpi_suite>)
+  set_tests_properties(cluster_hierarchical_timeout_names_the_rank PROPERTIES TIMEOUT 120 LABELS "mpi;cluster"
+                       SKIP_RETURN_CODE 77)
   # Issue 24: the choice is automatic and visible in the header.
   add_test(NAME cluster_bench_comm_says_what_auto_ran
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_auto_choice.sh $<TARGET_FILE:artel_cli>)

@@ -63,6 +63,9 @@ void all_gather_hierarchical(Transport&, const Collective&, const OpContext&);
 // Whether the hierarchical algorithm of `c`'s kind can run `c` on `t` (a
 // group over several hosts, an op its links reduce).
 bool hierarchical_fits(const Collective& c, Transport& t);
+// `ctx` for a hierarchical algorithm's steps on the host (h.local()): their
+// errors name the group's ranks, not the host's.
+OpContext on_host(const OpContext& ctx, const Hierarchy& h);
 void reduce_shared(Transport&, const Collective&, const OpContext&);
 void reduce_binomial_tree(Transport&, const Collective&, const OpContext&);
 void broadcast_shared(Transport&, const Collective&, const OpContext&);

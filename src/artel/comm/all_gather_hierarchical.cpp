@@ -23,6 +23,7 @@ void all_gather_hierarchical(Transport& t, const Collective& c, const OpContext&
   const size_t e = c.elem_bytes(), block = c.block_bytes();
   const size_t piece = hierarchical_piece(static_cast<size_t>(g * hosts), e);  // elements of each block at a time
   local.enter(ctx.seq);
+  const OpContext host_ctx = on_host(ctx, h);
 
   // Not zeroed: every piece is written whole before it is read.
   const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g * hosts) * std::min(piece, c.count) * e);
@@ -39,7 +40,7 @@ void all_gather_hierarchical(Transport& t, const Collective& c, const OpContext&
     in_host.out = by_slice.get();
     in_host.count = n * static_cast<size_t>(hosts);
     in_host.algorithm = "auto";
-    run_collective(local, in_host, ctx);
+    run_collective(local, in_host, host_ctx);
 
     for (int sl = 0; sl < g; ++sl)  // 3.
       for (int host = 0; host < hosts; ++host)

@@ -57,6 +57,12 @@ bool hierarchical_fits(const Collective& c, Transport& t) {
   return h->carries(across);
 }
 
+OpContext on_host(const OpContext& ctx, const Hierarchy& h) {
+  OpContext c = ctx;
+  c.group_ranks = &h.local_group_ranks();
+  return c;
+}
+
 void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext& ctx) {
   Hierarchy& h = *t.hierarchy();
   Transport& local = h.local();
@@ -65,6 +71,7 @@ void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext&
   const ReduceOp op = c.op == ReduceOp::avg ? ReduceOp::sum : c.op;
   const size_t eb = c.elem_bytes();
   local.enter(ctx.seq);
+  const OpContext host_ctx = on_host(ctx, h);
 
   // Chunks of equal blocks, s · block elements each; the last is shorter,
   // and the tail of fewer than s elements goes whole through every slice.
@@ -76,8 +83,8 @@ void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext&
   auto chunk_in = [&](size_t k) { return c.in + chunk_begin(k) * eb; };
 
   auto host_reduce = [&](size_t k) {  // 1. (from c.in: the chunk's blocks, into block l of c.out)
-    if (sliced) run_collective(local, part_of(c, OpKind::reduce_scatter, chunk_in(k), block_of(k, l), block(k), op), ctx);
-    else run_collective(local, part_of(c, OpKind::all_reduce, chunk_in(k), block_of(k, 0), s * block(k), op), ctx);
+    if (sliced) run_collective(local, part_of(c, OpKind::reduce_scatter, chunk_in(k), block_of(k, l), block(k), op), host_ctx);
+    else run_collective(local, part_of(c, OpKind::all_reduce, chunk_in(k), block_of(k, 0), s * block(k), op), host_ctx);
   };
   auto cross = [&](size_t k) {  // 2.
     if (!in_slice) return;
@@ -86,13 +93,13 @@ void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext&
   };
   auto host_gather = [&](size_t k) {  // 3.
     if (sliced) {
-      run_collective(local, part_of(c, OpKind::all_gather, block_of(k, l), block_of(k, 0), block(k), op), ctx);
+      run_collective(local, part_of(c, OpKind::all_gather, block_of(k, l), block_of(k, 0), block(k), op), host_ctx);
       return;
     }
     for (size_t j = 0; j < s; ++j) {
       Collective from_j = part_of(c, OpKind::broadcast, block_of(k, j), block_of(k, j), block(k), op);
       from_j.root = static_cast<int>(j);
-      run_collective(local, from_j, ctx);
+      run_collective(local, from_j, host_ctx);
     }
   };
 
@@ -116,12 +123,12 @@ void all_reduce_hierarchical(Transport& t, const Collective& c, const OpContext&
   if (body < c.count) {  // the tail: the host's sum on every local rank, across in every slice, then to the rest
     const size_t n = c.count - body;
     std::byte* tail = c.out + body * eb;
-    run_collective(local, part_of(c, OpKind::all_reduce, c.in + body * eb, tail, n, op), ctx);
+    run_collective(local, part_of(c, OpKind::all_reduce, c.in + body * eb, tail, n, op), host_ctx);
     if (in_slice) {
       h.across().run(part_of(c, OpKind::all_reduce, tail, tail, n, op), ctx);
       finish_reduce(tail, n, c.dtype, c.op, t.size());
     }
-    if (!sliced) run_collective(local, part_of(c, OpKind::broadcast, tail, tail, n, op), ctx);  // root 0
+    if (!sliced) run_collective(local, part_of(c, OpKind::broadcast, tail, tail, n, op), host_ctx);  // root 0
   }
 }
 

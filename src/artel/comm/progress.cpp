@@ -32,8 +32,10 @@ std::string OpContext::describe() const {
 }
 
 TimeoutError OpContext::timeout_error(const std::vector<int>& missing, const std::string& detail) const {
+  std::vector<int> named;
+  for (int r : missing) named.push_back(group_rank(r));
   std::string who = missing.empty() ? "the backend cannot tell which ranks are missing"
-                                    : "waiting for rank(s) " + rank_list(missing) + " which did not arrive";
+                                    : "waiting for rank(s) " + rank_list(named) + " which did not arrive";
   return TimeoutError(describe() + " timed out: " + who + (detail.empty() ? "" : " (" + detail + ")"),
                       "check that every rank issues the same collectives in the same order, or raise the timeout");
 }

@@ -25,6 +25,7 @@ void reduce_scatter_hierarchical(Transport& t, const Collective& c, const OpCont
   const size_t e = c.elem_bytes(), block = c.block_bytes();
   const size_t piece = hierarchical_piece(static_cast<size_t>(g * hosts), e);  // elements of each block at a time
   local.enter(ctx.seq);
+  const OpContext host_ctx = on_host(ctx, h);
 
   // Not zeroed: every piece is copied over whole before it is read.
   const auto by_slice = std::make_unique_for_overwrite<std::byte[]>(static_cast<size_t>(g * hosts) * std::min(piece, c.count) * e);
@@ -41,7 +42,7 @@ void reduce_scatter_hierarchical(Transport& t, const Collective& c, const OpCont
     in_host.count = n * static_cast<size_t>(hosts);
     in_host.op = op;
     in_host.algorithm = "auto";
-    run_collective(local, in_host, ctx);
+    run_collective(local, in_host, host_ctx);
 
     Collective across = c;  // 3.
     across.in = by_slice.get() + static_cast<size_t>(l) * slice;

@@ -26,7 +26,7 @@ Signature signature_of(const Collective& c, uint64_t seq) {
           static_cast<uint64_t>(c.root)};
 }
 
-std::string describe_divergence(const std::vector<Signature>& all) {
+std::string describe_divergence(const std::vector<Signature>& all, const OpContext& ctx) {
   bool same = true;
   for (const auto& s : all) same = same && s == all[0];
   if (same) return "";
@@ -40,12 +40,12 @@ std::string describe_divergence(const std::vector<Signature>& all) {
   }
   std::string msg;
   for (size_t r = 0; r < all.size(); ++r)
-    if (!(all[r] == *expected)) msg += (msg.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " issued " + all[r].str();
+    if (!(all[r] == *expected)) msg += (msg.empty() ? "" : "; ") + std::string("rank ") + std::to_string(ctx.group_rank(static_cast<int>(r))) + " issued " + all[r].str();
   return msg + " while the others issued " + expected->str();
 }
 
 void throw_if_divergent(const std::vector<Signature>& all, const OpContext& ctx) {
-  std::string why = describe_divergence(all);
+  std::string why = describe_divergence(all, ctx);
   if (!why.empty())
     throw Error(ctx.describe() + ": ranks disagree: " + why,
                 "every rank must issue the same collectives, with the same sizes and dtypes, in the same order");

@@ -27,8 +27,9 @@ struct Signature {
 
 Signature signature_of(const Collective& c, uint64_t seq);
 // "" when every rank has the same signature; otherwise names the ranks that
-// differ from the majority (ties: from rank 0) and what each issued.
-std::string describe_divergence(const std::vector<Signature>& all);
+// differ from the majority (ties: from rank 0) and what each issued, as
+// `ctx` numbers them (OpContext::group_rank).
+std::string describe_divergence(const std::vector<Signature>& all, const OpContext& ctx = {});
 // Throws Error (naming the diverging ranks) if they differ.
 void throw_if_divergent(const std::vector<Signature>& all, const OpContext& ctx);
 // Debug mode: exchanges signatures over point-to-point messages and checks them.

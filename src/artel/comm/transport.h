@@ -44,11 +44,17 @@ struct OpContext {
   std::string group = "world";
   Clock::time_point deadline = Clock::time_point::max();
   const std::atomic<bool>* aborted = nullptr;  // set when the group is being destroyed
+  // The group's numbering of the serving transport's ranks, where it differs
+  // (a hierarchy's host: local rank -> group rank), so errors name the
+  // group's ranks; nullptr: the same.
+  const std::vector<int>* group_ranks = nullptr;
 
   // "all_reduce #12 in group 'world'"
   std::string describe() const;
   bool expired() const { return Clock::now() >= deadline; }
   bool abort_requested() const { return aborted && aborted->load(std::memory_order_relaxed); }
+  // Rank `r` of the serving transport, in the group's numbering.
+  int group_rank(int r) const { return group_ranks ? (*group_ranks)[static_cast<size_t>(r)] : r; }
   // The error to throw when `deadline` passes while waiting for `missing` ranks.
   TimeoutError timeout_error(const std::vector<int>& missing, const std::string& detail = "") const;
   Error abort_error() const;
@@ -137,6 +143,8 @@ class Hierarchy {
   virtual ~Hierarchy() = default;
   // This host's ranks, numbered by their order in the group.
   virtual Transport& local() = 0;
+  // The group rank of each of local()'s ranks (OpContext::group_ranks).
+  virtual const std::vector<int>& local_group_ranks() const = 0;
   // How many slices; local ranks 0 .. slices() − 1 are in one each.
   virtual int slices() const = 0;
   // Whether every host has the same number of ranks (so slices() of them).

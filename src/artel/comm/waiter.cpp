@@ -48,13 +48,13 @@ void check_alive(const WaitTarget& w, const std::vector<int>& missing, const std
                  const OpContext& ctx) {
   for (int r : missing) {
     RankControl* rc = w.layout->rank_control(w.base, r);
+    auto rank = [&] { return ctx.describe() + ": rank " + std::to_string(ctx.group_rank(r)); };
     if (rc->departed.load(std::memory_order_acquire) && !ready())
-      throw Error(ctx.describe() + ": rank " + std::to_string(r) + " left the group (its group was destroyed) before arriving",
+      throw Error(rank() + " left the group (its group was destroyed) before arriving",
                   "every rank must issue the same collectives before destroying the group");
     int pid = rc->pid.load(std::memory_order_relaxed);
     if (pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH && !ready())
-      throw Error(ctx.describe() + ": rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died",
-                  "see that worker's output for the cause");
+      throw Error(rank() + " (pid " + std::to_string(pid) + ") died", "see that worker's output for the cause");
   }
 }
 

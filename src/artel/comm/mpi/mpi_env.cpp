@@ -51,7 +51,8 @@ constexpr int kSlots = 64;
 struct Slot {
   std::atomic<int64_t> deadline_ns{0};
   std::atomic<bool> taken{false};
-  const OpContext* ctx = nullptr;  // written before deadline_ns is set (release)
+  const OpContext* ctx = nullptr;  // these two written before deadline_ns is set (release)
+  std::string stuck;
 };
 Slot slots[kSlots];
 std::once_flag watchdog_started;
@@ -67,7 +68,7 @@ int64_t to_ns(Clock::time_point t) {
     for (auto& s : slots) {
       int64_t d = s.deadline_ns.load(std::memory_order_acquire);
       if (d <= 0 || now < d || !s.deadline_ns.compare_exchange_strong(d, -1)) continue;
-      std::string what = s.ctx->timeout_error({}, "stuck inside a blocking MPI collective").what();
+      std::string what = s.ctx->timeout_error({}, s.stuck).what();
       int rank = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       std::fprintf(stderr, "artel: rank %d: error: %s; MPI cannot cancel a blocking collective, so the job is aborted\n",
@@ -139,13 +140,14 @@ void check(int rc, const std::string& what) {
 
 void mark_unclean() { unclean = true; }
 
-WatchGuard::WatchGuard(const OpContext& ctx) : slot_(-1) {
+WatchGuard::WatchGuard(const OpContext& ctx, std::string stuck) : slot_(-1) {
   if (ctx.deadline == Clock::time_point::max()) return;
   std::call_once(watchdog_started, [] { std::thread(watchdog_loop).detach(); });
   for (int i = 0; i < kSlots && slot_ < 0; ++i)
     if (!slots[i].taken.exchange(true, std::memory_order_acquire)) slot_ = i;
   if (slot_ < 0) throw Error(ctx.describe() + ": more than " + std::to_string(kSlots) + " blocking MPI calls in flight at once");
   slots[slot_].ctx = &ctx;
+  slots[slot_].stuck = std::move(stuck);
   slots[slot_].deadline_ns.store(to_ns(ctx.deadline), std::memory_order_release);
 }
 

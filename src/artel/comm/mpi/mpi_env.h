@@ -65,9 +65,10 @@ void buffered_sends_in_flight(int change);  // +n when posted, -n when done or a
 // passes prints ctx.timeout_error's message and calls MPI_Abort — the job ends
 // with an error naming the op, never hangs (the way PyTorch's NCCL watchdog
 // tears a job down). Point-to-point ops poll instead and throw TimeoutError.
+// `stuck` says where the call waits, for that message.
 class WatchGuard {
  public:
-  explicit WatchGuard(const OpContext& ctx);
+  explicit WatchGuard(const OpContext& ctx, std::string stuck = "stuck inside a blocking MPI collective");
   ~WatchGuard();
   WatchGuard(const WatchGuard&) = delete;
   WatchGuard& operator=(const WatchGuard&) = delete;

@@ -64,6 +64,8 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
   GroupOptions local = opts;
   local.registered_bytes = 1 << 20;  // the hierarchical steps move the caller's memory, not registered buffers
   h->local_ = shared_memory_transport(host, "h", local);
+  h->local_group_ranks_.resize(static_cast<size_t>(local_size));
+  check(MPI_Allgather(&rank, 1, MPI_INT, h->local_group_ranks_.data(), 1, MPI_INT, host), "MPI_Allgather (host's ranks)");
   MPI_Comm_free(&host);
 
   // A slice for each of the first slices_ local ranks; the others are in none.

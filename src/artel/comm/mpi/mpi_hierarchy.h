@@ -36,6 +36,7 @@ class MpiHierarchy : public Hierarchy {
   MpiHierarchy& operator=(const MpiHierarchy&) = delete;
 
   Transport& local() override { return *local_; }
+  const std::vector<int>& local_group_ranks() const override { return local_group_ranks_; }
   int slices() const override { return slices_; }
   bool equal_hosts() const override { return equal_hosts_; }
   NativeCollectives& across() override { return *across_; }
@@ -48,6 +49,7 @@ class MpiHierarchy : public Hierarchy {
  private:
   MpiHierarchy() = default;
   std::unique_ptr<Transport> local_;
+  std::vector<int> local_group_ranks_;
   MPI_Comm across_comm_ = MPI_COMM_NULL;
   std::optional<MpiRingAcross> across_;  // built once across_comm_ exists (or is known to be none)
   int hosts_ = 0, slices_ = 0;

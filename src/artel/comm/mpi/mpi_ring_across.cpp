@@ -18,6 +18,17 @@ MpiRingAcross::MpiRingAcross(MPI_Comm comm) : comm_(comm) {
   if (comm_ == MPI_COMM_NULL) return;
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  // The ring's neighbours as MPI_COMM_WORLD numbers them, for a timeout's message.
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(comm_, &mine);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int ring[2] = {(rank_ + size_ - 1) % size_, (rank_ + 1) % size_};
+  int named[2] = {-1, -1};
+  MPI_Group_translate_ranks(mine, 2, ring, world, named);
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  stuck_ = "stuck inside MPI in the ring across hosts, between rank " + std::to_string(named[0]) +
+           ", which it receives from, and rank " + std::to_string(named[1]) + ", which it sends to";
 }
 
 bool MpiRingAcross::supports(const Collective& c) const {
@@ -72,7 +83,7 @@ void MpiRingAcross::all_gather(std::byte* buf, size_t n, size_t eb, int shift, c
 
 void MpiRingAcross::run(const Collective& c, const OpContext& ctx) {
   const size_t eb = c.elem_bytes(), h = static_cast<size_t>(size_), r = static_cast<size_t>(rank_);
-  WatchGuard guard(ctx);  // Note [Blocking native collectives]
+  WatchGuard guard(ctx, stuck_);  // Note [Blocking native collectives]
   switch (c.kind) {
     case OpKind::all_reduce:
       if (c.in != c.out) std::memcpy(c.out, c.in, c.count * eb);

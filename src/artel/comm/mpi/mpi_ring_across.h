@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "artel/comm/algorithms.h"
@@ -51,6 +52,7 @@ class MpiRingAcross : public NativeCollectives {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::string stuck_;  // where a timed-out ring waits (WatchGuard)
   std::vector<std::byte> incoming_;  // a received block, before it is reduced into the result
   std::vector<std::byte> work_;      // a reduce-scatter's input, reduced in place
   std::vector<MPI_Request> requests_;
