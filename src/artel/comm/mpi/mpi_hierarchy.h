@@ -51,7 +51,7 @@ class MpiHierarchy : public Hierarchy {
   std::unique_ptr<Transport> local_;
   std::vector<int> local_group_ranks_;
   MPI_Comm across_comm_ = MPI_COMM_NULL;
-  std::optional<MpiRingAcross> across_;  // built once across_comm_ exists (or is known to be none)
+  std::optional<MpiRingAcross> across_;  // over across_comm_, once it exists (MPI_COMM_NULL outside every slice)
   int hosts_ = 0, slices_ = 0;
   bool equal_hosts_ = false;
   std::vector<int> group_rank_;  // with equal hosts: [local rank · hosts + rank in the slice]
