@@ -158,18 +158,19 @@ void check_auto_rings_across_hosts(ProcessGroup& pg, const HostMap& hosts) {
   const int64_t count = 8209, n = pg.size();  // 4·count·n ≥ 64 KiB from 2 ranks
   const auto sum = static_cast<float>(n * (n + 1) / 2);
   Tensor x = Tensor::full({count * n}, static_cast<float>(pg.rank() + 1)), one = Tensor::empty({count});
+  auto expect_ring = [&](const std::string& op, int64_t before) {
+    if (pg.bytes_sent() - before != (n - 1) * count * 4 || std::string(pg.last_algorithm()) != "ring")
+      throw Error("auto " + op + " across hosts ran " + pg.last_algorithm() + " and sent " +
+                  std::to_string(pg.bytes_sent() - before) + " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+  };
   int64_t before = pg.bytes_sent();
   pg.reduce_scatter(x, one, {ReduceOp::sum, "auto"})->wait();
   for (int64_t i = 0; i < count; i += 97) check_equal(one, i, sum, "auto reduce_scatter across hosts");
-  if (pg.bytes_sent() - before != (n - 1) * count * 4 || std::string(pg.last_algorithm()) != "ring")
-    throw Error(std::string("auto reduce_scatter across hosts ran ") + pg.last_algorithm() + " and sent " +
-                std::to_string(pg.bytes_sent() - before) + " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+  expect_ring("reduce_scatter", before);
   before = pg.bytes_sent();
   pg.all_gather(one, x, {"auto"})->wait();
   for (int64_t i = 0; i < count * n; i += 97) check_equal(x, i, sum, "auto all_gather across hosts");
-  if (pg.bytes_sent() - before != (n - 1) * count * 4 || std::string(pg.last_algorithm()) != "ring")
-    throw Error(std::string("auto all_gather across hosts ran ") + pg.last_algorithm() + " and sent " +
-                std::to_string(pg.bytes_sent() - before) + " bytes, not a ring's " + std::to_string((n - 1) * count * 4));
+  expect_ring("all_gather", before);
   if (pg.rank() == 0) std::printf("auto reduce_scatter and all_gather are rings on %s\n", hosts.describe().c_str());
 }
 

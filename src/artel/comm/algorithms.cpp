@@ -93,8 +93,8 @@ const char* auto_name(const Collective& c, bool shared, int world) {
 constexpr size_t kRingAllGatherAcrossHostsBytes = size_t{64} << 10;
 bool auto_is_native(const Collective& c, bool native, const Transport& t) {
   if (!native || c.kind == OpKind::reduce_scatter) return false;
-  const size_t gathered = c.block_bytes() * static_cast<size_t>(t.size());
-  return !(c.kind == OpKind::all_gather && t.spans_hosts() && gathered >= kRingAllGatherAcrossHostsBytes);
+  if (c.kind != OpKind::all_gather || !t.spans_hosts()) return true;
+  return c.block_bytes() * static_cast<size_t>(t.size()) < kRingAllGatherAcrossHostsBytes;
 }
 
 }  // namespace

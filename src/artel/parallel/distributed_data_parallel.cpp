@@ -180,10 +180,10 @@ std::string DistributedDataParallel::describe_hosts() const {
   const std::string& a = opts_.all_reduce_algorithm;
   const bool all_reduce_hierarchical = a == "auto" || a == "hierarchical";
   // Hosts of unequal rank counts reduce-scatter by ring: the blocks are the ranks'.
-  const std::string scatter = group_.hierarchical_blocks() ? "hierarchical" : "ring";
-  if (all_reduce_hierarchical && (!sharded() || scatter == "hierarchical")) return "hierarchical over " + hosts;
+  const bool scatter_hierarchical = group_.hierarchical_blocks();
+  if (all_reduce_hierarchical && (!sharded() || scatter_hierarchical)) return "hierarchical over " + hosts;
   return "all-reduces " + (all_reduce_hierarchical ? std::string("hierarchical") : a) + " over " + hosts +
-         (sharded() ? ", reduce-scatters " + scatter : "");
+         (sharded() ? std::string(", reduce-scatters ") + (scatter_hierarchical ? "hierarchical" : "ring") : "");
 }
 
 std::string DistributedDataParallel::describe() const {
