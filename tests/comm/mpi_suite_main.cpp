@@ -263,17 +263,23 @@ void check_hierarchy(ProcessGroup& pg) {
   if (r == 0) std::printf("hierarchical all_reduce, reduce_scatter and all_gather on %s\n", hosts.describe().c_str());
 }
 
-// With --name-the-missing-rank, on 3 hosts of 2, 1 and 2 ranks: rank 4, the
-// third host's second rank, skips a hierarchical all-reduce. Rank 3, its
-// host's first, times out first (its own timeout is the shortest) and must
-// name rank 4 (the group's numbering, not the host's 1); then it ends the
-// job (tests/comm/hierarchical_timeout.sh reads the line).
-int name_the_missing_rank() {
+// On 3 hosts of 2, 1 and 2 ranks, rank `skipper` skips a hierarchical
+// all-reduce; rank `watcher`, whose own timeout is the shortest, times out
+// first, prints its error and ends the job (tests/comm/hierarchical_timeout.sh
+// reads the line).
+//   --name-the-missing-rank: rank 4, the third host's second rank, skips;
+//     rank 3, its host's first, must name rank 4 (the group's numbering, not
+//     the host's 1).
+//   --stuck-across-hosts: rank 2, the one-rank host's leader, skips; rank 0
+//     gets through its host's step and waits inside MPI in the ring across
+//     hosts, which MPI cannot cancel: the watchdog must name the ring's two
+//     ranks beside it, one of them rank 2.
+int skip_a_hierarchical_all_reduce(int skipper, int watcher) {
   const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");  // before MPI starts, which artel does
-  const bool leader_of_4 = world_rank && std::string(world_rank) == "3";
-  auto pg = init_process_group(mpi_options(leader_of_4 ? std::chrono::seconds(2) : std::chrono::seconds(60)));
-  if (pg->size() != 5) throw Error("--name-the-missing-rank needs 5 ranks (scripts/cluster.sh --ranks 2,1,2)");
-  if (pg->rank() != 4) {
+  const bool watching = world_rank && std::string(world_rank) == std::to_string(watcher);
+  auto pg = init_process_group(mpi_options(watching ? std::chrono::seconds(2) : std::chrono::seconds(60)));
+  if (pg->size() != 5) throw Error("this probe needs 5 ranks (scripts/cluster.sh --ranks 2,1,2)");
+  if (pg->rank() != skipper) {
     Tensor x = Tensor::full({1031}, 1.0f);
     try {
       pg->all_reduce(x, {ReduceOp::sum, "hierarchical"})->wait();
@@ -283,7 +289,7 @@ int name_the_missing_rank() {
       MPI_Abort(MPI_COMM_WORLD, 3);
     }
   }
-  MPI_Barrier(MPI_COMM_WORLD);  // ended by rank 3's abort
+  MPI_Barrier(MPI_COMM_WORLD);  // ended by the watcher's abort
   return 0;
 }
 
@@ -317,7 +323,9 @@ int run() {
 
 int main(int argc, char** argv) {
   try {
-    if (argc > 1 && std::string(argv[1]) == "--name-the-missing-rank") return artel::comm::name_the_missing_rank();
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "--name-the-missing-rank") return artel::comm::skip_a_hierarchical_all_reduce(4, 3);
+    if (mode == "--stuck-across-hosts") return artel::comm::skip_a_hierarchical_all_reduce(2, 0);
     return artel::comm::run();
   } catch (const std::exception& e) {
     int rank = -1, initialized = 0;
