@@ -127,22 +127,46 @@ float term(uint32_t coef, uint32_t vec) {
 }
 
 // The register tile: kRows × 16·kWide outputs. With AVX-512, 8 × 32 keeps 16
-// of the 32 zmm registers accumulating; without it, 4 × 16 keeps 8 of the 16
-// ymm registers (8 × 32 would need all 32).
+// of the 32 zmm registers accumulating; without it, 6 × 16 keeps 12 of the 16
+// ymm registers (BLIS's Haswell sgemm tile), with two for a row of vec and one
+// for a broadcast. An FMA waits 4 cycles for its accumulator and two issue a
+// cycle, so 8 accumulators (4 × 16, the tile until 2026-11-29) left no slack:
+// on AMD Zen 3 the products ran at 40% of the FMA units' rate.
 #ifdef __AVX512F__
 constexpr int kRows = 8, kWide = 2;
 #else
-constexpr int kRows = 4, kWide = 1;
+constexpr int kRows = 6, kWide = 1;
 #endif
 
+// micro<rows, V> for 1 ≤ rows ≤ kRows.
+template <int V, class T, int R = kRows>
+void micro_rows(int64_t rows, const Operand<T>& o, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
+  if constexpr (R > 1)
+    if (rows < R) return micro_rows<V, T, R - 1>(rows, o, k0, k1, alpha, out, ldo);
+  micro<R, V>(o, k0, k1, alpha, out, ldo);
+}
+
+// Panels of at most kRows rows over [begin, end) (begin a multiple of 16),
+// none crossing a multiple of 16: the causal mask, the saved probabilities'
+// written region and the bf16 pairs all go by 16-row tiles. fn(first, rows).
+template <class Fn>
+void panels(int64_t begin, int64_t end, Fn&& fn) {
+  for (int64_t j0 = begin; j0 < end;) {
+    const int64_t left = std::min(end, (j0 / 16 + 1) * 16) - j0, pieces = (left + kRows - 1) / kRows;
+    const int64_t rows = (left + pieces - 1) / pieces;  // 16 rows as 6, 5, 5 rather than 6, 6, 4
+    fn(j0, rows);
+    j0 += rows;
+  }
+}
+
 // Columns [0, width) of R rows (width need not be a multiple of 16).
-template <int R, class T>
-void row_block(Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
+template <class T>
+void row_block(int64_t rows, Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
   int64_t c = 0;
   if constexpr (kWide == 2)
-    for (; c + 32 <= width; c += 32, o.vec += 32) micro<R, 2>(o, k0, k1, alpha, out + c, ldo);
-  for (; c + 16 <= width; c += 16, o.vec += 16) micro<R, 1>(o, k0, k1, alpha, out + c, ldo);
-  for (int r = 0; r < R; ++r)
+    for (; c + 32 <= width; c += 32, o.vec += 32) micro_rows<2>(rows, o, k0, k1, alpha, out + c, ldo);
+  for (; c + 16 <= width; c += 16, o.vec += 16) micro_rows<1>(rows, o, k0, k1, alpha, out + c, ldo);
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t cc = 0; c + cc < width; ++cc) {
       float s = 0;
       for (int64_t k = k0; k < k1; ++k) s += term(o.coef[r * o.cs_r + k * o.cs_k], o.vec[k * o.ldv + cc]);
@@ -150,13 +174,6 @@ void row_block(Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha,
     }
 }
 
-// `rows` ≤ kRows rows of out; row r's coefficients start at o.coef + r·cs_r.
-template <class T>
-void rows_panel(Operand<T> o, int64_t rows, int64_t width, int64_t k0, int64_t k1, float alpha, float* out,
-                int64_t ldo) {
-  if (rows == kRows) return row_block<kRows>(o, width, k0, k1, alpha, out, ldo);
-  for (int64_t r = 0; r < rows; ++r, o.coef += o.cs_r) row_block<1>(o, width, k0, k1, alpha, out + r * ldo, ldo);
-}
 
 // Units of k that cover n elements: n, or its pairs.
 template <class T>
@@ -175,21 +192,13 @@ template <class T>
 void block_scores(int64_t q0, int64_t nq, int64_t hs, float alpha, const T* a, int64_t lda, const T* bt,
                   int64_t ldb, float* out, int64_t ldo) {
   const int64_t halves = nq > 16 ? 2 : 1, nj = q0 + nq, ke = units<T>(hs);
-  for (int64_t j0 = 0; j0 < nj; j0 += kRows) {
-    const int64_t skip = j0 >= q0 + 16 ? 1 : 0, rows = std::min<int64_t>(kRows, nj - j0);
+  panels(0, nj, [&](int64_t j0, int64_t rows) {
+    const int64_t skip = j0 >= q0 + 16 ? 1 : 0;
     Operand<T> o{a + j0 * lda, lda, 1, bt + 16 * skip, ldb};
     float* dst = out + j0 * ldo + 16 * skip;
-    if (rows == kRows) {
-      if (kWide == 2 && halves - skip == 2) micro<kRows, 2>(o, 0, ke, alpha, dst, ldo);
-      else
-        for (int64_t h = skip; h < halves; ++h, o.vec += 16, dst += 16) micro<kRows, 1>(o, 0, ke, alpha, dst, ldo);
-      continue;
-    }
-    for (int64_t r = 0; r < rows; ++r, o.coef += lda, dst += ldo) {
-      if (halves - skip == 2) micro<1, 2>(o, 0, ke, alpha, dst, ldo);
-      else micro<1, 1>(o, 0, ke, alpha, dst, ldo);
-    }
-  }
+    if (kWide == 2 && halves - skip == 2) return micro_rows<2>(rows, o, 0, ke, alpha, dst, ldo);
+    for (int64_t h = skip; h < halves; ++h, o.vec += 16, dst += 16) micro_rows<1>(rows, o, 0, ke, alpha, dst, ldo);
+  });
 }
 
 // ---- bf16 lanes for the pair layouts, in plain AVX-512F (so they inline into
@@ -307,10 +316,9 @@ void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, f
 template <class T>
 void block_times(int64_t q0, int64_t t, int64_t hs, const T* lt, int64_t ld, const T* r, int64_t ldr, float* out,
                  int64_t ldo) {
-  for (int64_t s = 0; s < kBlock && q0 + s < t; s += kRows) {
-    int64_t rows = std::min<int64_t>(kRows, t - q0 - s);
-    rows_panel(Operand<T>{lt + s, 1, ld, r, ldr}, rows, hs, 0, units<T>(q0 + s + rows), 1.0f, out + s * ldo, ldo);
-  }
+  panels(0, std::min(kBlock, t - q0), [&](int64_t s, int64_t rows) {
+    row_block(rows, Operand<T>{lt + s, 1, ld, r, ldr}, hs, 0, units<T>(q0 + s + rows), 1.0f, out + s * ldo, ldo);
+  });
 }
 
 // out (T, hs) = L(T, T)ᵀ · r for lower-triangular L given transposed (lt, rows
@@ -319,11 +327,9 @@ void block_times(int64_t q0, int64_t t, int64_t hs, const T* lt, int64_t ld, con
 template <class T>
 void lower_t_times(int64_t t, int64_t hs, const T* lt, int64_t ld, const T* r, int64_t ldr, float* out,
                    int64_t ldo) {
-  for (int64_t j0 = 0; j0 < t; j0 += kRows) {  // j0 is even: a pair never straddles it
-    int64_t rows = std::min<int64_t>(kRows, t - j0);
-    rows_panel(Operand<T>{lt + j0 * ld, ld, 1, r, ldr}, rows, hs, units<T>(j0), units<T>(t), 1.0f,
-               out + j0 * ldo, ldo);
-  }
+  panels(0, t, [&](int64_t j0, int64_t rows) {  // j0 is even: a pair never straddles it
+    row_block(rows, Operand<T>{lt + j0 * ld, ld, 1, r, ldr}, hs, units<T>(j0), units<T>(t), 1.0f, out + j0 * ldo, ldo);
+  });
 }
 
 // dst (hs, tp) = srcᵀ for src (T, hs) with rows ld apart; columns T..tp zero.
@@ -431,15 +437,23 @@ struct ForwardPairs {
   ForwardPairs(int64_t t, int64_t tp, int64_t tq, int64_t hs) : qt(hs / 2 * tq), pt((t + 1) / 2 * tp), v((t + 1) / 2 * hs) {}
 };
 
-void forward_item(const AttentionDims& d, const Head& x, float scale, float* pt, float* yb, std::vector<float>& qt) {
+// rows (t, hs) of src, ld apart, into dst tight: a product's vec operand
+// streams its rows, and rows 3C floats apart each sit on a page of their own.
+void pack_rows(int64_t t, int64_t hs, const float* src, int64_t ld, float* dst) {
+  for (int64_t j = 0; j < t; ++j) std::memcpy(dst + j * hs, src + j * ld, hs * sizeof(float));
+}
+
+void forward_item(const AttentionDims& d, const Head& x, float scale, float* pt, float* yb, std::vector<float>& qt,
+                  std::vector<float>& v) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = qt.size() / hs;
   transpose_padded(t, tq, hs, x.q, x.ld, qt.data());
+  pack_rows(t, hs, x.v, x.ld, v.data());
   for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
     const int64_t nq = std::min(kBlock, t - q0);
     block_scores(q0, nq, hs, scale, x.k, x.ld, qt.data() + q0, tq, pt + q0, tp);
     for (int64_t l0 = 0; l0 < nq; l0 += 16)
       causal_softmax_block(pt + q0 + l0, tp, q0 + l0, std::min(t, q0 + l0 + 16), t);
-    block_times(q0, t, hs, pt + q0, tp, x.v, x.ld, yb + q0 * c, c);
+    block_times(q0, t, hs, pt + q0, tp, v.data(), hs, yb + q0 * c, c);
   }
 }
 
@@ -475,18 +489,21 @@ struct BackwardPairs {
 };
 
 void backward_item(const AttentionDims& d, const Head& x, float scale, const float* pt, const float* g, float* dq,
-                   std::vector<float>& gt, std::vector<float>& ds) {
+                   std::vector<float>& gt, std::vector<float>& ds, std::vector<float>& rows) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = gt.size() / hs;
   transpose_padded(t, tq, hs, g, c, gt.data());
+  pack_rows(t, hs, x.k, x.ld, rows.data());
   for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
     const int64_t nq = std::min(kBlock, t - q0);
     block_scores(q0, nq, hs, 1.0f, x.v, x.ld, gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
     for (int64_t l0 = 0; l0 < nq; l0 += 16)
       softmax_backward_block(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale);
-    block_times(q0, t, hs, ds.data() + q0, tp, x.k, x.ld, dq + q0 * x.ld, x.ld);  // dQ = dS K
+    block_times(q0, t, hs, ds.data() + q0, tp, rows.data(), hs, dq + q0 * x.ld, x.ld);  // dQ = dS K
   }
-  lower_t_times(t, hs, ds.data(), tp, x.q, x.ld, dq + c, x.ld);  // dK = dSᵀ Q
-  lower_t_times(t, hs, pt, tp, g, c, dq + 2 * c, x.ld);           // dV = Pᵀ dY
+  pack_rows(t, hs, x.q, x.ld, rows.data());
+  lower_t_times(t, hs, ds.data(), tp, rows.data(), hs, dq + c, x.ld);  // dK = dSᵀ Q
+  pack_rows(t, hs, g, c, rows.data());
+  lower_t_times(t, hs, pt, tp, rows.data(), hs, dq + 2 * c, x.ld);  // dV = Pᵀ dY
 }
 
 void backward_item(const AttentionDims& d, const HeadPairs& x, float scale, const float* pt, const uint32_t* g16,
@@ -522,7 +539,7 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
   const bool pairs = pairs_for(d);
   const std::optional<Rounded> qkv16 = pairs ? std::optional<Rounded>(std::in_place, qkv, d.batch * t, 3 * c) : std::nullopt;
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> qt(pairs ? 0 : static_cast<size_t>(hs * tq));
+    std::vector<float> qt(pairs ? 0 : static_cast<size_t>(hs * tq)), v(pairs ? 0 : static_cast<size_t>(t * hs));
     std::optional<ForwardPairs> w;
     if (pairs) w.emplace(t, tp, tq, hs);
     for (int64_t item = i0; item < i1; ++item) {
@@ -530,7 +547,7 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
       float* pt = probs + item * t * tp;  // Pᵀ of (b, h): (B, n_head, T, Tp), item-major
       float* yb = y + b * t * c + h * hs;
       if (pairs) forward_item(d, head_of(d, *qkv16, b, h), scale, pt, yb, *w);
-      else forward_item(d, head_of(d, qkv, b, h), scale, pt, yb, qt);
+      else forward_item(d, head_of(d, qkv, b, h), scale, pt, yb, qt, v);
     }
   });
 }
@@ -543,7 +560,8 @@ void attention_backward(const AttentionDims& d, const float* qkv, const float* p
   std::optional<Rounded> qkv16, dy16;
   if (pairs) qkv16.emplace(qkv, d.batch * t, 3 * c), dy16.emplace(dy, d.batch * t, c);
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> gt(pairs ? 0 : static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp));  // dPᵀ, then dSᵀ in place
+    std::vector<float> gt(pairs ? 0 : static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp)),  // dPᵀ, then dSᵀ in place
+        rows(pairs ? 0 : static_cast<size_t>(t * hs));  // K, then Q, then dY, packed
     std::optional<BackwardPairs> w;
     if (pairs) w.emplace(t, tp, tq, hs);
     for (int64_t item = i0; item < i1; ++item) {
@@ -553,7 +571,7 @@ void attention_backward(const AttentionDims& d, const float* qkv, const float* p
       float* dq = dqkv + b * t * 3 * c + h * hs;  // dq, dk, dv rows, 3C apart
       if (pairs)
         backward_item(d, head_of(d, *qkv16, b, h), scale, pt, dy16->words.get() + (b * t * c + h * hs) / 2, dq, *w, ds);
-      else backward_item(d, head_of(d, qkv, b, h), scale, pt, g, dq, gt, ds);
+      else backward_item(d, head_of(d, qkv, b, h), scale, pt, g, dq, gt, ds, rows);
     }
   });
 }
