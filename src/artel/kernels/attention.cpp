@@ -13,6 +13,7 @@
 #include "artel/core/dtype.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/layout.h"
 #include "artel/kernels/simd.h"
 
 namespace artel::kernels {
@@ -159,7 +160,8 @@ void panels(int64_t begin, int64_t end, Fn&& fn) {
   }
 }
 
-// Columns [0, width) of R rows (width need not be a multiple of 16).
+// Columns [0, width) of `rows` ≤ kRows rows of out (width need not be a
+// multiple of 16); row r's coefficients start at o.coef + r·cs_r.
 template <class T>
 void row_block(int64_t rows, Operand<T> o, int64_t width, int64_t k0, int64_t k1, float alpha, float* out, int64_t ldo) {
   int64_t c = 0;
@@ -173,7 +175,6 @@ void row_block(int64_t rows, Operand<T> o, int64_t width, int64_t k0, int64_t k1
       out[r * ldo + c + cc] = alpha * s;
     }
 }
-
 
 // Units of k that cover n elements: n, or its pairs.
 template <class T>
@@ -437,17 +438,13 @@ struct ForwardPairs {
   ForwardPairs(int64_t t, int64_t tp, int64_t tq, int64_t hs) : qt(hs / 2 * tq), pt((t + 1) / 2 * tp), v((t + 1) / 2 * hs) {}
 };
 
-// rows (t, hs) of src, ld apart, into dst tight: a product's vec operand
-// streams its rows, and rows 3C floats apart each sit on a page of their own.
-void pack_rows(int64_t t, int64_t hs, const float* src, int64_t ld, float* dst) {
-  for (int64_t j = 0; j < t; ++j) std::memcpy(dst + j * hs, src + j * ld, hs * sizeof(float));
-}
-
+// A product's vec operand streams its rows, and rows 3C floats apart each sit
+// on a page of their own: the fp32 items copy them tight first (strided_copy).
 void forward_item(const AttentionDims& d, const Head& x, float scale, float* pt, float* yb, std::vector<float>& qt,
                   std::vector<float>& v) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = qt.size() / hs;
   transpose_padded(t, tq, hs, x.q, x.ld, qt.data());
-  pack_rows(t, hs, x.v, x.ld, v.data());
+  strided_copy(t, hs, x.v, x.ld, v.data(), hs);
   for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
     const int64_t nq = std::min(kBlock, t - q0);
     block_scores(q0, nq, hs, scale, x.k, x.ld, qt.data() + q0, tq, pt + q0, tp);
@@ -492,7 +489,7 @@ void backward_item(const AttentionDims& d, const Head& x, float scale, const flo
                    std::vector<float>& gt, std::vector<float>& ds, std::vector<float>& rows) {
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size(), tq = gt.size() / hs;
   transpose_padded(t, tq, hs, g, c, gt.data());
-  pack_rows(t, hs, x.k, x.ld, rows.data());
+  strided_copy(t, hs, x.k, x.ld, rows.data(), hs);
   for (int64_t q0 = 0; q0 < t; q0 += kBlock) {
     const int64_t nq = std::min(kBlock, t - q0);
     block_scores(q0, nq, hs, 1.0f, x.v, x.ld, gt.data() + q0, tq, ds.data() + q0, tp);  // dPᵀ = V dYᵀ
@@ -500,9 +497,9 @@ void backward_item(const AttentionDims& d, const Head& x, float scale, const flo
       softmax_backward_block(ds.data() + q0 + l0, pt + q0 + l0, tp, std::min(t, q0 + l0 + 16), scale);
     block_times(q0, t, hs, ds.data() + q0, tp, rows.data(), hs, dq + q0 * x.ld, x.ld);  // dQ = dS K
   }
-  pack_rows(t, hs, x.q, x.ld, rows.data());
+  strided_copy(t, hs, x.q, x.ld, rows.data(), hs);
   lower_t_times(t, hs, ds.data(), tp, rows.data(), hs, dq + c, x.ld);  // dK = dSᵀ Q
-  pack_rows(t, hs, g, c, rows.data());
+  strided_copy(t, hs, g, c, rows.data(), hs);
   lower_t_times(t, hs, pt, tp, rows.data(), hs, dq + 2 * c, x.ld);  // dV = Pᵀ dY
 }
 
