@@ -142,11 +142,11 @@ void dropout_mask(int64_t n, float p, Rng& rng, float* mask) {
   for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform() < p ? 0.0f : keep;
 }
 
-// Explicit vectors rather than __restrict: out may be a (in place).
+// Explicit native vectors rather than __restrict: out may be a (in place).
 void multiply(int64_t n, const float* a, const float* b, float* out) {
   parallel_for(n, kGrainCheap, [&](int64_t s, int64_t e) {
     int64_t i = s;
-    for (; i + kLanes <= e; i += kLanes) store(out + i, load<v16>(a + i) * load<v16>(b + i));
+    for (; i + kNat <= e; i += kNat) store(out + i, load<vnat>(a + i) * load<vnat>(b + i));
     for (; i < e; ++i) out[i] = a[i] * b[i];
   });
 }

@@ -293,12 +293,17 @@ void causal_softmax_block(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t 
 template <bool kPairs = false>
 void softmax_backward_block(float* ds, const float* p, int64_t ld, int64_t nj, float scale,
                             const PairOutputs* out = nullptr) {
-  v16 dot{};
-  for (int64_t j = 0; j < nj; ++j) dot += load<v16>(ds + j * ld) * load<v16>(p + j * ld);
-  if constexpr (!kPairs) {
-    for (int64_t j = 0; j < nj; ++j) store(ds + j * ld, scale * load<v16>(p + j * ld) * (load<v16>(ds + j * ld) - dot));
+  if constexpr (!kPairs) {  // on the machine's own vector: GCC keeps a v16 in memory on AVX2
+    for (int64_t l0 = 0; l0 < kLanes; l0 += kNat) {
+      vnat dot{};
+      for (int64_t j = 0; j < nj; ++j) dot += load<vnat>(ds + j * ld + l0) * load<vnat>(p + j * ld + l0);
+      for (int64_t j = 0; j < nj; ++j)
+        store(ds + j * ld + l0, scale * load<vnat>(p + j * ld + l0) * (load<vnat>(ds + j * ld + l0) - dot));
+    }
     return;
   }
+  v16 dot{};
+  for (int64_t j = 0; j < nj; ++j) dot += load<v16>(ds + j * ld) * load<v16>(p + j * ld);
   v16 lo{};
   for (int64_t j = 0; j < nj; ++j) {
     const v16 pj = load<v16>(p + j * ld), dsj = scale * pj * (load<v16>(ds + j * ld) - dot);

@@ -72,6 +72,13 @@ struct Lanes {
       for (int64_t j = 0; j < kNat; ++j) s += p[j];
     return s;
   }
+  // The 16 lanes' sum in hsum(v16)'s tree order (halves first): the bits of a
+  // v16 accumulator's sum, on every vector width.
+  float tree_sum() const {
+    vnat s = part[0];
+    for (int p = 1; p < kParts; ++p) s += part[p];
+    return hsum(s);
+  }
 };
 }  // namespace detail
 

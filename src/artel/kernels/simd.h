@@ -61,11 +61,13 @@ inline V broadcast(float x) {
 // Tree reductions by halves, in registers (a running scalar sum would be a
 // 16-add dependency chain through memory).
 typedef float v4 __attribute__((vector_size(16)));
-inline float hsum(v16 v) {
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+inline float hsum(v8 a) {
   v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
   return (b[0] + b[2]) + (b[1] + b[3]);
+}
+inline float hsum(v16 v) {
+  return hsum(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+              __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 }
 inline float hmax(v16 v) {
   v8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
