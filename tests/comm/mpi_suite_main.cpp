@@ -293,6 +293,30 @@ int skip_a_hierarchical_all_reduce(int skipper, int watcher) {
   return 0;
 }
 
+// The last rank starts MPI but never calls init_process_group; the others'
+// wait for it with a 1 s timeout, print their error and end the job
+// (tests/comm/init_timeout.sh reads the line). The communicator duplicate
+// they wait in is left pending, never cancelled: MPI_Cancel does not return
+// on a collective request.
+int one_rank_never_joins() {
+  int provided = 0, size = 0, rank = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);  // what init_process_group asks for
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != size - 1) {
+    try {
+      init_process_group(mpi_options(std::chrono::seconds(1)));
+      std::printf("rank %d: init_process_group returned without the last rank\n", rank);
+    } catch (const std::exception& e) {
+      std::printf("rank %d: %s\n", rank, e.what());
+    }
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // ended by the others' abort
+  return 0;
+}
+
 int run() {
   auto pg = init_process_group(mpi_options());
   const int r = pg->rank(), n = pg->size();
@@ -326,6 +350,7 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "--name-the-missing-rank") return artel::comm::skip_a_hierarchical_all_reduce(4, 3);
     if (mode == "--stuck-across-hosts") return artel::comm::skip_a_hierarchical_all_reduce(2, 0);
+    if (mode == "--one-rank-never-joins") return artel::comm::one_rank_never_joins();
     return artel::comm::run();
   } catch (const std::exception& e) {
     int rank = -1, initialized = 0;

@@ -11,6 +11,10 @@ if(TARGET artel_comm_mpi AND MPIEXEC_EXECUTABLE)
                      $<TARGET_FILE:artel_mpi_suite>)
     set_tests_properties(mpi_suite_np${np} PROPERTIES TIMEOUT 600 LABELS mpi)
   endforeach()
+  # A rank that never calls init_process_group is a one-line timeout, not a hang.
+  add_test(NAME mpi_init_timeout_ends_the_job
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/init_timeout.sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:artel_mpi_suite>)
+  set_tests_properties(mpi_init_timeout_ends_the_job PROPERTIES TIMEOUT 120 LABELS mpi)
 endif()
 
 # The same suite across hosts: scripts/cluster.sh makes network namespaces
