@@ -114,8 +114,9 @@ MpiTransport::MpiTransport(MPI_Comm members, Duration timeout) : split_(members)
   // on (about one run in 20 of the 2,1,2 cluster suite).
   OpContext ctx{"creating the group's MPI communicators"};
   ctx.deadline = Clock::now() + timeout_;
-  p2p_ = duplicate(split_, ctx, "not every member created the group");
-  coll_ = duplicate(split_, ctx, "not every member created the group");
+  const char* missing = "not every member created the group";
+  p2p_ = duplicate(split_, ctx, missing);
+  coll_ = duplicate(split_, ctx, missing);
   MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(coll_, MPI_ERRORS_RETURN);
   native_ = MpiNative(coll_);
