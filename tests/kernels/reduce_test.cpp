@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "artel/core/threads.h"
+#include "artel/kernels/activation.h"
+#include "random_values.h"
 
 namespace artel::kernels {
 namespace {
@@ -50,6 +52,28 @@ TEST(Reduce, ColumnSumsOverwrite) {
     double s = 0;
     for (int64_t r = 0; r < 1000; ++r) s += x[static_cast<size_t>(r * 65 + c)];
     ASSERT_NEAR(out[static_cast<size_t>(c)], s, 1e-3);
+  }
+  set_num_threads(1);
+}
+
+// The fused pass must give the bits of the two it replaces (a GELU layer's
+// backward switched from them), on the chunked 2-thread path too.
+TEST(Reduce, ProductWithColumnSumsIsMultiplyThenColumnSums) {
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [rows, cols] : std::vector<std::array<int64_t, 2>>{{1, 1}, {7, 13}, {300, 3072}, {1000, 65}}) {
+      const auto a = artel_test::random_values(rows * cols, 11, 1), b = artel_test::random_values(rows * cols, 11, 2);
+      std::vector<float> x(a.size()), sums(static_cast<size_t>(cols), 5.0f), want_x(a.size()),
+          want_sums(static_cast<size_t>(cols));
+      multiply(rows * cols, a.data(), b.data(), want_x.data());
+      column_sums(rows, cols, want_x.data(), want_sums.data());
+      product_with_column_sums(rows, cols, a.data(), b.data(), x.data(), sums.data());
+      EXPECT_EQ(x, want_x) << rows << " x " << cols;
+      EXPECT_EQ(sums, want_sums) << rows << " x " << cols;
+      std::vector<float> x_only(a.size());
+      product_with_column_sums(rows, cols, a.data(), b.data(), x_only.data(), nullptr);
+      EXPECT_EQ(x_only, want_x);
+    }
   }
   set_num_threads(1);
 }

@@ -112,6 +112,29 @@ TEST(Simd, GeluGivesTheSameBitsInBlocksSingleVectorsAndTails) {
   }
 }
 
+// A linear layer's bias added as GELU reads its input: the bits of adding the
+// bias first, on rows whose length is whole blocks, single vectors and a tail.
+TEST(Simd, BiasGeluIsGeluOfTheBiasedInput) {
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t cols : {1, 8, 37, 3072}) {
+      const int64_t rows = 7;
+      std::vector<float> x(static_cast<size_t>(rows * cols)), bias(static_cast<size_t>(cols));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.731 * static_cast<double>(i)) * 4);
+      for (size_t c = 0; c < bias.size(); ++c) bias[c] = static_cast<float>(std::cos(1.3 * static_cast<double>(c)));
+      std::vector<float> biased(x.size()), want_y(x.size()), want_d(x.size()), y(x.size()), d(x.size()), y_only(x.size());
+      for (size_t i = 0; i < x.size(); ++i) biased[i] = x[i] + bias[i % static_cast<size_t>(cols)];
+      gelu_forward_with_derivative(rows * cols, biased.data(), want_y.data(), want_d.data());
+      bias_gelu_forward_with_derivative(rows, cols, x.data(), bias.data(), y.data(), d.data());
+      bias_gelu_forward_with_derivative(rows, cols, x.data(), bias.data(), y_only.data(), nullptr);
+      EXPECT_EQ(y, want_y) << cols << " columns, " << threads << " thread(s)";
+      EXPECT_EQ(d, want_d) << cols << " columns, " << threads << " thread(s)";
+      EXPECT_EQ(y_only, want_y) << cols << " columns, " << threads << " thread(s)";
+    }
+  }
+  set_num_threads(1);
+}
+
 // transpose on both vector widths: element (r, c) lands at (c, r), bits as
 // they are (a NaN payload included).
 template <class V, size_t W>

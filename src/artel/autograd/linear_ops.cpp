@@ -186,13 +186,23 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   check_linear("linear_gelu", x, weight, bias);
   std::vector<Variable> inputs{x, weight, bias};
   Tensor u = Tensor::empty(with_last(x.shape(), weight.size(0)));  // the product, GELU's input
-  const LinearSaved s = linear_forward(u, 0.0f, bias.defined(), inputs);
+  // Exact GELU in fp32 adds the bias as it reads the product, instead of the
+  // GEMM adding it in a pass of its own (GPT-2 124M, 1 thread, AMD Zen 3: ~5
+  // ms a step).
+  const bool bias_in_gelu = bias.defined() && !tanh_approximation &&
+                            kernels::gemm_precision() != kernels::GemmPrecision::bf16;
+  const LinearSaved s = linear_forward(u, 0.0f, bias.defined() && !bias_in_gelu, inputs);
   Tensor h = Tensor::empty(u.shape());
   const bool gb = needs_grad(bias);
   const GeluKernel gelu = tanh_approximation ? kernels::gelu_tanh_forward : kernels::gelu_forward_with_derivative;
   const bool grads = grad_enabled() && (s.gx || s.gw || gb);
   Tensor dhdu = grads ? Tensor::empty(u.shape()) : Tensor();  // GELU's derivative, kept instead of u
-  Tensor h16 = gelu_rounded(gelu, u, h, grads ? dhdu.data<float>() : nullptr);
+  Tensor h16;
+  if (bias_in_gelu)
+    kernels::bias_gelu_forward_with_derivative(s.M, s.out, u.data<float>(), bias.value().data<float>(),
+                                               h.data<float>(), grads ? dhdu.data<float>() : nullptr);
+  else
+    h16 = gelu_rounded(gelu, u, h, grads ? dhdu.data<float>() : nullptr);
   const bool bf16 = h16.defined();
   Node::BackwardFn backward;
   if (grads) backward = [s, dhdu, gb, bf16](const Tensor& g, std::vector<Tensor>& gi) {
@@ -203,10 +213,11 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
                                                 gb ? grad_output_buffer(gi, 2, {s.out}).data<float>() : nullptr);
       return linear_products(s, Tensor(), bits16, gi);
     }
+    // dU = dH ∘ GELU′(u), and db = Σ_rows dU, in one pass
     Tensor du = Tensor::empty(g.shape());
-    kernels::multiply(g.numel(), g.data<float>(), dhdu.data<float>(), du.data<float>());
+    kernels::product_with_column_sums(s.M, s.out, g.data<float>(), dhdu.data<float>(), du.data<float>(),
+                                      gb ? grad_output_buffer(gi, 2, {s.out}).data<float>() : nullptr);
     linear_products(s, du, nullptr, gi);
-    if (gb) kernels::column_sums(s.M, s.out, du.data<float>(), grad_output_buffer(gi, 2, {s.out}).data<float>());
   };
   Variable result = make_result(h, std::move(inputs), "linear_gelu", std::move(backward));
   result.set_rounded(std::move(h16));

@@ -1,5 +1,6 @@
 #include "artel/kernels/activation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -95,19 +96,41 @@ void gelu_backward(int64_t n, const float* x, const float* dy, float* dx) {
   });
 }
 
+// GELU and its derivative (when dydx is not null) of N vectors at i, each
+// input loaded by load.
+template <int N, class Load, class Store>
+void gelu_with_derivative(const float* x, int64_t i, const Load& load, const Store& store, float* y, float* dydx) {
+  vnat xv[N];
+  NormalCdfPdf<vnat> np[N];
+  load_with_cdf_pdf(x, i, load, xv, np);
+#pragma GCC unroll 4
+  for (int u = 0; u < N; ++u) {
+    store(y + i + u * kNat, xv[u] * np[u].cdf);
+    if (dydx) store(dydx + i + u * kNat, np[u].cdf + xv[u] * np[u].pdf);
+  }
+}
+
 void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx) {
   if (!dydx) return gelu_forward(n, x, y);
   parallel_for(n, kGrainGelu, [&](int64_t b, int64_t e) {
     for_vectors(b, e, [&]<int N>(int64_t i, auto load, auto store) {
-      vnat xv[N];
-      NormalCdfPdf<vnat> np[N];
-      load_with_cdf_pdf(x, i, load, xv, np);
-#pragma GCC unroll 4
-      for (int u = 0; u < N; ++u) {
-        store(y + i + u * kNat, xv[u] * np[u].cdf);
-        store(dydx + i + u * kNat, np[u].cdf + xv[u] * np[u].pdf);
-      }
+      gelu_with_derivative<N>(x, i, load, store, y, dydx);
     });
+  });
+}
+
+void bias_gelu_forward_with_derivative(int64_t rows, int64_t cols, const float* x, const float* bias, float* y,
+                                       float* dydx) {
+  parallel_for(rows, std::max<int64_t>(1, kGrainGelu / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t row = r * cols;
+      // Row r's elements as columns [0, cols): the bias loads at the same
+      // offsets as x, through the same (whole or tail) load.
+      for_vectors(0, cols, [&]<int N>(int64_t i, auto load, auto store) {
+        auto biased = [&](const float* p) { return load(p) + load(bias + (p - x - row)); };
+        gelu_with_derivative<N>(x + row, i, biased, store, y + row, dydx ? dydx + row : nullptr);
+      });
+    }
   });
 }
 

@@ -24,6 +24,11 @@ void gelu_backward(int64_t n, const float* x, const float* dy, float* dx);
 // evaluating Φ and φ again. With dydx null, gelu_forward (gelu_tanh_forward's
 // signature, so the two GELUs are interchangeable).
 void gelu_forward_with_derivative(int64_t n, const float* x, float* y, float* dydx);
+// The same on x plus a bias row, for a linear layer's (rows, cols) product:
+// y = GELU(x + bias), dydx its derivative (when not null), bit for bit as
+// adding the bias first; x + bias is never written (one pass over x fewer).
+void bias_gelu_forward_with_derivative(int64_t rows, int64_t cols, const float* x, const float* bias, float* y,
+                                       float* dydx);
 
 // GELU's tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) —
 // GPT-2's ("gelu_new"), PyTorch's GELU(approximate="tanh") — with its

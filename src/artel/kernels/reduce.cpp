@@ -60,6 +60,41 @@ __attribute__((target("avx512f,avx512bf16"))) void round_product_rows(int64_t r0
   }
 }
 
+// Rows [r0, r1) of a ∘ b into x, each product also added into acc (when not
+// null) in add_rows's order: multiply's and column_sums's bits in one pass.
+void product_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict a, const float* __restrict b,
+                  float* __restrict x, float* __restrict acc) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* ar = a + r * cols;
+    const float* br = b + r * cols;
+    float* out = x + r * cols;
+    if (!acc) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = ar[c] * br[c];
+      continue;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const float p = ar[c] * br[c];
+      out[c] = p;
+      acc[c] += p;
+    }
+  }
+}
+
+// Runs rows_fn(r0, r1, acc) over column_sums's chunks of rows, so the sums
+// into out (when not null) are column_sums's sums.
+template <class RowsFn>
+void with_column_sums(int64_t rows, int64_t cols, float* out, const RowsFn& rows_fn) {
+  if (out) std::memset(out, 0, static_cast<size_t>(cols) * sizeof(float));
+  if (cols == 0) return;
+  int64_t chunks = num_chunks(rows, std::max<int64_t>(1, kGrainElems / cols));
+  std::vector<float> part(out ? static_cast<size_t>((chunks - 1) * cols) : 0, 0.0f);
+  for_chunks(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+    rows_fn(r0, r1, !out ? nullptr : c == 0 ? out : part.data() + (c - 1) * cols);
+  });
+  if (out)
+    for (int64_t c = 1; c < chunks; ++c) add_rows(0, 1, cols, part.data() + (c - 1) * cols, out);
+}
+
 }  // namespace
 
 double sum_all(int64_t n, const float* x) {
@@ -86,16 +121,13 @@ void column_sums(int64_t rows, int64_t cols, const float* x, float* out) {
 
 void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, uint16_t* x16,
                                       float* out) {
-  if (out) std::memset(out, 0, static_cast<size_t>(cols) * sizeof(float));
-  if (cols == 0) return;
-  // column_sums's chunks, so the sums are its sums.
-  int64_t chunks = num_chunks(rows, std::max<int64_t>(1, kGrainElems / cols));
-  std::vector<float> part(out ? static_cast<size_t>((chunks - 1) * cols) : 0, 0.0f);
-  for_chunks(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
-    round_product_rows(r0, r1, cols, a, b, x16, !out ? nullptr : c == 0 ? out : part.data() + (c - 1) * cols);
+  with_column_sums(rows, cols, out, [&](int64_t r0, int64_t r1, float* acc) {
+    round_product_rows(r0, r1, cols, a, b, x16, acc);
   });
-  if (out)
-    for (int64_t c = 1; c < chunks; ++c) add_rows(0, 1, cols, part.data() + (c - 1) * cols, out);
+}
+
+void product_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, float* x, float* out) {
+  with_column_sums(rows, cols, out, [&](int64_t r0, int64_t r1, float* acc) { product_rows(r0, r1, cols, a, b, x, acc); });
 }
 
 void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale) {

@@ -23,6 +23,10 @@ void column_sums(int64_t rows, int64_t cols, const float* x, float* out);
 void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, uint16_t* x16,
                                       float* out);
 
+// The same in fp32: a ∘ b into x, and its column sums into out when not
+// null. Bit for bit what multiply and column_sums give in two passes.
+void product_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, float* x, float* out);
+
 // out[r] = scale · Σ_c x[r, c]; overwrites out.
 void row_sums(int64_t rows, int64_t cols, const float* x, float* out, float scale = 1.0f);
 
