@@ -240,8 +240,8 @@ struct PairOutputs {
 // past T). Lanes are independent, so a v16 and two v8 halves give the same
 // bits; fp32 runs on the machine's own vectors (on AVX2 GCC lowers a v16's
 // selects lane by lane), all N in one pass down the rows, so each row's 64
-// bytes are read once a pass (two passes of one half each took ~15% longer
-// for GPT-2's shapes on AMD Zen 3).
+// bytes are read once a pass (with one half a pass, GPT-2's attention forward
+// and backward took 295 ms for 12 layers against 264-271, AMD Zen 3).
 template <class V, int N>
 [[gnu::always_inline]] inline void causal_exp_lanes(float* s, int64_t ld, int64_t i0, int64_t nj, int64_t t,
                                                     V (&inv)[N]) {
