@@ -8,6 +8,7 @@
 
 #include "artel/core/dtype.h"
 #include "artel/core/threads.h"
+#include "artel/kernels/activation.h"
 #include "artel/kernels/chunks.h"
 
 namespace artel::kernels {
@@ -60,18 +61,14 @@ __attribute__((target("avx512f,avx512bf16"))) void round_product_rows(int64_t r0
   }
 }
 
-// Rows [r0, r1) of a ∘ b into x, each product also added into acc (when not
-// null) in add_rows's order: multiply's and column_sums's bits in one pass.
+// Rows [r0, r1) of a ∘ b into x, each product also added into acc in
+// add_rows's order: multiply's and column_sums's bits in one pass.
 void product_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict a, const float* __restrict b,
                   float* __restrict x, float* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* ar = a + r * cols;
     const float* br = b + r * cols;
     float* out = x + r * cols;
-    if (!acc) {
-      for (int64_t c = 0; c < cols; ++c) out[c] = ar[c] * br[c];
-      continue;
-    }
     for (int64_t c = 0; c < cols; ++c) {
       const float p = ar[c] * br[c];
       out[c] = p;
@@ -127,6 +124,7 @@ void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a
 }
 
 void product_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, float* x, float* out) {
+  if (!out) return multiply(rows * cols, a, b, x);
   with_column_sums(rows, cols, out, [&](int64_t r0, int64_t r1, float* acc) { product_rows(r0, r1, cols, a, b, x, acc); });
 }
 
