@@ -54,5 +54,28 @@ TEST(RunReport, ARunStillWritingIsDrawnWithoutItsHalfLine) {
   std::filesystem::remove_all(dir);
 }
 
+// A line that no writer leaves behind: not the last, or not begun as a line
+// of metrics is. Drawing the rest would show a run that is not there.
+TEST(RunReport, AFileOfOtherLinesIsRefusedNamingTheLine) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "artel_run_report_bad";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "metrics.jsonl").string();
+  auto refusal = [&](const std::string& text) -> std::string {
+    std::ofstream(path) << text;
+    try {
+      read_metrics(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal("{\"step\": 1}\n{\"step\": 2, \"lo\n{\"step\": 3}\n").find("line 2 is not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(refusal("garbage\n").find("line 1 is not a JSON object: garbage"), std::string::npos);
+  EXPECT_NE(refusal(std::string("\x7f" "ELF\x02\x01", 6)).find("line 1 is not a JSON object: \\x7fELF"), std::string::npos);
+  EXPECT_EQ(refusal("{\"step\": 1}\n\n{\"step\": 2}\n"), "");  // blank lines are nothing
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace artel::train

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "artel/core/error.h"
+#include "artel/train/trace_export.h"
 
 namespace artel::train {
 
@@ -21,19 +22,20 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, 
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, int64_t last_step) : path_(path) {
-  std::vector<std::string> kept;
+  std::string kept;
   {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= last_step)
-        kept.push_back(line);
+        kept += line + "\n";
     }
   }
-  out_.open(path, std::ios::trunc);
+  // Replaced whole (written aside, then renamed): a run killed here again
+  // keeps the steps it had, not an emptied file.
+  write_text_file(path, kept);
+  out_.open(path, std::ios::app);
   if (!out_) throw Error("cannot create " + path, "check that --out names a writable directory");
-  for (const std::string& line : kept) out_ << line << "\n";
-  out_.flush();
 }
 
 nlohmann::ordered_json MetricsWriter::to_json(const StepMetrics& m) {

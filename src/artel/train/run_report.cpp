@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "artel/core/error.h"
+#include "artel/core/json_file.h"
 #include "artel/train/svg.h"
 #include "artel/train/trace_export.h"
 
@@ -100,10 +101,21 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot open " + path, "pass a run directory (it holds metrics.jsonl)");
   std::vector<nlohmann::json> lines;
+  // Only a run's writer can leave a line unfinished, and only its last one,
+  // which begins as every line does. Any other line that does not parse means
+  // the file is not a run's metrics, and a report drawn from the rest would lie.
+  int64_t number = 0, bad = 0;
+  std::string bad_line;
   for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (bad) break;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) lines.push_back(std::move(j));
+    else if (!line.empty()) bad = number, bad_line = line;
   }
+  if (bad && (bad < number || bad_line.front() != '{'))
+    throw Error(path + ": line " + std::to_string(bad) + " is not a JSON object: " + printable(bad_line.substr(0, 40)),
+                "metrics.jsonl holds one JSON object a line, as `artel train` writes it");
   return lines;
 }
 

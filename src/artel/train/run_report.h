@@ -5,8 +5,8 @@
 //   2. throughput, tokens/s or samples/s;
 //   3. T_comp and exposed T_sync per step, in ms (a worker alone: its step time).
 // Written to OUT/report.svg at the end of a run and by `artel report RUN_DIR`
-// for any run, one still writing included: a line that does not parse (the
-// last one, half-written) is skipped.
+// for any run, one still writing included: its last line, half-written, is
+// skipped.
 //
 //   write_text_file("report.svg", run_report_svg(read_metrics("runs/gpt/metrics.jsonl"), "runs/gpt"));
 #pragma once
@@ -18,8 +18,10 @@
 
 namespace artel::train {
 
-// Every line of a metrics.jsonl that parses as a JSON object, in order.
-// Throws naming the file when it cannot be opened.
+// Every line of a metrics.jsonl that parses as a JSON object, in order; an
+// unfinished last line (a run still writing) is left out. Throws naming the
+// file when it cannot be opened, and the line when any other line is not a
+// JSON object.
 std::vector<nlohmann::json> read_metrics(const std::string& path);
 
 std::string run_report_svg(const std::vector<nlohmann::json>& lines, const std::string& title);
