@@ -175,13 +175,19 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
 // The other commands' bad input: one line on stderr that says what, and
 // nothing half-said on stdout. `report` printed "wrote " before failing,
 // `generate` hinted at a --config nobody gave, and each rank `bench comm`
-// forked said the sizes were out of order.
+// forked said the sizes were out of order. A bad number flag printed
+// CLI11's range, 0 to the largest double in 309 digits, and `bench comm`
+// printed it on two lines and exited 105.
 TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
   const std::string nowhere = (dir_ / "nowhere").string();
   for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
            {"report " + nowhere, "cannot open"},
            {"generate " + nowhere, "is not a run directory"},
-           {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"}}) {
+           {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"},
+           {"bench comm -n 2 --timeout 0", "--timeout: must be > 0, got 0"},
+           {"bench comm -n 2 --iters -1", "--iters: must be >= 0, got -1"},
+           {"generate " + nowhere + " --temperature inf", "--temperature: must be a finite number, got inf"},
+           {"generate " + nowhere + " --top-k -2", "--top-k: must be >= 0, got -2"}}) {
     const Result r = artel(args);
     EXPECT_EQ(r.code, 1) << args;
     EXPECT_EQ(r.out, "") << args;

@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "artel/cli/bench_registry.h"
+#include "artel/cli/parse_flags.h"
 #include "artel/comm/bench_collective.h"
 #include "artel/comm/hosts.h"
 
@@ -181,22 +182,18 @@ int run_bench_comm(int argc, char** argv) {
   app.add_option("-n,--nproc", a.ranks, "ranks to fork (shm, when not launched by `artel launch`)");
   app.add_option("--min-bytes", min_bytes, "smallest size (e.g. 8, 4K)")->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest size (e.g. 256M)")->capture_default_str();
-  app.add_option("--iters", a.bench.iters, "timed iterations per size (0: by size)")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup", a.bench.warmup, "warm-up iterations per size (0: iters/10)")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", a.bench.iters, "timed iterations per size (0: by size)")->check(non_negative());
+  app.add_option("--warmup", a.bench.warmup, "warm-up iterations per size (0: iters/10)")->check(non_negative());
   app.add_option("--algo,--algorithm", a.bench.algorithm, "algorithm (docs/COLLECTIVES.md)")->capture_default_str();
   app.add_option("--dtype", dtype, "float32|float64|int32|int64|bfloat16")->capture_default_str();
   app.add_option("--redop", redop, "sum|avg|max|min|prod")->capture_default_str();
   app.add_flag("--unregistered", unregistered, "use plain memory instead of ProcessGroup::alloc");
-  app.add_option("--timeout", a.timeout_s, "seconds before a stuck collective is an error")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", a.timeout_s, "seconds before a stuck collective is an error")->check(positive());
   app.add_flag("--json", a.json, "one JSON object per row");
   app.add_flag("--within-host", a.within_host,
                "each host's ranks as a group of their own, every host at once (what a tensor-parallel group inside a "
                "host gets; over mpi across hosts, artel's shared memory)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (!parse_flags(app, argc, argv, "see `artel bench comm --help`")) return 0;
   a.bench.min_bytes = parse_bytes(min_bytes);
   a.bench.max_bytes = parse_bytes(max_bytes);
   a.bench.dtype = parse_dtype(dtype);

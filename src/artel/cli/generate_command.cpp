@@ -61,8 +61,8 @@ int run_generate(int argc, char** argv) {
   app.add_option("--prompt-ids", a.prompt_ids, "token ids to continue, space-separated (any text model)");
   app.add_option("--tokens", a.tokens, "tokens to sample [default 200]")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--temperature", a.temperature, "the logits are divided by it [default: the run's]")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--top-k", a.top_k, "keep the k largest logits (0 = all) [default 0]")->check(CLI::NonNegativeNumber);
+      ->check(positive());
+  app.add_option("--top-k", a.top_k, "keep the k largest logits (0 = all) [default 0]")->check(non_negative());
   app.add_option("--seed", a.seed, "the sampler's seed [default: the run's]");
   app.add_option("--tokenizer", a.tokenizer, "token models: llm.c's gpt2_tokenizer.bin, to print text instead of ids");
   app.footer("example: artel generate runs/gpt --prompt \"ROMEO:\" --tokens 300");
