@@ -187,7 +187,9 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
            {"bench comm -n 2 --timeout 0", "--timeout: must be > 0, got 0"},
            {"bench comm -n 2 --iters -1", "--iters: must be >= 0, got -1"},
            {"generate " + nowhere + " --temperature inf", "--temperature: must be a finite number, got inf"},
-           {"generate " + nowhere + " --top-k -2", "--top-k: must be >= 0, got -2"}}) {
+           {"generate " + nowhere + " --top-k -2", "--top-k: must be >= 0, got -2"},
+           {"bench train --steps -3", "--steps takes a count >= 0"},
+           {"bench train --steps 2 --warmup 5", "--warmup 5 leaves none of --steps 2 to time"}}) {
     const Result r = artel(args);
     EXPECT_EQ(r.code, 1) << args;
     EXPECT_EQ(r.out, "") << args;

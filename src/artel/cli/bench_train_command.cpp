@@ -493,7 +493,10 @@ int run_bench_train(int argc, char** argv) {
       ->delimiter(',');
   if (!parse_flags(app, argc, argv, "see `artel bench train --help`")) return 0;
   ARTEL_CHECK(a.repeat >= 1, "--repeat takes a count >= 1, got ", a.repeat);
+  ARTEL_CHECK(a.steps >= 0, "--steps takes a count >= 0 (0 = each workload's own), got ", a.steps);
   ARTEL_CHECK(a.warmup >= 0 || !app.get_option("--warmup")->count(), "--warmup takes a count >= 0, got ", a.warmup);
+  ARTEL_CHECK(a.steps == 0 || a.warmup < a.steps || !app.get_option("--warmup")->count(), "--warmup ", a.warmup,
+              " leaves none of --steps ", a.steps, " to time");
   ARTEL_CHECK(a.torch == "auto" || a.torch == "on" || a.torch == "off", "--torch takes auto, on or off, got '",
               a.torch, "'");
   for (const auto& w : a.workloads) train::default_bench_steps(w);  // rejects unknown names before any work
