@@ -321,6 +321,9 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt hello");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("use --prompt-ids"), std::string::npos) << out;
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"7 300\"");
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out.rfind("artel generate: error: --prompt-ids: 300 is not below the model's vocabulary of 300", 0), 0u) << out;
 }
 
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {

@@ -95,6 +95,11 @@ int run_generate(int argc, char** argv) {
   std::vector<int64_t> prompt;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
+    for (int64_t id : prompt)
+      if (id >= vocab)
+        throw Error("--prompt-ids: " + std::to_string(id) + " is not below the model's vocabulary of " +
+                        std::to_string(vocab),
+                    "give ids the run was trained on");
   } else if (!a.prompt.empty()) {
     if (tokens) throw Error("--prompt is text, and GPT-2's encoder is not in a token table", "use --prompt-ids");
     if (const auto* c = dynamic_cast<const data::CharTextDataset*>(text)) prompt = c->vocab().encode(a.prompt);
