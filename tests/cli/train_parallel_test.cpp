@@ -43,9 +43,9 @@ TEST_F(TrainParallel, MlpWorkersEqualOneWorkerOnTheGlobalBatch) {
   ok(train(m + " --batch-size 8 --nproc 4" + out("four")));
   ok(train(m + " --batch-size 16 --accum 2" + out("accum")));
   // Bucketing changes when gradients travel, never what they sum to.
-  Result buckets = train(m + " --batch-size 16 --nproc 2 --first-bucket-mb 0.001 --bucket-mb 0.5" + out("buckets"));
+  Result buckets = train(m + " --batch-size 16 --nproc 2 --first-bucket-mb 0.00001 --bucket-mb 0.001" + out("buckets"));
   ok(buckets);
-  EXPECT_NE(buckets.out.find("sync   5 reduce-scatter buckets: 40 B, 22.0 KiB, 1.00 MiB, 2.0 KiB, 1.53 MiB; "
+  EXPECT_NE(buckets.out.find("sync   6 reduce-scatter buckets: 40 B, 20.0 KiB, 2.0 KiB, 1.00 MiB, 2.0 KiB, 1.53 MiB; "
                              "optimizer sharded over 2 ranks"),
             std::string::npos) << buckets.out;
   expect_same_run("one", "two");
@@ -65,7 +65,7 @@ TEST_F(TrainParallel, ShardedOptimizerStepEqualsTheReplicatedOne) {
   ok(train(m + out("sharded")));
   Result replicated = train(m + " --zero 0" + out("replicated"));
   ok(replicated);
-  EXPECT_NE(replicated.out.find("sync   2 all-reduce buckets: 22.0 KiB, 2.53 MiB (--first"), std::string::npos)
+  EXPECT_NE(replicated.out.find("sync   2 all-reduce buckets: 1.02 MiB, 1.53 MiB (--first"), std::string::npos)
       << replicated.out;
   expect_identical_run("sharded", "replicated");
 

@@ -9,12 +9,21 @@ namespace artel::parallel {
 TEST(BucketPlan, ReverseOrderSmallFirstBucketThenLarger) {
   // 4 bytes per element: sizes in bytes 400, 400, 400, 4000, 400.
   auto plan = plan_buckets({100, 100, 100, 1000, 100}, {.first_bucket_bytes = 800, .bucket_bytes = 4400});
-  ASSERT_EQ(plan.size(), 3u);
-  EXPECT_EQ(plan[0].params, (std::vector<int>{4}));  // 400 + 4000 > 800
-  EXPECT_EQ(plan[1].params, (std::vector<int>{3, 2}));
-  EXPECT_EQ(plan[1].offsets, (std::vector<int64_t>{0, 1000}));
-  EXPECT_EQ(plan[1].numel, 1100);
-  EXPECT_EQ(plan[2].params, (std::vector<int>{1, 0}));
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].params, (std::vector<int>{4, 3}));  // 400 < 800, then 4400 >= 800: closed
+  EXPECT_EQ(plan[0].offsets, (std::vector<int64_t>{0, 100}));
+  EXPECT_EQ(plan[0].numel, 1100);
+  EXPECT_EQ(plan[1].params, (std::vector<int>{2, 1, 0}));  // 1200 < 4400: the rest
+}
+
+// c10d's buckets for W1's MLP (784-512-512-10, PyTorch's layout: weight then
+// bias per layer) under DDP's defaults: the output layer and the 1 MiB middle
+// weight together, whose reduction then overlaps the first layer's backward.
+TEST(BucketPlan, AParameterThatCrossesTheLimitClosesItsBucket) {
+  auto plan = plan_buckets({784 * 512, 512, 512 * 512, 512, 512 * 10, 10}, {});
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].params, (std::vector<int>{5, 4, 3, 2}));
+  EXPECT_EQ(plan[1].params, (std::vector<int>{1, 0}));
 }
 
 TEST(BucketPlan, EveryParameterExactlyOnceAndOversizedAlone) {
@@ -29,9 +38,8 @@ TEST(BucketPlan, EveryParameterExactlyOnceAndOversizedAlone) {
       total += sizes[static_cast<size_t>(b.params[j])];
     }
     EXPECT_EQ(total, b.numel);
-    if (b.numel * 4 > 64) {
-      EXPECT_EQ(b.params.size(), 1u);
-    }
+    // Over the limit by no more than its last parameter.
+    EXPECT_LT((b.numel - sizes[static_cast<size_t>(b.params.back())]) * 4, &b == &plan.front() ? 16 : 64);
   }
   for (int s : seen) EXPECT_EQ(s, 1);
 }

@@ -36,7 +36,7 @@ struct Net {
   }
 };
 
-const BucketOptions kSmallBuckets{.first_bucket_bytes = 16, .bucket_bytes = 40};
+const BucketOptions kSmallBuckets{.first_bucket_bytes = 8, .bucket_bytes = 16};  // one bucket a parameter
 
 TEST(DistributedDataParallel, AveragedGradientsEqualOneWorkerOnTheWholeBatch) {
   Tensor x = randn({8, 3}, 77);

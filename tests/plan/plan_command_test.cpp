@@ -247,11 +247,13 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
             std::string::npos);
   const Result p = plan("--model gpt --cluster " + file.string() + " --workers 4 --global-batch 48 --json");
   ASSERT_EQ(p.code, 0) << p.err;
-  // dp 4, 2 a host: the runtime and the two pairs of scratch halves (1 MiB each) W2's 2.2 MiB bucket
-  // passes through (Note [A hierarchical collective's scratch]); ZeRO-0, so no reordering.
+  // dp 4, 2 a host: the runtime and, for each of the host's 2 ranks, the scratch W2's largest bucket
+  // passes through (Note [A hierarchical collective's scratch]): the planner cuts buckets by layers, and
+  // the first closes when its second block crosses 1 MiB, at 413,056 floats (1.58 MiB, under the two
+  // 1 MiB halves); ZeRO-0, so no reordering.
   const nlohmann::json j = nlohmann::json::parse(p.out);
   EXPECT_DOUBLE_EQ(j["memory"]["runtime"].get<double>(),
-                   c["device"]["runtime_bytes"]["value"].get<double>() + 4 * (1 << 20));
+                   c["device"]["runtime_bytes"]["value"].get<double>() + 2 * 413056.0 * 4);
   fs::remove(file);
 }
 

@@ -5,10 +5,14 @@
 // order, so buckets are filled walking the parameters backwards. The first
 // bucket is small, so the first all-reduce starts early and overlaps the rest
 // of backward; later buckets are larger, so there are few of them and each is
-// big enough to run near the backend's bandwidth.
+// big enough to run near the backend's bandwidth. As in c10d, a bucket takes
+// parameters until it holds its limit or more: the parameter that crosses the
+// limit goes with it. (Closing before that parameter instead left W1's first
+// bucket at 22 KiB, its 5,130-element output layer, and the other 2.5 MiB in
+// one bucket that could start only when backward had ended.)
 //
 //   auto plan = plan_buckets({400, 100, 3000}, {.first_bucket_bytes = 1024, .bucket_bytes = 8192});
-//   // plan[0].params == {2} (the last parameter), plan[1].params == {1, 0}
+//   // plan[0].params == {2} (the last parameter: 12,000 bytes >= 1024), plan[1].params == {1, 0}
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,7 @@ struct Bucket {
 };
 
 // param_numels[i]: elements of parameter i (f32). Every parameter lands in
-// exactly one bucket; a parameter larger than the limit gets a bucket alone.
+// exactly one bucket; a bucket exceeds its limit by at most its last parameter.
 std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_numels, const BucketOptions& opts);
 
 }  // namespace artel::parallel

@@ -163,8 +163,8 @@ class DistributedDataParallel {
   NoSync no_sync() { return NoSync(*this); }
 
   const std::vector<Bucket>& buckets() const { return plan_; }
-  // One line for logs, in launch order: "2 all-reduce buckets: 22.0 KiB, 2.53 MiB"
-  // or "2 reduce-scatter buckets: 22.0 KiB, 2.53 MiB; optimizer sharded over 2 ranks".
+  // One line for logs, in launch order: "2 all-reduce buckets: 1.02 MiB, 1.53 MiB"
+  // or "2 reduce-scatter buckets: 1.02 MiB, 1.53 MiB; optimizer sharded over 2 ranks".
   std::string describe() const;
   // Across hosts, one of them of several ranks, how the gradients cross them:
   // "hierarchical over 2 hosts (2,2 ranks)"; "" within one host.
