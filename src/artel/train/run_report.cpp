@@ -104,18 +104,20 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   // Only a run's writer can leave a line unfinished, and only its last one,
   // which begins as every line does. Any other line that does not parse means
   // the file is not a run's metrics, and a report drawn from the rest would lie.
-  int64_t number = 0, bad = 0;
-  std::string bad_line;
+  auto refuse = [&](int64_t number, const std::string& line) {
+    return Error(path + ": line " + std::to_string(number) + " is not a JSON object: " + printable(line.substr(0, 40)),
+                 "metrics.jsonl holds one JSON object a line, as `artel train` writes it");
+  };
+  std::string unfinished;  // the last line so far, when it did not parse
+  int64_t number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
-    if (bad) break;
+    if (!unfinished.empty()) throw refuse(number - 1, unfinished);  // not the last after all
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) lines.push_back(std::move(j));
-    else if (!line.empty()) bad = number, bad_line = line;
+    else if (!line.empty() && line.front() != '{') throw refuse(number, line);
+    else unfinished = line;
   }
-  if (bad && (bad < number || bad_line.front() != '{'))
-    throw Error(path + ": line " + std::to_string(bad) + " is not a JSON object: " + printable(bad_line.substr(0, 40)),
-                "metrics.jsonl holds one JSON object a line, as `artel train` writes it");
   return lines;
 }
 
