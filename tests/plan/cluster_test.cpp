@@ -164,11 +164,12 @@ TEST(Cluster, ADataParallelWorkerAcrossHostsHoldsItsHierarchicalCollectivesScrat
   w.cross_host = CrossHost::hierarchical;
   Cluster two = testing::test_cluster(64e9, 2, 2);
   two.device.runtime_bytes = {3e7, "the harness's"};
-  // The largest collective: DDP's largest bucket over the stage's units (ZeRO 0-2), the largest unit (ZeRO-3).
+  // The largest collective: DDP's largest bucket over the stage's tensors (ZeRO 0-2), the largest unit (ZeRO-3).
   const StageWork st = stage_work(gpt, two, Layout{.dp = 4}, w)[0];
-  int64_t bucket = 0;
-  for (const parallel::Bucket& b : unit_buckets(st, w.buckets)) bucket = std::max(bucket, b.numel);
-  const double unit = *std::max_element(st.unit_parameters.begin(), st.unit_parameters.end());
+  double bucket = 0;
+  for (const UnitBucket& b : unit_buckets(st, w.buckets)) bucket = std::max(bucket, b.parameters);
+  const std::vector<double> units = unit_parameters(st);
+  const double unit = *std::max_element(units.begin(), units.end());
   EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4}, w).memory.runtime, 3e7 + hierarchical_scratch(2, 0, 4.0 * bucket));
   EXPECT_DOUBLE_EQ(predict(gpt, two, Layout{.dp = 4, .zero = 1}, w).memory.runtime,
                    3e7 + hierarchical_scratch(2, 1, 4.0 * bucket));

@@ -4,7 +4,10 @@
 // is exposed even when the whole reduction is shorter than backward.
 #include <gtest/gtest.h>
 
+#include "artel/models/model.h"
+#include "artel/parallel/model_shard.h"
 #include "artel/plan/collective_cost.h"
+#include "artel/plan/stage_work.h"
 #include "artel/plan/step_model.h"
 #include "artel/plan/transformer_shape.h"
 #include "test_cluster.h"
@@ -27,8 +30,41 @@ Workload overlap_workload(bool overlap) {
 }
 
 double embedding_all_reduce_seconds(const Cluster& c) {
-  const double params = 50304.0 * 1024 + 64.0 * 1024;  // wte and wpe: one unit, one bucket of its own
+  const double params = 50304.0 * 1024 + 64.0 * 1024;  // wte and wpe, in the last bucket
   return all_reduce_seconds(c, place_group(c, 2, 1, Route::hierarchical), params * 4);
+}
+
+// The planner buckets a stage's tensors as DDP buckets the worker's
+// parameters: its tensors are artel's GPT's, in the same order, on one stage
+// and on each of two (the last holding the tied wte's copy first).
+TEST(DataParallelOverlap, AStagesTensorsAreItsWorkersParametersInOrder) {
+  models::ModelConfig c;  // W2's shape
+  const ModelDescription model = transformer_model("w2", {c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size});
+  const Cluster cluster = test_cluster(64e9, 1, 2);
+  Workload w = overlap_workload(true);
+  w.global_batch = 4;
+  for (int64_t pp : {1, 2}) {
+    const std::vector<StageWork> stages = stage_work(model, cluster, Layout{.pp = pp}, w);
+    const auto gpt = models::declare_model(c);
+    const int64_t pieces = static_cast<int64_t>(gpt->plan().pieces.size());  // embed, 4 blocks, head
+    std::vector<parallel::PieceRange> ranges;
+    if (pp == 2) ranges = {{0, pieces / 2}, {pieces / 2, pieces}};
+    for (int s = 0; s < pp; ++s) {
+      parallel::ModelShard shard(*gpt, {.stages = ranges, .stage = s});
+      shard.materialize(1);
+      std::vector<double> held, planned;
+      for (const auto& [name, p] : shard.parameters()) held.push_back(static_cast<double>(p.value().numel()));
+      for (const ParameterTensor& t : stages[static_cast<size_t>(s)].tensors) planned.push_back(t.elements);
+      EXPECT_EQ(planned, held) << "pp " << pp << ", stage " << s;
+    }
+  }
+  // So W2's DDP buckets: the first closes at the third block's mlp.c_proj weight, the rest is one.
+  const std::vector<UnitBucket> buckets = unit_buckets(stage_work(model, cluster, Layout{}, w)[0], w.buckets);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[0].parameters, 264192);
+  EXPECT_EQ(buckets[0].completed_by, 3u);  // units: embedding 0, blocks 1-4, head 5
+  EXPECT_EQ(buckets[1].parameters, 545664);
+  EXPECT_EQ(buckets[1].completed_by, 0u);
 }
 
 TEST(DataParallelOverlap, TheEmbeddingsBucketIsExposedThoughBackwardOutlastsTheWholeReduction) {

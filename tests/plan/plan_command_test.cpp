@@ -248,12 +248,12 @@ TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   const Result p = plan("--model gpt --cluster " + file.string() + " --workers 4 --global-batch 48 --json");
   ASSERT_EQ(p.code, 0) << p.err;
   // dp 4, 2 a host: the runtime and, for each of the host's 2 ranks, the scratch W2's largest bucket
-  // passes through (Note [A hierarchical collective's scratch]): the planner cuts buckets by layers, and
-  // the first closes when its second block crosses 1 MiB, at 413,056 floats (1.58 MiB, under the two
-  // 1 MiB halves); ZeRO-0, so no reordering.
+  // passes through (Note [A hierarchical collective's scratch]). DDP's first bucket closes at mlp.c_proj's
+  // weight of the third block (264,192 floats); the second holds the other 545,664 (2.08 MiB), over the
+  // two 1 MiB halves, so each rank stages 2 MiB; ZeRO-0, so no reordering.
   const nlohmann::json j = nlohmann::json::parse(p.out);
   EXPECT_DOUBLE_EQ(j["memory"]["runtime"].get<double>(),
-                   c["device"]["runtime_bytes"]["value"].get<double>() + 2 * 413056.0 * 4);
+                   c["device"]["runtime_bytes"]["value"].get<double>() + 2 * 2.0 * (1 << 20));
   fs::remove(file);
 }
 

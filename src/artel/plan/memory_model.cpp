@@ -31,7 +31,7 @@ namespace {
 // Parameters of the `count` largest units, and of a tied first unit besides
 // (held through the whole step: used at both ends).
 double tied_and_largest_units(const StageWork& st, size_t count) {
-  std::vector<double> units = st.unit_parameters;
+  std::vector<double> units = unit_parameters(st);
   double sum = 0;
   if (st.first_unit_tied_to_last && !units.empty()) {
     sum += units.front();
@@ -63,9 +63,9 @@ double registered_buffers(const StageWork& st, const Layout& l, const Workload& 
 double largest_collective(const StageWork& st, const Layout& l, const Workload& w) {
   double largest = 0;
   if (l.zero >= 3) {
-    for (double p : st.unit_parameters) largest = std::max(largest, p);
+    for (double p : unit_parameters(st)) largest = std::max(largest, p);
   } else {
-    for (const parallel::Bucket& b : unit_buckets(st, w.buckets)) largest = std::max(largest, static_cast<double>(b.numel));
+    for (const UnitBucket& b : unit_buckets(st, w.buckets)) largest = std::max(largest, b.parameters);
   }
   return w.state.gradient * largest;
 }

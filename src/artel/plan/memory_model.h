@@ -84,7 +84,7 @@ double peer_pages(int64_t dp, double registered_bytes);
 // reduce-scatter and all-gather also reorder their blocks by slice through a
 // heap buffer of min(S, comm::kHierarchicalScratchBytes), which glibc keeps.
 // S is the largest gradient bucket (ZeRO 0-2, parallel/bucket_plan.h over
-// the stage's units) or unit (ZeRO-3). Measured on W2 (2 hosts × 2 ranks, 1
+// the stage's tensors) or unit (ZeRO-3). Measured on W2 (2 hosts × 2 ranks, 1
 // Gbit/s, AMD Zen 3), VmHWM less the memory report's kinds, the most of any
 // worker: dp 4 ZeRO-1 43.9 MiB, ZeRO-0 41.2, pp 2 37.9 (RssShmem 4.2, 4.2,
 // 1.1: ZeRO-0 is the 4 MiB of scratch, ZeRO-1 the reordering's 2.7 more).

@@ -11,10 +11,25 @@ namespace artel::plan {
 
 double activation_element_bytes(Precision p) { return p == Precision::bf16 ? 2.0 : 4.0; }
 
-std::vector<parallel::Bucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts) {
+std::vector<double> unit_parameters(const StageWork& st) {
+  std::vector<double> units(st.unit_backward.size());
+  for (const ParameterTensor& p : st.tensors) {
+    ARTEL_CHECK(p.unit < units.size(), "stage work: a tensor of unit ", p.unit, " of ", units.size());
+    units[p.unit] += p.elements;
+  }
+  return units;
+}
+
+std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts) {
   std::vector<int64_t> numels;
-  for (double p : st.unit_parameters) numels.push_back(static_cast<int64_t>(p));
-  return parallel::plan_buckets(numels, opts);
+  for (const ParameterTensor& p : st.tensors) numels.push_back(static_cast<int64_t>(p.elements));
+  std::vector<UnitBucket> out;
+  for (const parallel::Bucket& b : parallel::plan_buckets(numels, opts)) {
+    UnitBucket u{.parameters = static_cast<double>(b.numel), .completed_by = st.tensors[static_cast<size_t>(b.params[0])].unit};
+    for (int i : b.params) u.completed_by = std::min(u.completed_by, st.tensors[static_cast<size_t>(i)].unit);
+    out.push_back(u);
+  }
+  return out;
 }
 
 namespace {
@@ -117,8 +132,10 @@ void add_blocks(StageWork& w, const GptContext& c, int64_t count) {
   w.working_bytes = std::max(w.working_bytes, b.working);
   const double h = c.h, t = c.t;
   for (int64_t i = 0; i < count; ++i) {
-    w.unit_parameters.push_back((12 * h * h + 7 * h) / t +
-                                6 * h);  // split matrices and biases; norms and row biases whole
+    // As a Block registers them: ln_1, attn.c_attn (column-split), attn.c_proj
+    // (row-split: its bias whole), ln_2, mlp.c_fc (column), mlp.c_proj (row).
+    for (double p : {h, h, 3 * h * h / t, 3 * h / t, h * h / t, h, h, h, 4 * h * h / t, 4 * h / t, 4 * h * h / t, h})
+      w.tensors.push_back({.elements = p, .unit = w.unit_backward.size()});
     w.unit_backward.push_back(b.backward + b.recompute);
     for (Matrix m : {Matrix{h, 3 * h / t}, Matrix{h / t, h}, Matrix{h, 4 * h / t}, Matrix{4 * h / t, h}}) {
       w.matrices.push_back(m);
@@ -133,7 +150,7 @@ void add_embedding(StageWork& w, const GptContext& c) {
   const double T = c.tokens();
   const double params = c.v / c.t * c.h + c.s * c.h;
   w.parameters += params;
-  w.unit_parameters.push_back(params);
+  for (double p : {c.v / c.t * c.h, c.s * c.h}) w.tensors.push_back({.elements = p, .unit = w.unit_backward.size()});  // wte, wpe
   w.matrices.push_back({c.v / c.t, c.h});
   w.matrices.push_back({c.s, c.h});
   const double fwd = c.stream(3 * T * c.h * c.e);
@@ -151,7 +168,11 @@ void add_head(StageWork& w, const GptContext& c) {
   const double T = c.tokens(), h = c.h, t = c.t;
   const double params = 2 * h + (c.layout.pp > 1 ? c.v / t * h : 0);  // the last stage's copy of the tied wte
   w.parameters += params;
-  w.unit_parameters.push_back(params);
+  const size_t head = w.unit_backward.size();
+  for (double p : {h, h}) w.tensors.push_back({.elements = p, .unit = head});  // ln_f
+  // The tied wte's copy is the model's first parameter, so the stage's first
+  // tensor, though the head's backward makes its gradient.
+  if (c.layout.pp > 1) w.tensors.insert(w.tensors.begin(), {.elements = c.v / t * h, .unit = head});
   if (c.layout.pp > 1) w.matrices.push_back({c.v / t, h});
   const double fwd =
       c.gemm(T, c.v / t, h) + c.stream(2 * T * h * c.e / c.replicated_split()) + c.stream(T * c.v / t * (2 * c.e + 4));
@@ -215,7 +236,8 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
       inputs += i == 0 ? 0 : model.layers[i - 1].output_bytes;
       largest = std::max(largest, layer.activation_bytes);
       st.parameters += layer.parameters;
-      st.unit_parameters.push_back(layer.parameters);
+      // A listed layer gives its parameters' total only: one tensor.
+      st.tensors.push_back({.elements = layer.parameters, .unit = st.unit_backward.size()});
       st.unit_backward.push_back(b * layer.forward_flops / rate * (l.recompute == Recompute::full ? 3 : 2));
     }
     const double forward = b * flops / rate;

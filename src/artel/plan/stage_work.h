@@ -19,6 +19,7 @@
 //   w[s].forward_compute + w[s].forward_tensor_parallel;   // seconds, one micro-batch
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "artel/parallel/bucket_plan.h"
@@ -31,6 +32,13 @@ namespace artel::plan {
 // A weight matrix n × m as one worker holds it (PowerSGD compresses these).
 struct Matrix {
   double n = 0, m = 0;
+};
+
+// One parameter tensor as one worker holds it, and the unit (embedding,
+// layer, head) whose backward makes its gradient.
+struct ParameterTensor {
+  double elements = 0;
+  size_t unit = 0;
 };
 
 struct StageWork {
@@ -48,7 +56,9 @@ struct StageWork {
   double tensor_parallel_message_bytes = 0;  // one tp collective's (b, s, h) buffer; 0 without tp
   // parameters one worker holds for this stage (after tp, before ZeRO)
   double parameters = 0;
-  std::vector<double> unit_parameters;  // by unit (embedding, each layer, head): ZeRO-3 gathers one at a time
+  // Its parameter tensors in the model's order (the order DDP buckets them
+  // in), each with its unit; ZeRO-3 gathers a unit at a time.
+  std::vector<ParameterTensor> tensors;
   // The first unit's weights are used again by the last (a GPT's embedding
   // tied to its head in one stage): ZeRO-3 stages its gradients from the
   // head's backward, the first, to the embedding's, the last.
@@ -64,8 +74,18 @@ std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& 
 // Bytes of one activation element at this precision (bf16 2, fp32 4).
 double activation_element_bytes(Precision p);
 
-// DDP's buckets (parallel/bucket_plan.h) over the stage's units, walked
-// backwards as backward makes their gradients; a bucket's params are units.
-std::vector<parallel::Bucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts);
+// Parameters by unit (embedding, each layer, head), one entry per unit.
+std::vector<double> unit_parameters(const StageWork& st);
+
+// A DDP bucket as the planner times it: its parameters, and the unit whose
+// gradients complete it (its earliest: backward runs the units last to first).
+struct UnitBucket {
+  double parameters = 0;
+  size_t completed_by = 0;
+};
+
+// DDP's buckets (parallel/bucket_plan.h) over the stage's tensors, cut
+// between tensors as artel's and PyTorch's DDP cut them.
+std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts);
 
 }  // namespace artel::plan

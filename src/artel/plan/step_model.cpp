@@ -73,8 +73,9 @@ ZeroGathers zero3_exposed(const StageWork& st, const Cluster& c, const Layout& l
       w.cross_host == CrossHost::hierarchical ? Route::hierarchical : Route::own_network_share);
   double gather = 0, scatter = 0, first = 0;  // seconds on the links
   double gather_copies = 0, scatter_copies = 0;  // bytes the copies touch
-  for (size_t i = 0; i < st.unit_parameters.size(); ++i) {
-    const double weights = st.unit_parameters[i] * w.state.weight, gradients = st.unit_parameters[i] * w.state.gradient;
+  const std::vector<double> units = unit_parameters(st);
+  for (size_t i = 0; i < units.size(); ++i) {
+    const double weights = units[i] * w.state.weight, gradients = units[i] * w.state.gradient;
     const double ag = all_gather_seconds(c, g, weights);
     if (i == 0) first = ag;
     gather += ag;
@@ -138,12 +139,12 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
 
 // When the reduction of a stage's gradients ends, from the start of the last
 // micro-batch's backward (`window` long): DDP's buckets
-// (parallel/bucket_plan.h) over the stage's units walked backwards, each
-// started once backward has produced its last unit's gradients (units ready
-// in proportion to their backward time) and the bucket before it is done;
-// `seconds` prices a bucket of that many parameters. The last bucket holds
-// the first units (a GPT's embedding, ready only when backward ends), so
-// its reduction is exposed however early the others run.
+// (parallel/bucket_plan.h) over the stage's tensors walked backwards, each
+// started once backward has produced the gradients of the units it holds
+// (units ready in proportion to their backward time) and the bucket before
+// it is done; `seconds` prices a bucket of that many parameters. The last
+// bucket holds the first tensors (a GPT's embedding, ready only when
+// backward ends), so its reduction is exposed however early the others run.
 template <class Seconds>
 double bucketed_finish(const StageWork& st, double window, const parallel::BucketOptions& opts, Seconds seconds) {
   const double total = std::accumulate(st.unit_backward.begin(), st.unit_backward.end(), 0.0);
@@ -154,17 +155,13 @@ double bucketed_finish(const StageWork& st, double window, const parallel::Bucke
     done[i] = total > 0 ? window * after / total : window;
   }
   double finish = 0;
-  for (const parallel::Bucket& b : unit_buckets(st, opts)) {
-    const int first = *std::min_element(b.params.begin(), b.params.end());  // the last ready
-    finish = std::max(finish, done[static_cast<size_t>(first)]) + seconds(static_cast<double>(b.numel));
-  }
+  for (const UnitBucket& b : unit_buckets(st, opts))
+    finish = std::max(finish, done[b.completed_by]) + seconds(b.parameters);
   return finish;
 }
 
 double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   if (l.dp <= 1 || l.zero > 2 || st.parameters <= 0) return 0;
-  ARTEL_CHECK(st.unit_backward.size() == st.unit_parameters.size(), "stage work: ", st.unit_backward.size(),
-              " units' backward times for ", st.unit_parameters.size(), " units");
   const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp,
                                        w.cross_host == CrossHost::hierarchical ? Route::hierarchical
                                                                                : Route::all_network_shares);
