@@ -1,6 +1,7 @@
 #include "artel/plan/stage_work.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "artel/core/error.h"
@@ -25,7 +26,7 @@ std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::Bucket
   for (const ParameterTensor& p : st.tensors) numels.push_back(static_cast<int64_t>(p.elements));
   std::vector<UnitBucket> out;
   for (const parallel::Bucket& b : parallel::plan_buckets(numels, opts)) {
-    UnitBucket u{.parameters = static_cast<double>(b.numel), .completed_by = st.tensors[static_cast<size_t>(b.params[0])].unit};
+    UnitBucket u{.parameters = static_cast<double>(b.numel), .completed_by = SIZE_MAX};
     for (int i : b.params) u.completed_by = std::min(u.completed_by, st.tensors[static_cast<size_t>(i)].unit);
     out.push_back(u);
   }
@@ -172,8 +173,10 @@ void add_head(StageWork& w, const GptContext& c) {
   for (double p : {h, h}) w.tensors.push_back({.elements = p, .unit = head});  // ln_f
   // The tied wte's copy is the model's first parameter, so the stage's first
   // tensor, though the head's backward makes its gradient.
-  if (c.layout.pp > 1) w.tensors.insert(w.tensors.begin(), {.elements = c.v / t * h, .unit = head});
-  if (c.layout.pp > 1) w.matrices.push_back({c.v / t, h});
+  if (c.layout.pp > 1) {
+    w.tensors.insert(w.tensors.begin(), {.elements = c.v / t * h, .unit = head});
+    w.matrices.push_back({c.v / t, h});
+  }
   const double fwd =
       c.gemm(T, c.v / t, h) + c.stream(2 * T * h * c.e / c.replicated_split()) + c.stream(T * c.v / t * (2 * c.e + 4));
   w.forward_compute += fwd;
