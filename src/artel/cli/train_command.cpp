@@ -356,7 +356,10 @@ int run_train(int argc, char** argv) {
     return launch_workers(job, cfg, std::move(command));
   }
   train::RunOptions run;
-  run.terminal = isatty(STDOUT_FILENO) == 1;
+  // OpenMPI hands every rank a pseudo-terminal for stdout, whether mpirun's
+  // own output is a terminal, a pipe or a batch job's log: under it a rank
+  // cannot tell, so it writes plain lines, which read well in both.
+  run.terminal = isatty(STDOUT_FILENO) == 1 && job.backend != "mpi";
   run.resume = job.resume;
   if (comm::launched_as_worker() || job.backend == "mpi") return run_worker(job, cfg, run);
   if (cfg.model_parallel()) return run_single_mesh(cfg, run);
