@@ -134,6 +134,31 @@ TEST_F(TrainParallel, MpiWorkersEqualOneWorkerOnTheGlobalBatch) {
   expect_same_run("gpt1", "gpt2");
   expect_same_run("mlp1", "mlp4");
 }
+
+// mpirun starts each rank with its own command line (here two, ':'-joined)
+// and each reads its own files: ranks started differently stop at once with
+// one line naming the difference, not at the collectives' timeout.
+TEST_F(TrainParallel, MpiRanksStartedDifferentlyStopAtOnceNamingTheDifference) {
+  const std::string np1 = std::string(ARTEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 1 ";
+  const std::string next = std::string(" : -np 1 ") + ARTEL_BINARY + " train ";
+  const std::string mlp = std::string(kMlp) + " --batch-size 8 --backend mpi --timeout 100" + out("mlp");
+  Result steps = train(mlp + " --steps 3" + next + mlp + " --steps 5", "", np1);
+  EXPECT_NE(steps.code, 0);
+  EXPECT_NE(steps.err.find("error: rank 1 was started with --steps 5, rank 0 with --steps 3"), std::string::npos)
+      << steps.err;
+
+  // The same flags, but one host's copy of the token file is longer.
+  for (auto [name, tokens] : {std::pair{"a.bin", 4096}, std::pair{"b.bin", 4098}}) {
+    std::ofstream f(dir_ / name, std::ios::binary);
+    for (uint16_t i = 0; i < tokens; ++i) f.write(reinterpret_cast<const char*>(&i), 2);
+  }
+  const std::string gpt = std::string(kGpt) + " --steps 2 --batch-size 2 --vocab-size 4098 --backend mpi --timeout 100";
+  Result data = train(gpt + out("a") + " --data a.bin" + next + gpt + out("b") + " --data b.bin", "", np1);
+  EXPECT_NE(data.code, 0);
+  EXPECT_NE(data.err.find("error: rank 1's --data holds 8196 bytes, rank 0's holds 8192 bytes"), std::string::npos)
+      << data.err;
+  EXPECT_EQ(data.err.find("timed out"), std::string::npos) << data.err;
+}
 #endif
 
 TEST_F(TrainParallel, ResumedRunIsIdenticalToAnUninterruptedOne) {

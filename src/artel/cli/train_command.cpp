@@ -57,6 +57,7 @@
 #include "artel/train/mesh_worker.h"
 #include "artel/train/parameter_server.h"
 #include "artel/train/trace_gather.h"
+#include "artel/train/rank_agreement.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
 
@@ -255,6 +256,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     }
     run.resume = run.resume || restarts > 0;
     pg = comm::init_process_group(g);
+    train::check_ranks_agree(*pg, cfg);  // mpirun: each rank parsed its own flags and files
     run.after_step = fault_injection(pg->rank(), restarts);
     run.after_compute = slowdown(pg->rank(), pg->size() - static_cast<int>(cfg.ps_servers));
     parallel::DdpOptions ddp = cfg.ddp_options();

@@ -3,9 +3,9 @@
 #include <ostream>
 
 #include <algorithm>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "artel/comm/gather_strings.h"
 #include "artel/core/error.h"
 
 namespace artel::train {
@@ -64,29 +64,14 @@ RankTrace decode_rank_trace(int rank, std::string_view bytes) {
 }
 
 std::vector<RankTrace> gather_traces(comm::ProcessGroup& group, const std::string& my_label, std::vector<trace::Event> mine) {
-  const int n = group.size();
   const std::string text = encode_rank_trace(my_label, mine);
   mine.clear();
-  Tensor size = Tensor::empty({1}, DType::i64);
-  size.data<int64_t>()[0] = static_cast<int64_t>(text.size());
-  Tensor sizes = Tensor::empty({n}, DType::i64);
-  group.all_gather(size, sizes)->wait();
-  const int64_t* s = sizes.data<int64_t>();
-  for (int r = 0; r < n; ++r)
-    if (s[r] < 0 || s[r] > kMaxTraceBytes)
-      throw Error("gather_traces: rank " + std::to_string(r) + " has a trace of " + std::to_string(s[r]) +
-                      " bytes, outside [0, " + std::to_string(kMaxTraceBytes) + "]",
-                  "trace fewer steps, or gather and write the trace more often");
-  // Words of 8 bytes per rank, at least one (no empty tensors on the wire).
-  const int64_t words = std::max<int64_t>(1, (*std::max_element(s, s + n) + 7) / 8);
-  Tensor in = Tensor::zeros({words}, DType::i64);
-  std::memcpy(in.raw(), text.data(), text.size());
-  Tensor out = group.rank() == 0 ? Tensor::empty({n * words}, DType::i64) : Tensor();
-  group.gather(in, out, {.root = 0})->wait();
-  if (group.rank() != 0) return {};
+  const std::vector<std::string> texts =
+      comm::gather_strings(group, text, 0,
+                           {.max_bytes = kMaxTraceBytes, .what = "trace",
+                            .hint = "trace fewer steps, or gather and write the trace more often"});
   std::vector<RankTrace> all;
-  const auto* bytes = static_cast<const char*>(out.raw());
-  for (int r = 0; r < n; ++r) all.push_back(decode_rank_trace(r, std::string_view(bytes + r * words * 8, s[r])));
+  for (size_t r = 0; r < texts.size(); ++r) all.push_back(decode_rank_trace(static_cast<int>(r), texts[r]));
   return all;
 }
 

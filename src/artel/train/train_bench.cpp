@@ -195,9 +195,7 @@ std::vector<std::string> config_flags(const TrainConfig& cfg) {
   for (const auto& [key, v] : j.items()) {
     std::string text = v.is_string() ? v.get<std::string>() : v.dump();
     if (text.empty()) continue;
-    std::string flag = "--" + key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    flags.insert(flags.end(), {flag, text});
+    flags.insert(flags.end(), {flag_of(key), text});
   }
   return flags;
 }

@@ -163,9 +163,7 @@ void check_range(const char* key, bool ok, const std::string& range, double valu
   if (ok) return;
   std::ostringstream os;
   os << key << " must be " << range << ", got " << value;
-  std::string flag = std::string("--") + key;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  throw Error(os.str(), "fix " + flag + " or the config file");
+  throw Error(os.str(), "fix " + flag_of(key) + " or the config file");
 }
 
 }  // namespace
@@ -432,6 +430,12 @@ const std::vector<ConfigKey>& config_keys() {
     return k;
   }();
   return keys;
+}
+
+std::string flag_of(const std::string& key) {
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 }  // namespace artel::train

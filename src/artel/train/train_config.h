@@ -184,5 +184,7 @@ struct ConfigKey {
   std::string type;  // INT | FLOAT | TEXT | BOOL
 };
 const std::vector<ConfigKey>& config_keys();
+// A key's command-line flag: "grad_clip" -> "--grad-clip".
+std::string flag_of(const std::string& key);
 
 }  // namespace artel::train
