@@ -159,6 +159,30 @@ TEST_F(TrainParallel, MpiRanksStartedDifferentlyStopAtOnceNamingTheDifference) {
       << data.err;
   EXPECT_EQ(data.err.find("timed out"), std::string::npos) << data.err;
 }
+
+// Ranks whose --out differ (each host its own disk): a checkpoint cannot
+// come together, and the rank that finds out ends the job at once, where
+// its peers would have waited out their timeout in the next collective; a
+// resume stops before any rank restores, naming the rank that sees none.
+TEST_F(TrainParallel, MpiRanksThatCannotShareCheckpointsStopAtOnceSayingWhy) {
+  const std::string np = std::string(ARTEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -np ";
+  const std::string next = std::string(" : -np 1 ") + ARTEL_BINARY + " train ";
+  const std::string mlp = std::string(kMlp) + " --batch-size 8 --backend mpi --timeout 100 --checkpoint-every 2";
+  Result write = train(mlp + " --steps 2" + out("a") + next + mlp + " --steps 2" + out("b"), "", np + "1 ");
+  EXPECT_NE(write.code, 0);
+  EXPECT_NE(write.err.find("rank 1's shard rank-00001.artel is not there"), std::string::npos) << write.err;
+  EXPECT_NE(write.err.find("the job has been aborted"), std::string::npos) << write.err;  // mpirun's words
+  EXPECT_EQ(write.err.find("timed out"), std::string::npos) << write.err;
+
+  ok(train(mlp + " --steps 2" + out("c"), "", np + "2 "));
+  Result resume = train(mlp + " --steps 4 --resume" + out("c") + next + mlp + " --steps 4 --resume" + out("d"), "", np + "1 ");
+  EXPECT_NE(resume.code, 0);
+  EXPECT_NE(resume.err.find("no checkpoint is seen by every rank: rank 0 sees 1 (the newest ckpt-00000002) in " +
+                            (dir_ / "c" / "checkpoints").string() + ", rank 1 sees none in " +
+                            (dir_ / "d" / "checkpoints").string()),
+            std::string::npos)
+      << resume.err;
+}
 #endif
 
 TEST_F(TrainParallel, ResumedRunIsIdenticalToAnUninterruptedOne) {

@@ -186,11 +186,13 @@ std::function<void(int64_t)> fault_injection(int rank, int restart_count) {
 // for them (it holds nothing to flush).
 int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOptions& run,
                               std::shared_ptr<comm::ProcessGroup> world) {
+  const std::shared_ptr<comm::ProcessGroup> group = world;
   train::ParameterServerJob job(cfg, run, std::move(world));
   try {
     job.run();
   } catch (const std::exception& e) {
     std::cerr << "artel train: error: " << e.what() << std::endl;
+    group->end_job_on_failure();
     if (!job.is_server()) return 1;
     std::fflush(stdout);
     std::_Exit(1);
@@ -238,7 +240,9 @@ std::function<void(int64_t, double)> slowdown(int rank, int workers) {
 // alive. Once they go, its peers fail at once ("rank 0 left the group"), and
 // the launcher, seeing a peer fail, stops this worker (SIGTERM) — which,
 // still unwinding, would never say why it failed. So the worker and its
-// group are declared outside the try, and outlive the message.
+// group are declared outside the try, and outlive the message. Under mpi no
+// peer learns that a rank left: it ends the job after its message
+// (ProcessGroup::end_job_on_failure) rather than leave them to their timeout.
 int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions run) {
   std::shared_ptr<comm::ProcessGroup> pg;
   std::optional<train::MeshWorker> mesh;
@@ -273,6 +277,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "artel train: error: " << e.what() << "\n";  // as main() says it
+    if (pg && pg->size() > 1) pg->end_job_on_failure();
     return 1;
   }
 }

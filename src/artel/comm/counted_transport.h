@@ -31,6 +31,7 @@ class CountedTransport : public Transport {
   void enter(uint64_t seq) override { inner_->enter(seq); }
   std::vector<int> missing(uint64_t seq) const override { return inner_->missing(seq); }
   void abort() override { inner_->abort(); }
+  void end_job_on_failure() override { inner_->end_job_on_failure(); }
   // The subgroup's transport, unwrapped (its own group wraps it).
   std::unique_ptr<Transport> split(const std::vector<int>& ranks, const std::string& id,
                                    const GroupOptions& opts) override {

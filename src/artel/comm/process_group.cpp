@@ -95,6 +95,7 @@ ProcessGroup::~ProcessGroup() { impl_->progress->shutdown(); }
 
 int ProcessGroup::rank() const { return impl_->transport->rank(); }
 int ProcessGroup::size() const { return impl_->transport->size(); }
+void ProcessGroup::end_job_on_failure() { impl_->transport->end_job_on_failure(); }
 const std::string& ProcessGroup::name() const { return impl_->name; }
 const GroupOptions& ProcessGroup::options() const { return impl_->opts; }
 

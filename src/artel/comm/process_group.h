@@ -146,6 +146,11 @@ class ProcessGroup {
   int size() const;
   const std::string& name() const;  // e.g. "world" or "world/[0,2]"
   const GroupOptions& options() const;
+  // For a rank that failed (its error already said), where the backend's
+  // peers would not notice and wait out their timeout: lets the job end as
+  // soon as this process exits (mpi: no MPI_Finalize; mpirun then stops the
+  // rest). Elsewhere nothing is needed.
+  void end_job_on_failure();
 
   // Point-to-point (tagged, tag >= 0). isend/irecv are these; call ->wait() to block.
   // A send that fits in the transport's buffer while the group has nothing

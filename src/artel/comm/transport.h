@@ -101,6 +101,10 @@ class Transport {
   // Makes every current and future wait throw soon; called when the group is
   // destroyed so the progress thread can stop.
   virtual void abort() = 0;
+  // For a rank that failed while its peers may wait for it in a collective:
+  // lets the job end when this process exits. A backend whose peers see a
+  // rank leave (shm, thread: "rank 0 left the group") has nothing to do.
+  virtual void end_job_on_failure() {}
 
   // The transport of a subgroup of `ranks` (this transport's numbering, sorted);
   // called by the members only, in the same order on each. `id` is unique per

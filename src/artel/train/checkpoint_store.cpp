@@ -158,7 +158,16 @@ std::string CheckpointStore::commit(Manifest run, int world) const {
   std::map<int, RngState> dropout;
   run.shards.clear();
   run.tensors.clear();
-  for (int r = 0; r < world; ++r) collect_shard(ckpt, shard_name(r), run, index, dropout);
+  for (int r = 0; r < world; ++r) {
+    // Every worker has written its shard (they passed a barrier): one not here
+    // was written under another directory, another host's own disk.
+    if (!fs::exists(fs::path(ckpt) / shard_name(r)))
+      throw Error("checkpoint " + ckpt + ": rank " + std::to_string(r) + "'s shard " + shard_name(r) +
+                      " is not there, though rank " + std::to_string(r) + " wrote it",
+                  "every rank must write its checkpoints where rank 0 reads them: the same --out, on a "
+                  "filesystem every host shares");
+    collect_shard(ckpt, shard_name(r), run, index, dropout);
+  }
   for (const ManifestTensor& t : run.tensors) check_tiling(t, path);  // every element written exactly once
   run.dropout.clear();
   for (int s = 0; s < static_cast<int>(dropout.size()); ++s) {

@@ -1,6 +1,8 @@
 #include "artel/train/rank_agreement.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +70,75 @@ void check_ranks_agree(comm::ProcessGroup& world, const TrainConfig& cfg) {
   for (size_t r = 1; r < all.size(); ++r)
     if (std::string why = first_difference(nlohmann::json::parse(all[r]), root, static_cast<int>(r)); !why.empty())
       throw Error(why, "start every rank with the same flags, config file and data (mpirun runs each rank's own)");
+}
+
+namespace {
+
+// A rank's listing: its directory, then its checkpoints' names, a line each.
+struct Listing {
+  std::string dir;
+  std::vector<std::string> names;
+};
+
+std::string encode(const std::string& dir, const std::vector<std::string>& paths) {
+  std::string text = dir;
+  for (const std::string& p : paths) text += "\n" + fs::path(p).filename().string();
+  return text;
+}
+
+Listing decode(const std::string& text) {
+  Listing l;
+  std::istringstream in(text);
+  std::getline(in, l.dir);
+  for (std::string name; std::getline(in, name);) l.names.push_back(name);
+  return l;
+}
+
+bool lists(const Listing& l, const std::string& name) {
+  return std::find(l.names.begin(), l.names.end(), name) != l.names.end();
+}
+
+std::string seen(const Listing& l) {
+  if (l.names.empty()) return "sees none in " + l.dir;
+  return "sees " + std::to_string(l.names.size()) + " (the newest " + l.names.front() + ") in " + l.dir;
+}
+
+}  // namespace
+
+std::vector<std::string> checkpoints_every_rank_sees(comm::ProcessGroup& world, const std::vector<std::string>& mine,
+                                                     const std::string& dir,
+                                                     const std::function<void(const std::string&)>& warn) {
+  std::vector<Listing> all;
+  for (const std::string& text :
+       comm::all_gather_strings(world, encode(dir, mine), {.max_bytes = int64_t{1} << 24, .what = "checkpoint list"}))
+    all.push_back(decode(text));
+  // Rank 0's order, kept where every rank lists the name; the same on every rank.
+  std::vector<std::string> common;
+  for (const std::string& name : all.front().names)
+    if (std::all_of(all.begin(), all.end(), [&](const Listing& l) { return lists(l, name); })) common.push_back(name);
+  // Rank `lacking`, the first without the name, as a sentence's end.
+  auto lacking = [&](const std::string& name) {
+    const auto l = std::find_if(all.begin(), all.end(), [&](const Listing& x) { return !lists(x, name); });
+    return "rank " + std::to_string(l - all.begin()) + " " + seen(*l);
+  };
+  const auto some = std::find_if(all.begin(), all.end(), [](const Listing& l) { return !l.names.empty(); });
+  if (common.empty() && some != all.end())
+    throw Error("no checkpoint is seen by every rank: rank " + std::to_string(some - all.begin()) + " " + seen(*some) +
+                    ", " + lacking(some->names.front()),
+                "every rank must read the checkpoints where they were written (the same --out, on a filesystem "
+                "every host shares); to start afresh, leave out --resume or give another --out");
+  std::vector<std::string> told = common;  // each name left out is told once
+  for (size_t r = 0; r < all.size(); ++r)
+    for (const std::string& name : all[r].names)
+      if (std::find(told.begin(), told.end(), name) == told.end()) {
+        told.push_back(name);
+        warn("skipping checkpoint " + name + " of rank " + std::to_string(r) + ": " + lacking(name));
+      }
+  std::vector<std::string> out;
+  for (const std::string& name : common)
+    for (const std::string& p : mine)
+      if (fs::path(p).filename().string() == name) out.push_back(p);
+  return out;
 }
 
 }  // namespace artel::train

@@ -12,7 +12,16 @@
 // --trace, where --data, --val-data and --init lie: their sizes are compared).
 //
 //   check_ranks_agree(*world, cfg);   // a collective: every rank, right after the world group forms
+//
+// Resuming, likewise, the ranks must try the same checkpoints in the same
+// order, though each lists its own --out: one whose directory lacks them (a
+// host's own disk, a node that replaced a dead one) would otherwise skip
+// ahead to step 1 while the others restore.
 #pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "artel/comm/process_group.h"
 #include "artel/train/train_config.h"
@@ -20,5 +29,14 @@
 namespace artel::train {
 
 void check_ranks_agree(comm::ProcessGroup& world, const TrainConfig& cfg);
+
+// Of `mine` (this rank's checkpoint directories under `dir`, newest first),
+// those every rank of `world` lists too, by name, in the same order on every
+// rank; `warn` gets a line for each left out. Throws when some rank lists
+// checkpoints but none is listed by all, naming a rank that lacks them.
+// Collective.
+std::vector<std::string> checkpoints_every_rank_sees(comm::ProcessGroup& world, const std::vector<std::string>& mine,
+                                                     const std::string& dir,
+                                                     const std::function<void(const std::string&)>& warn);
 
 }  // namespace artel::train

@@ -23,6 +23,7 @@
 #include "artel/train/metrics_writer.h"
 #include "artel/train/progress.h"
 #include "artel/train/recipe.h"
+#include "artel/train/rank_agreement.h"
 #include "artel/train/resume_batch.h"
 #include "artel/train/run_report.h"
 #include "artel/train/run_checkpoint.h"
@@ -271,7 +272,8 @@ int64_t Trainer::resume_step() {
   auto warn = [&](const std::string& w) {
     if (strategy_->reporter()) out() << "artel train: " << w << "\n";
   };
-  const std::vector<std::string> all = checkpoints_newest_first(store_->dir());
+  std::vector<std::string> all = checkpoints_newest_first(store_->dir());
+  if (comm::ProcessGroup* world = strategy_->world_group()) all = checkpoints_every_rank_sees(*world, all, store_->dir(), warn);
   for (size_t i = 0; i < all.size(); ++i) {
     const std::string next = i + 1 < all.size() ? all[i + 1] : "";
     std::unique_ptr<ShardedCheckpoint> ck;

@@ -139,6 +139,8 @@ std::unique_ptr<MpiTransport> MpiTransport::world(const GroupOptions& opts) {
   return t;
 }
 
+void MpiTransport::end_job_on_failure() { mark_unclean(); }
+
 MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);

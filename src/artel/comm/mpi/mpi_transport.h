@@ -62,6 +62,13 @@ class MpiTransport : public Transport {
     aborted_ = true;
     if (hierarchy_) hierarchy_->local().abort();
   }
+  // MPI does not tell a rank's peers that it failed, and its MPI_Finalize
+  // waits for them, blocked in their next collective until their timeout.
+  // So the rank leaves without it (mark_unclean); mpirun ends a job whose
+  // rank exits non-zero (its default) and says which. MPI_Abort ends it too,
+  // but garbled mpirun's report now and then (OpenMPI 4.1: "ORTE_ERROR_LOG:
+  // Out of resource in file show_help.c").
+  void end_job_on_failure() override;
   // Note [Subgroups on one host]: in a job over several hosts, a subgroup
   // whose ranks share a host (a tensor-parallel group, placed as Megatron
   // places them) runs on artel's shared memory instead of MPI.
