@@ -118,14 +118,19 @@ void print(const std::vector<comm::BenchRow>& rows, const BenchCommArgs& a, int 
 // --within-host: every host's ranks as a subgroup, all hosts at once.
 int run_rank(const comm::GroupOptions& g, const BenchCommArgs& a) {
   auto pg = comm::init_process_group(g);
-  const comm::HostMap hosts = comm::host_map(*pg);
-  std::shared_ptr<comm::ProcessGroup> group = pg;
-  if (a.within_host) group = pg->new_group(hosts.ranks[static_cast<size_t>(hosts.host_of[static_cast<size_t>(pg->rank())])]);
-  auto rows = comm::bench_collective(*group, a.bench);
-  if (pg->rank() == 0) print(rows, a, group->size(), hosts);
-  for (const auto& r : rows)
-    if (r.wrong) return 3;
-  return 0;
+  try {
+    const comm::HostMap hosts = comm::host_map(*pg);
+    std::shared_ptr<comm::ProcessGroup> group = pg;
+    if (a.within_host) group = pg->new_group(hosts.ranks[static_cast<size_t>(hosts.host_of[static_cast<size_t>(pg->rank())])]);
+    auto rows = comm::bench_collective(*group, a.bench);
+    if (pg->rank() == 0) print(rows, a, group->size(), hosts);
+    for (const auto& r : rows)
+      if (r.wrong) return 3;
+    return 0;
+  } catch (...) {
+    pg->end_job_on_failure();  // mpi: the peers would wait for this rank to their timeout
+    throw;
+  }
 }
 
 comm::GroupOptions group_options(const BenchCommArgs& a) {
