@@ -277,7 +277,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "artel train: error: " << e.what() << "\n";  // as main() says it
-    if (pg && pg->size() > 1) pg->end_job_on_failure();
+    if (pg) pg->end_job_on_failure();
     return 1;
   }
 }

@@ -40,8 +40,9 @@ std::string error_string(int rc);
 // Throws Error("<what> failed: <MPI's message>") unless rc == MPI_SUCCESS.
 void check(int rc, const std::string& what);
 
-// Requests were left pending (a timed-out or aborted op): skip MPI_Finalize at
-// exit (Note [Finalize at exit]).
+// Requests were left pending (a timed-out or aborted op), or this rank failed
+// and its peers may be blocked waiting for it (end_job_on_failure): skip
+// MPI_Finalize at exit (Note [Finalize at exit]).
 void mark_unclean();
 
 // Note [Progress of buffered sends]: a buffered user send (Note [Buffered
