@@ -183,6 +183,22 @@ TEST_F(TrainParallel, MpiRanksThatCannotShareCheckpointsStopAtOnceSayingWhy) {
             std::string::npos)
       << resume.err;
 }
+
+// A rank that fails while the group is still being made (here its launch
+// variables contradict mpirun's ranks) ends the job at once, where finalising
+// MPI at exit would wait for peers blocked in the group's first collective
+// until their timeout.
+TEST_F(TrainParallel, MpiRankThatFailsToJoinTheGroupEndsTheJobAtOnce) {
+  const std::string mlp = std::string(kMlp) + " --steps 2 --batch-size 8 --backend mpi --timeout 60" + out("mlp");
+  const std::string np1 = std::string(ARTEL_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 1 ";
+  Result r = train(mlp + " : -np 1 " + ARTEL_BINARY + " train " + mlp, "",
+                   np1 + "env ARTEL_RANK=1 ARTEL_WORLD_SIZE=2 ARTEL_JOB_ID=stale ");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("error: the mpi backend: GroupOptions say rank 1 of 2 but MPI says rank 0 of 2"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("timed out"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 30);
+}
 #endif
 
 TEST_F(TrainParallel, ResumedRunIsIdenticalToAnUninterruptedOne) {

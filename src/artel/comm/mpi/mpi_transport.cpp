@@ -122,21 +122,32 @@ MpiTransport::MpiTransport(MPI_Comm members, Duration timeout) : split_(members)
   native_ = MpiNative(coll_);
 }
 
+// A rank that fails here fails alone (its options, its host's shared memory)
+// while its peers wait in the group's first collectives, some of which MPI
+// cannot time out (MPI_Comm_split). Finalising at exit would wait for them;
+// leaving without it has mpirun end the job at once (Note [Finalize at exit]),
+// as a failure after the group exists does (end_job_on_failure).
 std::unique_ptr<MpiTransport> MpiTransport::world(const GroupOptions& opts) {
   ensure_initialized();
-  const int r = world_rank(), n = world_size();
-  bool defaults = opts.rank == 0 && opts.world_size == 1;
-  if (!defaults && (opts.rank != r || opts.world_size != n))
-    throw Error("the mpi backend: GroupOptions say rank " + std::to_string(opts.rank) + " of " + std::to_string(opts.world_size) +
-                    " but MPI says rank " + std::to_string(r) + " of " + std::to_string(n),
-                "leave rank and world_size unset with backend mpi: mpirun decides them");
-  OpContext ctx{"init_process_group (mpi)"};
-  ctx.deadline = Clock::now() + opts.timeout;
-  MPI_Comm members = duplicate(MPI_COMM_WORLD, ctx, "not every rank of MPI_COMM_WORLD called init_process_group");
-  std::unique_ptr<MpiTransport> t(new MpiTransport(members, opts.timeout));
-  t->hierarchy_ = MpiHierarchy::of_world(t->split_, opts);
-  t->job_spans_hosts_ = !on_one_host(t->split_);
-  return t;
+  try {
+    const int r = world_rank(), n = world_size();
+    bool defaults = opts.rank == 0 && opts.world_size == 1;
+    if (!defaults && (opts.rank != r || opts.world_size != n))
+      throw Error("the mpi backend: GroupOptions say rank " + std::to_string(opts.rank) + " of " +
+                      std::to_string(opts.world_size) + " but MPI says rank " + std::to_string(r) + " of " +
+                      std::to_string(n),
+                  "leave rank and world_size unset with backend mpi: mpirun decides them");
+    OpContext ctx{"init_process_group (mpi)"};
+    ctx.deadline = Clock::now() + opts.timeout;
+    MPI_Comm members = duplicate(MPI_COMM_WORLD, ctx, "not every rank of MPI_COMM_WORLD called init_process_group");
+    std::unique_ptr<MpiTransport> t(new MpiTransport(members, opts.timeout));
+    t->hierarchy_ = MpiHierarchy::of_world(t->split_, opts);
+    t->job_spans_hosts_ = !on_one_host(t->split_);
+    return t;
+  } catch (...) {
+    mark_unclean();
+    throw;
+  }
 }
 
 void MpiTransport::end_job_on_failure() { mark_unclean(); }
