@@ -25,15 +25,16 @@ struct AttentionDims {
   int64_t batch = 0, time = 0, channels = 0, n_head = 0;
 
   int64_t head_size() const { return channels / n_head; }
-  // Rows of the saved probabilities are padded to whole 16-float vectors.
-  int64_t padded_time() const { return (time + 15) / 16 * 16; }
+  // Rows of the saved probabilities are padded to whole 16-float vectors, an
+  // odd number of them (Note [Odd row strides], attention.cpp).
+  int64_t padded_time() const { return ((time + 15) / 16 | 1) * 16; }
   // Elements of the saved probabilities, (B, n_head, T, Tp) with Tp = padded_time().
   int64_t probs_numel() const { return batch * n_head * time * padded_time(); }
 };
 
 // qkv (B, T, 3C) -> y (B, T, C) and probs (B, n_head, T, Tp), which holds each
-// (b, h)'s Pᵀ: probs[b][h][j][i] = P[i][j]. Written for i ≥ 16·⌊j/16⌋ (zero where
-// i < j or i ≥ T); the rest is never read. Requires n_head > 0 dividing C (the op checks).
+// (b, h)'s Pᵀ: probs[b][h][j][i] = P[i][j]. Written for 16·⌊j/16⌋ ≤ i < 16·⌈T/16⌉
+// (zero where i < j or i ≥ T); the rest is never read. Requires n_head > 0 dividing C (the op checks).
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs);
 
 // From dy (B, T, C), the forward's qkv and probs: dqkv (B, T, 3C) = [dq | dk | dv],

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "artel/kernels/attention.h"
 #include "artel/plan/stage_work.h"
 
 namespace artel::plan {
@@ -36,7 +37,7 @@ BlockActivations megatron_block(const ActivationShape& x) {
 
 BlockActivations artel_block(const ActivationShape& x) {
   const double t = x.t, h = x.h, tokens = x.s * x.b;
-  const double padded = std::ceil(x.s / 16) * 16;  // kernels/attention.h's Tp
+  const auto padded = static_cast<double>(kernels::AttentionDims{.time = static_cast<int64_t>(x.s)}.padded_time());
   const double replicated = (4 + (t > 1 ? 4 : 0) + (x.dropout ? 6 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
   double none_kept = 4 * tokens * (replicated + 12 * h / t) + probabilities;
