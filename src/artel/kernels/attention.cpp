@@ -194,7 +194,7 @@ constexpr int64_t kBlock = 32;  // queries per block: two 16-float vectors of la
 // attention at 4 × 256 tokens, one thread, AMD Zen 3: 270 -> 251-253 ms for
 // 12 layers' forward and backward alone (three interleaved runs each); inside
 // the training step, 224-239 -> 216-218 ms (sampled by perf over 5 steps,
-// two runs each), 2-3% of the probabilities' memory the price.
+// two runs each); the price, 6% more memory for the probabilities at T = 256.
 int64_t odd_lines(int64_t n) {
   const int64_t lines = (n + 15) / 16;
   return (lines | 1) * 16;
