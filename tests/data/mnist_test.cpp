@@ -74,7 +74,7 @@ TEST(Mnist, BadDimensionsAreRejected) {
 TEST(Mnist, LengthMustMatchHeader) {
   TempDir dir;
   auto img = idx_images(3);
-  img.resize(img.size() - 100);  // a truncated payload inside an intact gzip stream
+  img.erase(img.end() - 100, img.end());  // a truncated payload inside an intact gzip stream
   write_gz(dir.file("short.gz"), img);
   EXPECT_THAT(error_of([&] { read_idx_images(dir.file("short.gz")); }),
               AllOf(HasSubstr("short.gz"), HasSubstr("truncated file")));

@@ -64,7 +64,7 @@ TEST(TokenFile, DamagedFilesAreRefusedInOneLine) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   };
   std::vector<uint8_t> truncated = llmc(counting(100, 7));
-  truncated.resize(truncated.size() - 10);
+  truncated.erase(truncated.end() - 10, truncated.end());
   refused("truncated.bin", truncated, "is truncated: its header promises 100 tokens (1224 bytes), the file has 1214");
   refused("magic.bin", llmc(counting(100, 7), 20240521), "has an llm.c header with magic 20240521 instead of 20240520");
   refused("v2.bin", llmc(counting(100, 7), kLlmcMagic, 2, 50), "holds uint32 ids (llm.c version 2)");

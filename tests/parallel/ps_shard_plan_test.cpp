@@ -26,7 +26,7 @@ TEST(PsShardPlan, SplitsLargeTensorsOverEveryServerAndPlacesSmallOnesWhole) {
 
 TEST(PsShardPlan, CoversEveryElementOnceAndBalancesTheServers) {
   std::vector<std::pair<std::string, int64_t>> params;
-  for (int i = 0; i < 40; ++i) params.emplace_back("p" + std::to_string(i), 1000 + 37 * i);
+  for (int i = 0; i < 40; ++i) params.emplace_back(std::string("p").append(std::to_string(i)), 1000 + 37 * i);
   params.emplace_back("big", 2'500'000);
   for (int servers : {1, 2, 3, 5}) {
     auto plan = plan_ps_shards(params, servers);

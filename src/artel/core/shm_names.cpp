@@ -21,7 +21,9 @@ int remove_job_shm(const std::string& job_id) {
     // id never matches, even one that begins with this id.
     if (std::strncmp(name, base.c_str(), base.size()) != 0) continue;
     if (name[base.size()] != '\0' && name[base.size()] != '.') continue;
-    if (shm_unlink(("/" + std::string(name)).c_str()) == 0) ++removed;
+    std::string path = "/";
+    path += name;
+    if (shm_unlink(path.c_str()) == 0) ++removed;
   }
   return removed;
 }

@@ -182,7 +182,10 @@ TokenFileDataset::TokenFileDataset(TokenFile train, std::optional<TokenFile> val
 
 std::string TokenFileDataset::decode(std::span<const int64_t> ids) const {
   std::string out;
-  for (int64_t id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
+  for (int64_t id : ids) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(id);
+  }
   return out;
 }
 

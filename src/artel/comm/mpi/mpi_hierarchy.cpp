@@ -57,7 +57,10 @@ std::unique_ptr<MpiHierarchy> MpiHierarchy::of_world(MPI_Comm world, const Group
   h->slices_ = std::ranges::min(per_host);
   h->equal_hosts_ = std::ranges::max(per_host) == h->slices_;
   h->describe_ = std::to_string(per_host.size()) + " hosts (";
-  for (size_t i = 0; i < per_host.size(); ++i) h->describe_ += (i ? "," : "") + std::to_string(per_host[i]);
+  for (size_t i = 0; i < per_host.size(); ++i) {
+    if (i) h->describe_ += ',';
+    h->describe_ += std::to_string(per_host[i]);
+  }
   h->describe_ += " ranks)";
 
   // The host's shared-memory group.
