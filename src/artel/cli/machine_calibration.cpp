@@ -118,9 +118,10 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::vector<GemmStep>& step
   constexpr int kMinRounds = 3, kMaxRounds = 20;
   const double budget_ms = 200.0 * static_cast<double>(shapes.size());
   double spent_ms = 0;
+  train::GemmReplay replay;
   for (int round = 0; round < kMaxRounds && (round < kMinRounds || spent_ms < budget_ms); ++round) {
     for (Shape& shape : shapes) {
-      shape.ms.push_back(train::replay_gemms_ms(shape.orientations, 1));
+      shape.ms.push_back(replay.ms(shape.orientations, 1));
       spent_ms += shape.ms.back();
     }
   }
@@ -133,7 +134,7 @@ std::vector<plan::GemmRate> measure_gemm_rates(const std::vector<GemmStep>& step
     rates.push_back({precision, g.m, g.n, g.k, flops / seconds,
                      facts.source("one thread, " + std::to_string(shape.orientations.size()) +
                                   " orientation(s) of this product in " + shape.step->workload + " at batch " +
-                                  std::to_string(shape.step->batch) + ", replayed alone (train::replay_gemms_ms), median of " +
+                                  std::to_string(shape.step->batch) + ", replayed alone (train::GemmReplay), median of " +
                                   std::to_string(shape.ms.size()) + " rounds over every shape of the table")});
   }
   return rates;

@@ -5,7 +5,7 @@
 //   - GEMM rates by shape: one step of each GPT artel trains (W2, the 50M
 //     GPT of `artel bench train`'s gpt-50m, GPT-2 at block 256) run at one
 //     thread under kernels::GemmRecorder, then every distinct product replayed
-//     alone (train::replay_gemms_ms), all of them in interleaved rounds, fp32
+//     alone (train::GemmReplay), all of them in interleaved rounds, fp32
 //     and, where the CPU multiplies it natively, bf16;
 //   - the fused attention core (kernels/attention.h), which runs outside the
 //     GEMM library: forward and backward per (sequence, head) at each GPT's

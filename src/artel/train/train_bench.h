@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "artel/core/tensor.h"
 #include "artel/kernels/gemm.h"
 #include "artel/train/train_config.h"
 
@@ -63,6 +64,22 @@ std::vector<kernels::GemmArgs> last_step_products(const std::vector<kernels::Gem
 // scratch operands (their shapes, strides and transposes; their own
 // pointers are not read): the benchmark's floor of a step's products, and
 // `artel plan calibrate`'s rate of one shape.
+//
+// The scratch is kept from one replay to the next. GPT-2's is 0.57 GB: made
+// afresh after every step, it took the place of the step's kept large
+// buffers (Note [Large buffers], core/tensor.cpp), so the next step faulted
+// its 206 MB logits gradient in again, and the benchmark timed page faults
+// that `artel train` never pays.
+class GemmReplay {
+ public:
+  double ms(std::vector<kernels::GemmArgs> calls, int repeats);
+
+ private:
+  Tensor scratch_;
+  std::vector<uint16_t> rounded_;
+};
+
+// One replay on scratch of its own.
 double replay_gemms_ms(std::vector<kernels::GemmArgs> calls, int repeats);
 
 // The harness's statistic: sorted(t[warmup:])[len // 2]. Throws when nothing is left.
