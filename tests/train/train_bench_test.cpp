@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "artel/core/error.h"
+#include "artel/core/memory_stats.h"
 
 namespace artel::train {
 namespace {
@@ -15,6 +16,37 @@ TEST(TrainBench, MedianAfterWarmupIsTheHarnessStatistic) {
   EXPECT_DOUBLE_EQ(median_after_warmup({100, 100, 3, 1, 2}, 2), 2);
   EXPECT_DOUBLE_EQ(median_after_warmup({9, 4, 1, 3, 2}, 1), 3);  // even count: the upper middle
   EXPECT_THROW(median_after_warmup({1, 2}, 2), Error);
+}
+
+TEST(TrainBench, AReplayKeepsItsScratchForTheNext) {
+  // A scratch made afresh for every replay displaced the step's kept large
+  // buffers (GemmReplay in train_bench.h): one replay holds its scratch from
+  // call to call, grown only for larger products.
+  std::vector<float> a(64 * 64, 1.0f), c(64 * 64);
+  std::vector<kernels::GemmArgs> small, large;
+  {
+    kernels::GemmRecorder rec;
+    kernels::gemm(false, false, 32, 32, 32, 1.0f, a.data(), a.data(), 0.0f, c.data());
+    small = rec.calls();
+  }
+  {
+    kernels::GemmRecorder rec;
+    kernels::gemm(false, false, 64, 64, 64, 1.0f, a.data(), a.data(), 0.0f, c.data());
+    large = rec.calls();
+  }
+  const int64_t before = live_tensor_bytes();
+  {
+    GemmReplay replay;
+    replay.ms(large, 1);
+    const int64_t held = live_tensor_bytes() - before;
+    EXPECT_EQ(held, 3 * 64 * 64 * int64_t{sizeof(float)});  // a, b and c of the product
+    replay.ms(small, 1);
+    replay.ms(large, 2);
+    EXPECT_EQ(live_tensor_bytes() - before, held);
+  }
+  EXPECT_EQ(live_tensor_bytes(), before);
+  replay_gemms_ms(large, 1);  // the one-shot replay gives its scratch back
+  EXPECT_EQ(live_tensor_bytes(), before);
 }
 
 TEST(TrainBench, ReplaysTheLastStepsRecordedProducts) {
