@@ -138,7 +138,8 @@ double GemmReplay::ms(std::vector<kernels::GemmArgs> step, int repeats) {
   }
   float* s = scratch_.data<float>();
   std::fill_n(s, a + b + c, 0.01f);
-  rounded_.assign(static_cast<size_t>(std::max(a, b)), 0x3c24);  // 0.01 in bf16
+  const bool bf16 = std::any_of(step.begin(), step.end(), [](const kernels::GemmArgs& g) { return g.a16 || g.b16; });
+  if (bf16) rounded_.assign(static_cast<size_t>(std::max(a, b)), 0x3c24);  // 0.01 in bf16; fp32 products never read it
   for (kernels::GemmArgs& g : step) {
     g.a = s, g.b = s + a, g.c = s + a + b, g.bias = g.bias ? s : nullptr;
     g.a16 = g.a16 ? rounded_.data() : nullptr, g.b16 = g.b16 ? rounded_.data() : nullptr;  // rounded before the step's products
