@@ -1,4 +1,4 @@
-// `artel bench train`: ms/step of W1, W2 and the CNN at 1 and 2 threads, and —
+// `artel bench train`: ms/step of W1, W2, the CNN and GPT-2 at 1 and 2 threads, and —
 // when Debian's python3 has torch — the PyTorch harness (tools/torch/train.py)
 // on the same workloads in the same run, with the ratio artel / PyTorch
 // (below 1 = artel faster). A benchmark, not a test.
@@ -455,7 +455,7 @@ void bench_variants(const BenchArgs& a) {
 
 int run_bench_train(int argc, char** argv) {
   BenchArgs a;
-  CLI::App app{"ms/step of W1, W2 and the CNN (median after warmup), next to the PyTorch harness", "artel bench train"};
+  CLI::App app{"ms/step of W1, W2, the CNN and GPT-2 (median after warmup), next to the PyTorch harness", "artel bench train"};
   app.add_option("--workloads", a.workloads,
                  "w1 (mnist-mlp), w2 (shakespeare-char-gpt), cnn, gpt-50m (8 x 720 GPT, block 256, batch 4; "
                  "with --zero or --recompute), gpt2 (GPT-2 124M, block 256, batch 4, the bundled text's bytes as "
@@ -580,7 +580,7 @@ int run_bench_train(int argc, char** argv) {
 }
 
 const bool kBenchTrainRegistered =
-    register_bench("train", "ms/step of W1, W2 and the CNN at 1 and 2 threads, next to PyTorch", run_bench_train);
+    register_bench("train", "ms/step of W1, W2, the CNN and GPT-2 at 1 and 2 threads, next to PyTorch", run_bench_train);
 
 }  // namespace
 

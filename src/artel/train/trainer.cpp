@@ -83,13 +83,15 @@ void Trainer::start() {
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
+  // Before the weights are made (seconds at GPT-2's size): a batch that does
+  // not fit the data or a schedule that cannot run is refused at once.
+  plan_data();
   {
     AllocationPurpose purpose("the model's parameters");
     trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   }
   optimizer_ = make_optimizer(cfg_, trained_);
   strategy_->attach(*optimizer_);
-  plan_data();
   if (cfg_.checkpoint_every > 0 || run_.resume)
     store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
 }
