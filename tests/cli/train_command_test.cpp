@@ -160,7 +160,12 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   std::string out = " --out " + (dir_ / "bad").string();
   expect_one_line_error("--model rnn" + out, "unknown model 'rnn'");
   expect_one_line_error("--batch-size 0" + out, "batch_size must be >= 1, got 0");
-  expect_one_line_error("--n-embd -4" + out, "n_embd must be >= 1");
+  expect_one_line_error("--n-embd -4" + out, "n_embd must be in [1, 1048576]");
+  // Refused before anything is allocated per layer (was: the OOM killer at 24 GB).
+  expect_one_line_error("--n-layer 2000000000" + out, "n_layer must be in [1, 100000], got 2e+09");
+  expect_one_line_error("--grad-all-reduce foo" + out, "unknown all_reduce algorithm 'foo'");
+  expect_one_line_error("--init /dev/zero" + out, "safetensors file /dev/zero is not a regular file");
+  expect_one_line_error("--config " + dir_.string() + out, "is a directory, not a file");
   expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
   expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
   expect_one_line_error("--gemm mkl" + out, "unknown gemm 'mkl'");
@@ -184,17 +189,29 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
            {"report " + nowhere, "cannot open"},
            {"generate " + nowhere, "is not a run directory"},
            {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"},
+           {"bench comm -n 2 --min-bytes 3 --max-bytes 3", "holds no float32 element"},
+           {"bench comm -n 100000", "--nproc: Value 100000 not in range 1 to 4096"},
            {"bench comm -n 2 --timeout 0", "--timeout: must be > 0, got 0"},
            {"bench comm -n 2 --iters -1", "--iters: must be >= 0, got -1"},
            {"generate " + nowhere + " --temperature inf", "--temperature: must be a finite number, got inf"},
            {"generate " + nowhere + " --top-k -2", "--top-k: must be >= 0, got -2"},
            {"bench train --steps -3", "--steps takes a count >= 0"},
+           {"bench train --timeout -1", "--timeout: must be > 0, got -1"},
            {"bench train --steps 2 --warmup 5", "--warmup 5 leaves none of --steps 2 to time"}}) {
     const Result r = artel(args);
     EXPECT_EQ(r.code, 1) << args;
     EXPECT_EQ(r.out, "") << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+  // An unknown command or subject: one line and exit 2, as a bad flag (was the whole usage).
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"bench sideways", "unknown subject 'sideways' (hint: use comm or train)"},
+           {"sideways", "unknown command 'sideways' (hint: `artel --help` lists the commands)"}}) {
+    const Result r = artel(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err, "artel" + std::string(args.rfind("bench", 0) == 0 ? " bench" : "") + ": " + needle + "\n");
   }
 }
 
@@ -269,6 +286,14 @@ TEST_F(TrainCommand, HuggingFaceLayoutRoundTripsBitForBit) {
   auto init = artel::nn::read_safetensors((dir_ / "from_hf" / "init.safetensors").string());
   for (const auto& [name, t] : a.tensors) EXPECT_EQ(t.to_vector(), init.tensors.at(name).to_vector()) << name;
   EXPECT_NE(artel_cmd("export " + final.string() + " x.safetensors --format onnx"), 0);
+  // A file that is not a whole GPT is refused, and nothing is written.
+  auto st = artel::nn::read_safetensors(final.string());
+  st.tensors.erase("transformer.h.0.mlp.c_fc.bias");
+  artel::nn::write_safetensors((dir_ / "partial.safetensors").string(), st.tensors);
+  EXPECT_NE(artel_cmd("export partial.safetensors partial_hf.safetensors --format hf"), 0);
+  EXPECT_NE(slurp(dir_ / "export.err").find("lacks transformer.h.0.mlp.c_fc.bias of a GPT of 1 block, 16 wide"),
+            std::string::npos) << slurp(dir_ / "export.err");
+  EXPECT_FALSE(fs::exists(dir_ / "partial_hf.safetensors"));
 }
 
 // `artel generate RUN` draws what the end of the run printed (same weights,
@@ -318,6 +343,15 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.substr(0, 5), "7|14|") << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '|'), 6) << out;
+  // A table of fewer tokens than the model draws from: refused before sampling.
+  std::ofstream small(dir_ / "small.bin", std::ios::binary);
+  header[2] = 10;
+  small.write(reinterpret_cast<const char*>(header.data()), 1024);
+  for (int id = 0; id < 10; ++id) small.put(1).put(static_cast<char>('a' + id));
+  small.close();
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --tokens 4 --tokenizer " + (dir_ / "small.bin").string());
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("holds 10 tokens, fewer than the model's vocabulary of 300"), std::string::npos) << out;
   std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt hello");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("use --prompt-ids"), std::string::npos) << out;

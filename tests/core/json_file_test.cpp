@@ -27,7 +27,12 @@ TEST(JsonFile, ReadsADocumentAndNamesTheFileWhenItCannot) {
   std::ofstream(dir / "good.json") << R"({"hosts": 2})";
   EXPECT_EQ(read_json_file((dir / "good.json").string(), "cluster file", "")["hosts"], 2);
   EXPECT_EQ(error_of((dir / "none.json").string()),
-            "cannot open cluster file " + (dir / "none.json").string() + " (hint: check --cluster)");
+            "cluster file " + (dir / "none.json").string() + " does not exist (hint: check --cluster)");
+  // A number beyond a double is nlohmann's out_of_range, not a parse error: named the same way.
+  std::ofstream(dir / "huge.json") << R"({"hosts": 1e999})";
+  EXPECT_EQ(error_of((dir / "huge.json").string()).rfind("cluster file " + (dir / "huge.json").string() +
+                                                          " is not valid JSON: ", 0),
+            0u);
   // A binary file: nlohmann quotes the byte it read last; the message keeps it printable.
   std::ofstream(dir / "binary.json", std::ios::binary) << std::string("\xff\xfe\x01", 3);
   const std::string e = error_of((dir / "binary.json").string());

@@ -66,13 +66,26 @@ TEST(TokenFile, DamagedFilesAreRefusedInOneLine) {
   std::vector<uint8_t> truncated = llmc(counting(100, 7));
   truncated.erase(truncated.end() - 10, truncated.end());
   refused("truncated.bin", truncated, "is truncated: its header promises 100 tokens (1224 bytes), the file has 1214");
+  std::vector<uint8_t> longer = llmc(counting(100, 7));
+  longer.insert(longer.end(), 10, 0);
+  refused("longer.bin", longer, "is longer than its header says: its header promises 100 tokens (1224 bytes)");
+  std::vector<uint8_t> short_header = llmc(counting(100, 7));
+  short_header.resize(500);  // the magic, and half a header
+  refused("short_header.bin", short_header, "has llm.c's magic but only 500 bytes, shorter than its 1024-byte header");
+  std::vector<uint8_t> negative = llmc(counting(100, 7));
+  const int32_t minus_three = -3;
+  std::memcpy(negative.data() + 8, &minus_three, 4);
+  refused("negative.bin", negative, "has a negative token count (-3)");
   refused("magic.bin", llmc(counting(100, 7), 20240521), "has an llm.c header with magic 20240521 instead of 20240520");
   refused("v2.bin", llmc(counting(100, 7), kLlmcMagic, 2, 50), "holds uint32 ids (llm.c version 2)");
   refused("v9.bin", llmc(counting(100, 7), kLlmcMagic, 9), "has llm.c's magic but version 9");
   refused("odd.bin", {1, 2, 3}, "has an odd length (3 bytes)");
   refused("range.bin", raw_ids({5, 50257, 6}), "token 1 is 50257, outside the vocabulary of 50257");
   refused("empty.bin", {}, "is empty");
-  EXPECT_THAT(error_of([&] { open_token_file(dir.file("none.bin"), 50257); }), HasSubstr("cannot open token file"));
+  EXPECT_THAT(error_of([&] { open_token_file(dir.file("none.bin"), 50257); }), HasSubstr("none.bin does not exist"));
+  EXPECT_THAT(error_of([&] { open_token_file(dir.str(), 50257); }), HasSubstr("is a directory, not a file"));
+  EXPECT_THAT(error_of([&] { open_token_file("/dev/zero", 50257); }),
+              HasSubstr("token file /dev/zero is not a regular file"));
 }
 
 TEST(TokenFileDataset, BlocksOfTokensWithAValidationFileOrTheLastTenth) {

@@ -285,6 +285,15 @@ TEST(Gpt, GenerateSamplesReproduciblyAndCropsToTheBlock) {
   EXPECT_THROW(m.generate({}, 1, 1.0f, 0, r3), Error);
   EXPECT_THROW(m.generate({11}, 1, 1.0f, 0, r3), Error);
   EXPECT_THROW(m.generate({1}, 1, 0.0f, 0, r3), Error);
+  // NaN weights give NaN logits: refused, not sampled as if they were a model's.
+  for (auto& [name, v] : m.named_parameters())
+    if (name == "transformer.ln_f.weight") v.value().data<float>()[0] = std::nanf("");
+  try {
+    m.generate({1, 2}, 3, 1.0f, 0, r3);
+    ADD_FAILURE() << "NaN logits were sampled";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("of token 1 is nan, not a finite number"));
+  }
 }
 
 TEST(Gpt, WeightsRoundTripThroughSafetensorsWithOrWithoutLmHead) {

@@ -24,6 +24,21 @@ Cluster cpu_host(int per_host, int cores) {
   return c;
 }
 
+// A cluster past 2^20 workers is a typing slip: refused, not overflowed
+// (1e30 hosts read as 0 workers) or searched for minutes.
+TEST(Cluster, ASizeBeyondAnyClusterIsRefused) {
+  Cluster c = testing::test_cluster(64e9, 1, 8);
+  c.hosts.value = 1e30;
+  try {
+    c.validate();
+    ADD_FAILURE() << "1e30 hosts accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds 1048576 workers"), std::string::npos) << e.what();
+  }
+  c.hosts.value = 131072;  // x 8 = 2^20: the largest accepted
+  c.validate();
+}
+
 TEST(Cluster, WorkersShareTheHostsCores) {
   EXPECT_EQ(worker_speed(testing::test_cluster(), 0), 1);  // a GPU cluster: a worker is its device
   EXPECT_EQ(worker_speed(cpu_host(1, 2), 0), 2);            // one worker takes every core

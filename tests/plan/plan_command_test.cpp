@@ -2,6 +2,7 @@
 // and bad input as one line on stderr with a non-zero exit.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -76,6 +77,19 @@ TEST(PlanCommand, PredictsAUsersModelFromPerLayerCosts) {
   EXPECT_GT(j["memory"]["activations"].get<double>(), 0);
 }
 
+// A cost beyond any layer (10^300 parameters) is a typing slip: refused
+// with the file, the layer and the key, not planned into 60-digit figures.
+TEST(PlanCommand, RefusesALayerCostBeyondAnyModel) {
+  const fs::path costs = fs::temp_directory_path() / ("artel_huge_costs_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(costs) << R"({"layers": [{"forward_flops": 1e9, "parameters": 1e300, "activation_bytes": 1,
+                                           "output_bytes": 1}]})";
+  const Result r = plan("--model-costs " + costs.string() + " --cluster data/clusters/selene.json --global-batch 8");
+  fs::remove(costs);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(costs.string() + ": layers[0]: \"parameters\" must be in [0, 1e18], got 1e+300"),
+            std::string::npos) << r.err;
+}
+
 TEST(PlanCommand, SearchRanksLayoutsFastestFirst) {
   const Result r = plan(kGpt2 + "--search --top 5 --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -144,12 +158,16 @@ TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
 TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
   const std::pair<std::string, std::string> cases[] = {
       {"--preset gpt5 --cluster data/clusters/selene.json --global-batch 8", "unknown preset"},
-      {"--preset gpt2 --cluster no/such/cluster.json --global-batch 8", "cannot open cluster file"},
+      {"--preset gpt2 --cluster no/such/cluster.json --global-batch 8", "cluster file no/such/cluster.json does not exist"},
       {kGpt2 + "--dp 3 --tp 2", "dp·tp·pp"},
       {kGpt2 + "--tp 8", "does not divide the 12 attention heads"},
       {kGpt2 + "--grad-compression zip", "unknown gradient compression"},
       {"--model-costs no/such/costs.json --cluster data/clusters/selene.json --global-batch 8",
-       "cannot open model-costs"},
+       "model-costs file no/such/costs.json does not exist"},
+      {kGpt2 + "--n-layer 0", "n_layer must be in [1, 100000], got 0"},
+      {kGpt2 + "--search --top -1", "--top: must be > 0, got -1"},
+      {kGpt2 + "--dropout 2", "dropout must be in [0, 1), got 2"},
+      {kGpt2 + "--pp 2 --schedule interleaved --chunks 0", "needs chunks >= 2 per stage, got 0"},
       {"--model mlp --cluster data/clusters/selene.json --global-batch 8", "cannot derive costs for --model mlp"},
       {"--cluster data/clusters/selene.json --global-batch 8", "no model to plan"},
   };

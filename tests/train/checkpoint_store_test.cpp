@@ -179,6 +179,9 @@ TEST_F(CheckpointStoreTest, TornCheckpointsNeverReadAsComplete) {
   const ShardedCheckpoint ck(store.path_for(1));
   expect_error([&] { ck.read_whole("model/w"); }, {shard, "CRC mismatch"});
   expect_error([&] { open_newest_checkpoint(dir_ + "/nowhere", nullptr); }, {dir_ + "/nowhere", "no such directory"});
+  // A file where the checkpoints go: refused when the store is made, before a run trains (was: at its first checkpoint).
+  std::ofstream(dir_ + "/a_file") << "x";
+  expect_error([&] { CheckpointStore(dir_ + "/a_file", 0); }, {"checkpoint directory " + dir_ + "/a_file is a file"});
 }
 
 TEST_F(CheckpointStoreTest, KeepsTheLastKWholeAndCleansWhatDeadWritersLeft) {

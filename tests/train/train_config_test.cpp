@@ -123,7 +123,7 @@ TEST(TrainConfig, BadValuesAreOneLineErrorsNamingTheKey) {
   EXPECT_NE(err({{"model", "rnn"}}).find("unknown model 'rnn'"), std::string::npos);
   EXPECT_NE(err({{"batch_size", "0"}}).find("batch_size must be >= 1, got 0"), std::string::npos);
   EXPECT_NE(err({{"steps", "-3"}}).find("steps must be >= 1"), std::string::npos);
-  EXPECT_NE(err({{"n_embd", "-1"}}).find("n_embd must be >= 1"), std::string::npos);
+  EXPECT_NE(err({{"n_embd", "-1"}}).find("n_embd must be in [1, 1048576], got -1"), std::string::npos);
   EXPECT_NE(err({{"data_order", "random"}}).find("unknown data_order 'random'"), std::string::npos);
   EXPECT_NE(err({{"gemm", "mkl"}}).find("unknown gemm 'mkl'"), std::string::npos);
   EXPECT_NE(err({{"lr", "fast"}}).find("--lr takes a number, got 'fast'"), std::string::npos);

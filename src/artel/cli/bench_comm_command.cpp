@@ -184,7 +184,8 @@ int run_bench_comm(int argc, char** argv) {
   CLI::App app{"Benchmark a collective like nccl-tests: size, count, type, redop, root, time, algbw, busbw, #wrong", "artel bench comm"};
   app.add_option("--op", a.bench.op, "all_reduce|broadcast|reduce|all_gather|reduce_scatter|all_to_all|sendrecv")->capture_default_str();
   app.add_option("--backend", a.backend, "shm (forks -n workers unless launched as one) or mpi (under mpirun); default $ARTEL_BACKEND or shm")->capture_default_str();
-  app.add_option("-n,--nproc", a.ranks, "ranks to fork (shm, when not launched by `artel launch`)");
+  app.add_option("-n,--nproc", a.ranks, "ranks to fork (shm, when not launched by `artel launch`)")
+      ->check(CLI::Range(1, 4096));  // `artel train --nproc`'s range
   app.add_option("--min-bytes", min_bytes, "smallest size (e.g. 8, 4K)")->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest size (e.g. 256M)")->capture_default_str();
   app.add_option("--iters", a.bench.iters, "timed iterations per size (0: by size)")->check(non_negative());

@@ -26,8 +26,9 @@ int run_bench(int argc, char** argv) {
   }
   for (const auto& s : bench_subjects())
     if (s.name == argv[1]) return s.fn(argc - 1, argv + 1);
-  std::cerr << "artel bench: unknown subject '" << argv[1] << "'\n";
-  usage(std::cerr);
+  std::string names;
+  for (const auto& s : bench_subjects()) names += (names.empty() ? "" : " or ") + s.name;
+  std::cerr << "artel bench: unknown subject '" << argv[1] << "' (hint: use " << names << ")\n";
   return 2;
 }
 

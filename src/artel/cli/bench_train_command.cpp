@@ -474,7 +474,7 @@ int run_bench_train(int argc, char** argv) {
   app.add_option("--torch", a.torch, "auto | on | off: run the PyTorch harness too");
   app.add_option("--python", a.python, "python with torch");
   app.add_option("--torch-harness", a.harness, "the PyTorch harness (default: the project's tools/torch/train.py)");
-  app.add_option("--timeout", a.timeout_s, "seconds one PyTorch run may take");
+  app.add_option("--timeout", a.timeout_s, "seconds one PyTorch run may take")->check(positive());
   app.add_flag("--json", a.json, "one JSON object per measurement");
   app.add_flag("--scaling", a.scaling,
                "data-parallel scaling efficiency instead: `artel train --nproc 2 --threads 1` vs 1 x 1, next to "

@@ -56,9 +56,7 @@ int run_export(int argc, char** argv) {
   std::vector<std::pair<std::string, Tensor>> w = read_weights(weights);
   if (weights != in) fs::remove(weights, ec);
   if (format == "hf") {
-    bool gpt = false;
-    for (const auto& [name, t] : w) gpt |= name == "transformer.wte.weight";
-    if (!gpt) throw Error(in + " holds no GPT (no transformer.wte.weight)", "--format hf writes GPT-2s only");
+    models::check_whole_gpt(w, in);  // --format hf writes GPT-2s only, and whole ones
     models::write_hf_gpt2(w, out);
   } else {
     std::map<std::string, Tensor> all(w.begin(), w.end());

@@ -85,6 +85,10 @@ int run_generate(int argc, char** argv) {
   if (!a.tokenizer.empty()) {
     if (!tokens) throw Error("--tokenizer goes with token models; " + a.run + " trained on text", "drop --tokenizer");
     table = data::load_token_table(a.tokenizer);
+    if (table->size() < vocab)  // said now, not when the first id past it is drawn
+      throw Error("token table " + a.tokenizer + " holds " + std::to_string(table->size()) +
+                      " tokens, fewer than the model's vocabulary of " + std::to_string(vocab),
+                  "pass the tokenizer the token files were written with");
   }
 
   std::unique_ptr<models::Model> model = models::declare_model(train::make_model_config(cfg, vocab));

@@ -2,6 +2,7 @@
 // with no arguments it runs the main job (`artel train` with its defaults).
 #include <cstring>
 #include <exception>
+#include <new>
 #include <iostream>
 
 #include "artel/cli/command.h"
@@ -46,12 +47,14 @@ int main(int argc, char** argv) {
     if (c.name != name) continue;
     try {
       return argc > 1 ? c.fn(argc - 1, argv + 1) : c.fn(1, default_argv);
+    } catch (const std::bad_alloc&) {  // an allocation no memory limit of artel's saw coming
+      std::cerr << "artel " << name << ": error: out of memory (hint: a smaller model or batch, or more memory)\n";
+      return 1;
     } catch (const std::exception& e) {
       std::cerr << "artel " << name << ": error: " << e.what() << "\n";
       return 1;
     }
   }
-  std::cerr << "artel: unknown command '" << name << "'\n";
-  usage(std::cerr);
+  std::cerr << "artel: unknown command '" << name << "' (hint: `artel --help` lists the commands)\n";
   return 2;
 }

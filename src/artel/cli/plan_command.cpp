@@ -28,15 +28,17 @@ namespace {
 struct PlanArgs {
   // model
   std::string model, preset, model_costs, data;
-  int64_t n_layer = 0, n_head = 0, n_embd = 0, seq = 0, vocab = 0, vocab_multiple = 0;
-  double dropout = -1;  // < 0: the run's default
+  // Unset: the preset's or the run's default.
+  std::optional<int64_t> n_layer, n_head, n_embd, seq, vocab, vocab_multiple;
+  std::optional<double> dropout;
   // cluster and workload
   std::string cluster;
   int64_t workers = 0, global_batch = 0, threads = 0;
   std::string precision = "fp32", state = "artel", activations = "artel";
   bool no_grad_overlap = false, scatter_gather_sends = false, nccl_rings = false;
   // layout
-  int64_t dp = 0, tp = 1, pp = 1, micro_batches = 1, chunks = 0;
+  int64_t dp = 0, tp = 1, pp = 1, micro_batches = 1;
+  std::optional<int64_t> chunks;  // unset: 2 for the interleaved schedule, else 1
   std::string schedule = "1f1b", recompute = "none", grad_compression = "none";
   int zero = 0;
   bool sequence_parallel = false;
@@ -54,7 +56,10 @@ constexpr int64_t kGpt2Vocabulary = 50257;
 // --data's classes, or the bundled text's, which the run with no --data
 // trains on (W2).
 int64_t vocabulary_of(const PlanArgs& a, train::TrainConfig c) {
-  if (a.vocab) return a.vocab;
+  if (a.vocab) {
+    ARTEL_CHECK(*a.vocab >= 1 && *a.vocab <= (int64_t{1} << 24), "--vocab must be in [1, 16777216], got ", *a.vocab);
+    return *a.vocab;
+  }
   if (a.data.empty() && !a.preset.empty()) return kGpt2Vocabulary;
   c.data = a.data;
   return data_vocabulary(c);
@@ -66,12 +71,12 @@ int64_t vocabulary_of(const PlanArgs& a, train::TrainConfig c) {
 train::TrainConfig gpt_config(const PlanArgs& a) {
   train::TrainConfig c = train::default_config("gpt");
   train::apply_preset(c, a.preset);
-  if (a.n_layer) c.n_layer = a.n_layer;
-  if (a.n_head) c.n_head = a.n_head;
-  if (a.n_embd) c.n_embd = a.n_embd;
-  if (a.seq) c.block_size = a.seq;
-  if (a.vocab_multiple) c.vocab_multiple = a.vocab_multiple;
-  if (a.dropout >= 0) c.dropout = a.dropout;
+  c.n_layer = a.n_layer.value_or(c.n_layer);
+  c.n_head = a.n_head.value_or(c.n_head);
+  c.n_embd = a.n_embd.value_or(c.n_embd);
+  c.block_size = a.seq.value_or(c.block_size);
+  c.vocab_multiple = a.vocab_multiple.value_or(c.vocab_multiple);
+  c.dropout = a.dropout.value_or(c.dropout);
   return c;
 }
 
@@ -100,18 +105,19 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
 
 plan::ModelDescription model_of(const PlanArgs& a) {
   if (!a.model_costs.empty()) {
-    ARTEL_CHECK(a.model.empty() && a.preset.empty() && a.n_layer == 0,
+    ARTEL_CHECK(a.model.empty() && a.preset.empty() && !a.n_layer,
                 "give --model-costs or a GPT (--model gpt, --preset, --n-layer ...), not both");
     return plan::read_model_costs(a.model_costs);
   }
   require(a.model.empty() || a.model == "gpt",
           "--model gpt is the GPT `artel train` trains by default (W2); other models: --model-costs FILE.json",
           "artel plan cannot derive costs for --model ", a.model);
-  require(!a.model.empty() || !a.preset.empty() || a.n_layer > 0,
+  require(!a.model.empty() || !a.preset.empty() || a.n_layer,
           "give --model gpt (W2), --preset gpt2, GPT dimensions (--n-layer, --n-head, --n-embd, --seq) or "
           "--model-costs FILE.json",
           "no model to plan");
   const train::TrainConfig c = gpt_config(a);
+  c.validate();  // the shape `artel train` would refuse (a layer count of 0, dropout 2) is refused here too
   const std::string name = !a.preset.empty() ? a.preset : a.n_layer ? "gpt" : "gpt (W2)";
   return plan::transformer_model(name, gpt_shape(c, vocabulary_of(a, c)));
 }
@@ -151,7 +157,7 @@ plan::Layout layout_of(const PlanArgs& a, int64_t workers) {
   }
   l.micro_batches = a.micro_batches;
   l.schedule = plan::parse_schedule(a.schedule);
-  l.chunks = a.chunks ? a.chunks : (l.schedule == plan::Schedule::interleaved ? 2 : 1);
+  l.chunks = a.chunks.value_or(l.schedule == plan::Schedule::interleaved ? 2 : 1);
   l.zero = a.zero;
   l.recompute = plan::parse_recompute(a.recompute);
   l.sequence_parallel = a.sequence_parallel;
@@ -200,7 +206,7 @@ void add_flags(CLI::App& app, PlanArgs& a) {
   app.add_flag("--sequence-parallel", a.sequence_parallel, "Megatron's sequence parallelism (with --tp)");
   app.add_option("--grad-compression", a.grad_compression, "none | bf16 | powersgd, as `artel train` takes it [none]");
   app.add_flag("--search", a.search, "rank every valid layout instead of predicting one");
-  app.add_option("--top", a.top, "rows of the ranking to print [20]");
+  app.add_option("--top", a.top, "rows of the ranking to print [20]")->check(positive());
   app.add_option("--powersgd-rank", a.powersgd_rank, "PowerSGD's rank r (--search tries PowerSGD at it) [4]");
   app.add_flag("--json", a.json, "print JSON instead of text");
 }

@@ -51,6 +51,7 @@
 #include "artel/launch/launcher.h"
 #include "artel/launch/memory_size.h"
 #include "artel/launch/worker_env.h"
+#include "artel/nn/safetensors.h"
 #include "artel/parallel/ps_protocol.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/data_parallel.h"
@@ -143,6 +144,7 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
                                 "prlimit --as");
   // Refused here, in one line, rather than by every worker.
   if (cfg.precision == "bf16") kernels::check_native_bf16();
+  if (!cfg.init.empty()) nn::SafetensorsReader{cfg.init};  // a missing, damaged or non-safetensors --init
   launch::LaunchConfig lc;
   lc.command = std::move(command);
   lc.nproc = job.nproc;

@@ -99,6 +99,15 @@ bool auto_is_native(const Collective& c, bool native, const Transport& t) {
 
 }  // namespace
 
+void check_algorithm_name(OpKind kind, const std::string& name) {
+  if (name.empty() || name == "auto" || find(kind, name)) return;
+  std::string names;
+  for (const auto& x : algorithms())
+    if (x.kind == kind) names += std::string(names.empty() ? "" : ", ") + x.name;
+  throw Error(std::string("unknown ") + op_kind_name(kind) + " algorithm '" + name + "'",
+              "choose one of: auto, " + names + " (docs/COLLECTIVES.md)");
+}
+
 const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
   bool shared = t.shared() != nullptr;
   bool native = t.native() && t.native()->supports(c);
@@ -106,14 +115,8 @@ const Algorithm& choose_algorithm(const Collective& c, Transport& t) {
     if (hierarchical_fits(c, t)) return *find(c.kind, "hierarchical");
     return *find(c.kind, auto_is_native(c, native, t) ? "native" : auto_name(c, shared, t.size()));
   }
+  check_algorithm_name(c.kind, c.algorithm);
   const Algorithm* a = find(c.kind, c.algorithm);
-  if (!a) {
-    std::string names;
-    for (const auto& x : algorithms())
-      if (x.kind == c.kind) names += std::string(names.empty() ? "" : ", ") + x.name;
-    throw Error(std::string("unknown ") + op_kind_name(c.kind) + " algorithm '" + c.algorithm + "'",
-                "choose one of: auto, " + names + " (docs/COLLECTIVES.md)");
-  }
   if (a->needs_shared && !shared)
     throw Error(std::string(op_kind_name(c.kind)) + " algorithm '" + a->name + "' needs shared memory, which this backend lacks",
                 "use algorithm 'auto' or a point-to-point one");

@@ -47,6 +47,10 @@ struct Algorithm {
   AlgorithmFn run;
 };
 const std::vector<Algorithm>& algorithms();
+// Throws Error naming the choices when no algorithm of `kind` is called
+// `name` ("" and "auto" name the size-based choice): a flag checked before
+// any collective runs.
+void check_algorithm_name(OpKind kind, const std::string& name);
 // The algorithm `c.algorithm` names, or the size-based choice for "auto";
 // throws Error for an unknown name or one the transport cannot run.
 const Algorithm& choose_algorithm(const Collective& c, Transport& t);

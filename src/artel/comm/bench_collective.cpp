@@ -121,6 +121,10 @@ void check_bench_options(const BenchOptions& o) {
     throw Error("the smallest size (" + std::to_string(o.min_bytes) + " bytes) must be at least 1 and at most the largest (" +
                     std::to_string(o.max_bytes) + ")",
                 "give --min-bytes <= --max-bytes");
+  if (o.max_bytes < dtype_size(o.dtype))
+    throw Error("the largest size (" + std::to_string(o.max_bytes) + " bytes) holds no " + dtype_name(o.dtype) +
+                    " element (" + std::to_string(dtype_size(o.dtype)) + " bytes), so no size would be measured",
+                "raise --max-bytes");
 }
 
 double bus_factor(const std::string& op, int n) {

@@ -1,9 +1,9 @@
 #include "artel/core/json_file.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 
 namespace artel {
 
@@ -24,11 +24,10 @@ std::string printable(const std::string& text) {
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& open_hint,
                               const std::string& format_hint) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open " + what + " " + path, open_hint);
+  const std::string text = read_regular_file(path, what, open_hint);
   try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     throw Error(what + " " + path + " is not valid JSON: " + printable(e.what()), format_hint);
   }
 }

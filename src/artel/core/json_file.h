@@ -12,7 +12,7 @@
 
 namespace artel {
 
-// Errors: "cannot open WHAT PATH" (open_hint), "WHAT PATH is not valid JSON: ..." (format_hint).
+// Errors: read_regular_file's (open_hint), "WHAT PATH is not valid JSON: ..." (format_hint).
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& open_hint,
                               const std::string& format_hint = "");
 

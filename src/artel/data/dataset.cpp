@@ -108,19 +108,23 @@ TextDataset::TextDataset(std::string path, std::string unit, int64_t vocab_size,
   ARTEL_CHECK(block_ >= 1, "text block size must be >= 1, got ", block_);
   auto check_split = [&](const TokenSplit& split, const char* name) {
     if (split.size() < block_ + 1)
-      throw Error("text file " + path_ + " is too short: its " + name + " split has " + std::to_string(split.size()) +
-                      " " + unit_ + ", one block needs " + std::to_string(block_ + 1),
-                  "use a longer text (the " + std::string(name) + " split is " +
-                      (std::string(name) == "train" ? "the first 90%" : "the last 10%") +
-                      ") or a smaller block size");
+      throw Error(source_kind() + " " + path_ + " is too short: its " + name + " split has " +
+                      std::to_string(split.size()) + " " + unit_ + ", one block needs " + std::to_string(block_ + 1),
+                  unit_ == "tokens" ? "use more tokens or a smaller block size"
+                                    : "use a longer text (the " + std::string(name) + " split is " +
+                                          (std::string(name) == "train" ? "the first 90%" : "the last 10%") +
+                                          ") or a smaller block size");
   };
   check_split(train_, "train");
   check_split(val_, "validation");
 }
 
+std::string TextDataset::source_kind() const {
+  return unit_ == "words" ? "word text" : unit_ == "tokens" ? "token file" : "char text";
+}
+
 std::string TextDataset::describe() const {
-  const char* what = unit_ == "words" ? "word text " : unit_ == "tokens" ? "token file " : "char text ";
-  return what + path_ + ": " + std::to_string(train_.size()) +
+  return source_kind() + " " + path_ + ": " + std::to_string(train_.size()) +
          " train / " + std::to_string(val_.size()) + " validation " + unit_ + ", vocabulary " +
          std::to_string(vocab_size_) + ", block " + std::to_string(block_);
 }

@@ -123,7 +123,8 @@ class TextDataset : public Dataset {
               int64_t block_size);
 
  private:
-  std::string path_, unit_;  // unit: "characters" | "words"
+  std::string source_kind() const;  // "char text" | "word text" | "token file", for messages
+  std::string path_, unit_;  // unit: "characters" | "words" | "tokens"
   int64_t vocab_size_;
   TokenSplit train_, val_;
   int64_t block_;

@@ -4,13 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 
 namespace artel::data {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -35,10 +33,7 @@ std::string gz_error_text(gzFile f, const std::string& path) {
 }  // namespace
 
 std::vector<uint8_t> read_gz_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw Error("data file " + path + " does not exist", "check the path passed to --data");
-  if (!fs::is_regular_file(path, ec)) throw Error("data file " + path + " is not a regular file", "pass a file");
+  check_regular_file(path, "data file", "check the path passed to --data");
   errno = 0;
   GzCloser gz{gzopen(path.c_str(), "rb")};
   if (!gz.f)

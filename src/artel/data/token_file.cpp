@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 
 namespace artel::data {
 
@@ -24,6 +25,7 @@ struct Mapping {
 };
 
 std::shared_ptr<Mapping> map_file(const std::string& path) {
+  check_regular_file(path, "token file", "pass nanoGPT's train.bin/val.bin or an llm.c .bin file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot open token file " + path + ": " + std::strerror(errno), "check the path");
   struct stat st{};
@@ -53,22 +55,33 @@ TokenFile open_token_file(const std::string& path, int64_t vocab_size) {
   const auto* bytes_at = static_cast<const unsigned char*>(m->data);
   int32_t header[3] = {0, 0, 0};
   if (bytes >= kLlmcHeaderBytes) std::memcpy(header, bytes_at, sizeof header);
+  else if (bytes >= 4) std::memcpy(header, bytes_at, 4);  // the magic alone: a header cut short is still llm.c's
   const bool fits = bytes >= kLlmcHeaderBytes && header[2] >= 0 &&
                     (header[1] == 1 ? 2 : 4) * static_cast<int64_t>(header[2]) == bytes - kLlmcHeaderBytes;
   TokenFile f;
   f.path = path;
   int64_t offset = 0, count = 0;
   if (header[0] == kLlmcMagic) {
+    if (bytes < kLlmcHeaderBytes)
+      throw Error("token file " + path + " has llm.c's magic but only " + std::to_string(bytes) +
+                      " bytes, shorter than its " + std::to_string(kLlmcHeaderBytes) + "-byte header",
+                  "the file is truncated: write it again");
     if (header[1] == 2)
       throw Error("token file " + path + " holds uint32 ids (llm.c version 2)", "artel reads uint16 ids (version 1)");
     if (header[1] != 1)
       throw Error("token file " + path + " has llm.c's magic but version " + std::to_string(header[1]),
                   "artel reads version 1 (uint16 ids)");
-    if (!fits)
-      throw Error("token file " + path + " is truncated: its header promises " + std::to_string(header[2]) +
-                      " tokens (" + std::to_string(kLlmcHeaderBytes + 2 * static_cast<int64_t>(header[2])) +
+    if (header[2] < 0)
+      throw Error("token file " + path + " has a negative token count (" + std::to_string(header[2]) +
+                      ") in its llm.c header",
+                  "the header is damaged: write the file again");
+    if (!fits) {
+      const int64_t promised = kLlmcHeaderBytes + 2 * static_cast<int64_t>(header[2]);
+      throw Error("token file " + path + (bytes < promised ? " is truncated" : " is longer than its header says") +
+                      ": its header promises " + std::to_string(header[2]) + " tokens (" + std::to_string(promised) +
                       " bytes), the file has " + std::to_string(bytes) + " bytes",
                   "write the file again");
+    }
     f.layout = "llm.c";
     offset = kLlmcHeaderBytes;
     count = header[2];

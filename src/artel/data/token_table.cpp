@@ -1,10 +1,9 @@
 #include "artel/data/token_table.h"
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 
 namespace artel::data {
 
@@ -18,9 +17,7 @@ std::string TokenTable::decode(std::span<const int64_t> ids) const {
 }
 
 TokenTable load_token_table(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open token table " + path, "pass llm.c's gpt2_tokenizer.bin");
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_regular_file(path, "token table", "pass llm.c's gpt2_tokenizer.bin");
   uint32_t header[4] = {0, 0, 0, 0};
   if (bytes.size() < 1024) throw Error("token table " + path + " is shorter than its 1024-byte header");
   std::memcpy(header, bytes.data(), sizeof header);

@@ -46,6 +46,13 @@ std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_ne
     std::vector<float> row = next(ids);
     ARTEL_CHECK(static_cast<int64_t>(row.size()) == opts.vocab, "generate: got ", row.size(), " logits, expected ",
                 opts.vocab);
+    // NaN or infinite weights give such logits; sampling them would print
+    // nonsense as if it were the model's.
+    const auto bad = std::find_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != row.end())
+      throw Error("generate: logit " + std::to_string(bad - row.begin()) + " of token " + std::to_string(n + 1) +
+                      " is " + std::to_string(*bad) + ", not a finite number",
+                  "the weights hold NaN or infinite values: sample from other weights");
     for (float& v : row) v /= temperature;
     if (opts.top_k > 0 && opts.top_k < opts.vocab) {
       std::vector<float> sorted = row;

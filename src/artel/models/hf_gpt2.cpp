@@ -1,9 +1,11 @@
 #include "artel/models/hf_gpt2.h"
 
 #include <map>
+#include <set>
 
 #include "artel/core/error.h"
 #include "artel/kernels/layout.h"
+#include "artel/models/model.h"
 
 namespace artel::models {
 
@@ -86,6 +88,44 @@ void load_hf_gpt2(nn::Module& model, const std::string& path) {
                 "Hugging Face's GPT-2 has 50,257 vocabulary rows: train it with --vocab-multiple 1 and the "
                 "shape it was saved with");
   }
+}
+
+void check_whole_gpt(const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& source) {
+  std::map<std::string, Shape> have;
+  std::set<int64_t> blocks;
+  for (const auto& [name, t] : weights) {
+    have[name] = t.shape();
+    const std::string h = std::string(kPrefix) + "h.";
+    if (name.compare(0, h.size(), h) == 0) blocks.insert(std::atoll(name.c_str() + h.size()));
+  }
+  const auto wte = have.find(std::string(kPrefix) + "wte.weight"), wpe = have.find(std::string(kPrefix) + "wpe.weight");
+  if (wte == have.end() || wpe == have.end() || wte->second.size() != 2 || wpe->second.size() != 2)
+    throw Error(source + " holds no GPT (no 2-D transformer.wte.weight and transformer.wpe.weight)",
+                "pass a GPT's weights");
+  ModelConfig c;
+  c.vocab_size = wte->second[0];
+  c.n_embd = wte->second[1];
+  c.block_size = wpe->second[0];
+  c.n_layer = static_cast<int64_t>(blocks.size());
+  c.n_head = 1;  // heads leave every shape alone
+  if (c.n_layer == 0) throw Error(source + " holds a GPT without blocks (no transformer.h.0.*)", "pass a GPT's weights");
+  const std::unique_ptr<Model> gpt = declare_model(c);
+  const std::string shape = detail::concat("a GPT of ", c.n_layer, c.n_layer == 1 ? " block, " : " blocks, ", c.n_embd, " wide, ", c.vocab_size,
+                                           " tokens and ", c.block_size, " positions");
+  std::set<std::string> expected;
+  for (const nn::DeclaredParameter& p : gpt->declared_parameters()) {
+    expected.insert(p.name);
+    const auto it = have.find(p.name);
+    if (it == have.end()) throw Error(source + " lacks " + p.name + " of " + shape, "pass a whole GPT's weights");
+    if (it->second != p.shape)
+      throw Error(source + ": " + p.name + " is " + shape_str(it->second) + ", where " + shape + " has " +
+                      shape_str(p.shape),
+                  "pass a whole GPT's weights");
+  }
+  // nanoGPT's state dicts carry the head tied to wte under its own name too.
+  if (have.count("lm_head.weight") && have.at("lm_head.weight") == wte->second) expected.insert("lm_head.weight");
+  for (const auto& [name, s] : have)
+    if (!expected.count(name)) throw Error(source + " holds " + name + ", which " + shape + " has not", "pass a GPT's weights alone");
 }
 
 void write_hf_gpt2(const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& path) {

@@ -43,6 +43,11 @@ void load_hf_gpt2(nn::Module& model, const std::string& path);
 // layout (what final.safetensors would hold), in name order.
 std::vector<std::pair<std::string, Tensor>> read_all_hf_gpt2(const std::string& path);
 
+// Throws, naming `source` and the tensor, unless `weights` (the GPT's names
+// and layout) are exactly a GPT's parameters: every one, of the shapes that
+// its embeddings and block count imply, and nothing else.
+void check_whole_gpt(const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& source);
+
 // The GPT's weights (its names) as Hugging Face's GPT2Model writes them, to
 // `path` (atomically, metadata format "pt").
 void write_hf_gpt2(const std::vector<std::pair<std::string, Tensor>>& weights, const std::string& path);

@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
+
+#include "artel/core/regular_file.h"
 
 namespace artel::nn {
 namespace {
@@ -290,6 +291,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
 }
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
+  check_regular_file(path_, "safetensors file");
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw Error(sys_error("cannot open", path_), "check the path");
   try {
@@ -344,11 +346,7 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(sys_error("cannot open", path), "check the path");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(sys_error("cannot read", path));
-  return decode_safetensors(bytes, path);
+  return decode_safetensors(read_regular_file(path, "safetensors file"), path);
 }
 
 void save_weights(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {

@@ -44,6 +44,8 @@ nlohmann::ordered_json sourced_json(const Sourced& s) {
   return j;
 }
 
+constexpr int64_t kMaxClusterWorkers = int64_t{1} << 20;
+
 void check_positive(const Sourced& s, const char* what) {
   ARTEL_CHECK(std::isfinite(s.value) && s.value > 0, "cluster: ", what, " must be positive, got ", s.value);
 }
@@ -55,6 +57,10 @@ void Cluster::validate() const {
   check_positive(workers_per_host, "workers_per_host");
   ARTEL_CHECK(hosts.value == std::floor(hosts.value) && workers_per_host.value == std::floor(workers_per_host.value),
               "cluster: hosts and workers_per_host must be whole numbers");
+  // Beyond the largest clusters built (about 10^5 accelerators), so that a
+  // mistyped size is refused rather than searched or overflowed.
+  ARTEL_CHECK(hosts.value * workers_per_host.value <= double(kMaxClusterWorkers), "cluster: hosts (", hosts.value,
+              ") x workers_per_host (", workers_per_host.value, ") exceeds ", kMaxClusterWorkers, " workers");
   check_positive(device.peak_fp32, "device.peak_flops.fp32");
   check_positive(device.peak_bf16, "device.peak_flops.bf16");
   check_positive(device.gemm_efficiency, "device.gemm_efficiency");

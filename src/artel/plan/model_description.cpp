@@ -23,10 +23,15 @@ ModelDescription transformer_model(const std::string& name, const TransformerSha
 
 namespace {
 
-double non_negative(const nlohmann::json& layer, const char* key, const std::string& where) {
+// 10^18 parameters, FLOPs or bytes in one layer is beyond any model (GPT-3's
+// layers: 2·10^9 parameters): a larger number is a typing slip, and would
+// overflow the planner's sums into nonsense.
+constexpr double kMaxLayerCost = 1e18;
+
+double layer_cost(const nlohmann::json& layer, const char* key, const std::string& where) {
   ARTEL_CHECK(layer.contains(key) && layer[key].is_number(), where, ": needs a number \"", key, "\"");
   const double v = layer[key].get<double>();
-  ARTEL_CHECK(v >= 0, where, ": \"", key, "\" must be >= 0, got ", v);
+  ARTEL_CHECK(v >= 0 && v <= kMaxLayerCost, where, ": \"", key, "\" must be in [0, 1e18], got ", v);
   return v;
 }
 
@@ -43,10 +48,10 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
     const std::string where = detail::concat(origin, ": layers[", i, "]");
     ARTEL_CHECK(l.is_object(), where, " must be an object");
     m.layers.push_back({.name = l.value("name", detail::concat("layer", i)),
-                        .forward_flops = non_negative(l, "forward_flops", where),
-                        .parameters = non_negative(l, "parameters", where),
-                        .activation_bytes = non_negative(l, "activation_bytes", where),
-                        .output_bytes = non_negative(l, "output_bytes", where)});
+                        .forward_flops = layer_cost(l, "forward_flops", where),
+                        .parameters = layer_cost(l, "parameters", where),
+                        .activation_bytes = layer_cost(l, "activation_bytes", where),
+                        .output_bytes = layer_cost(l, "output_bytes", where)});
   }
   return m;
 }

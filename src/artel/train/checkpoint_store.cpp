@@ -93,6 +93,9 @@ void collect_shard(const std::string& dir, const std::string& file, Manifest& m,
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep_last) : dir_(std::move(dir)), keep_last_(keep_last) {
   ARTEL_CHECK(!dir_.empty(), "checkpoint directory is empty");
   ARTEL_CHECK(keep_last_ >= 0, "checkpoints to keep must be >= 0 (0 keeps all), got ", keep_last_);
+  std::error_code ec;
+  if (fs::exists(dir_, ec) && !fs::is_directory(dir_, ec))
+    throw Error("checkpoint directory " + dir_ + " is a file", "move the file away, or train into another --out");
 }
 
 std::string CheckpointStore::path_for(int64_t step) const {

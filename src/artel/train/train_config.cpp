@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "artel/core/error.h"
+#include "artel/comm/algorithms.h"
 #include "artel/core/json_file.h"
 #include "artel/models/model.h"
 #include "artel/parallel/ps_protocol.h"
@@ -194,6 +195,7 @@ void TrainConfig::validate() const {
   check_one_of("precision", precision, {"fp32", "bf16"});
   check_one_of("grad_reduce_dtype", grad_reduce_dtype, {"fp32", "bf16"});
   check_one_of("grad_compression", grad_compression, {"none", "bf16", "powersgd"});
+  comm::check_algorithm_name(comm::OpKind::all_reduce, grad_all_reduce);
   if (grad_reduce_dtype == "bf16" && grad_compression == "powersgd")
     throw Error("--grad-reduce-dtype bf16 and --grad-compression powersgd are two compressions", "choose one");
   if (grad_compression == "powersgd" && (zero >= 2 || ps_servers > 0))
@@ -240,10 +242,14 @@ void TrainConfig::validate() const {
   check_one_of("gelu", gelu, {"exact", "tanh"});
   check_range("vocab_size", vocab_size >= 0 && vocab_size <= 65536, "in [0, 65536] (uint16 ids)", static_cast<double>(vocab_size));
   check_range("temperature", temperature > 0, "> 0", temperature);
-  check_range("n_layer", n_layer >= 1, ">= 1", static_cast<double>(n_layer));
-  check_range("n_head", n_head >= 1, ">= 1", static_cast<double>(n_head));
-  check_range("n_embd", n_embd >= 1, ">= 1", static_cast<double>(n_embd));
-  check_range("block_size", block_size >= 1, ">= 1", static_cast<double>(block_size));
+  // Upper bounds far beyond any model trained (GPT-3: 96 layers, 12,288 wide,
+  // 2,048 tokens), so that a mistyped size is refused here, before anything
+  // is allocated per layer, rather than by the kernel's OOM killer.
+  check_range("n_layer", n_layer >= 1 && n_layer <= 100000, "in [1, 100000]", static_cast<double>(n_layer));
+  check_range("n_head", n_head >= 1 && n_head <= 65536, "in [1, 65536]", static_cast<double>(n_head));
+  check_range("n_embd", n_embd >= 1 && n_embd <= (1 << 20), "in [1, 1048576]", static_cast<double>(n_embd));
+  check_range("block_size", block_size >= 1 && block_size <= (1 << 24), "in [1, 16777216]",
+              static_cast<double>(block_size));
   check_range("dropout", dropout >= 0 && dropout < 1, "in [0, 1)", dropout);
   ARTEL_CHECK(n_embd % n_head == 0, "n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
   check_one_of("schedule", schedule, {"gpipe", "1f1b"});

@@ -84,16 +84,17 @@ void Trainer::start() {
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
   // Before the weights are made (seconds at GPT-2's size): a batch that does
-  // not fit the data or a schedule that cannot run is refused at once.
+  // not fit the data, a schedule that cannot run or a checkpoint directory
+  // that is a file is refused at once.
   plan_data();
+  if (cfg_.checkpoint_every > 0 || run_.resume)
+    store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
   {
     AllocationPurpose purpose("the model's parameters");
     trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
   }
   optimizer_ = make_optimizer(cfg_, trained_);
   strategy_->attach(*optimizer_);
-  if (cfg_.checkpoint_every > 0 || run_.resume)
-    store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
 }
 
 void Trainer::plan_data() {

@@ -1,0 +1,34 @@
+#include "artel/core/regular_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "artel/core/error.h"
+
+namespace artel {
+
+namespace fs = std::filesystem;
+
+void check_regular_file(const std::string& path, const std::string& what, const std::string& hint) {
+  if (path.empty()) throw Error(what + ": the path is empty", hint);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw Error(what + " " + path + " does not exist", hint);
+  if (fs::is_directory(st)) throw Error(what + " " + path + " is a directory, not a file", hint);
+  if (!fs::is_regular_file(st)) throw Error(what + " " + path + " is not a regular file", hint);
+}
+
+std::string read_regular_file(const std::string& path, const std::string& what, const std::string& hint) {
+  check_regular_file(path, what, hint);
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + what + " " + path + (errno ? ": " + std::string(std::strerror(errno)) : ""), hint);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error("cannot read " + what + " " + path, hint);
+  return bytes;
+}
+
+}  // namespace artel

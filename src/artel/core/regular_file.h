@@ -1,0 +1,23 @@
+// A file a user names on the command line (weights, a config, a token table,
+// data): refused in one line, naming what it was for and the path, when it is
+// missing or is not a regular file. A directory, a device such as /dev/zero
+// (endless: read whole, it would fill memory) or a FIFO (a read that never
+// returns) is never read.
+//
+//   check_regular_file(path, "weights file", "pass a .safetensors file");
+//   std::string bytes = read_regular_file(path, "token table", "pass llm.c's gpt2_tokenizer.bin");
+#pragma once
+
+#include <string>
+
+namespace artel {
+
+// Errors: "WHAT PATH does not exist", "WHAT PATH is a directory, not a file",
+// "WHAT PATH is not a regular file", each with `hint`.
+void check_regular_file(const std::string& path, const std::string& what, const std::string& hint = "check the path");
+
+// The whole file, after check_regular_file; "cannot read WHAT PATH: REASON" otherwise.
+std::string read_regular_file(const std::string& path, const std::string& what,
+                              const std::string& hint = "check the path");
+
+}  // namespace artel
