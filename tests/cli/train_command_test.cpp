@@ -314,6 +314,15 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   auto [code, out] = generate((dir_ / "run").string() + " --tokens 30");
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out, printed + "\n");
+  // A run whose data has moved: said of the run's config, not of a --data flag generate lacks.
+  fs::create_directories(dir_ / "moved");
+  nlohmann::json config = nlohmann::json::parse(slurp(dir_ / "run" / "config.json"));
+  config["data"] = (dir_ / "gone.txt").string();
+  std::ofstream(dir_ / "moved" / "config.json") << config.dump();
+  std::tie(code, out) = generate((dir_ / "moved").string() + " --tokens 5");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("config.json names the data " + (dir_ / "gone.txt").string() + ", which does not exist"),
+            std::string::npos) << out;
   std::tie(code, out) = generate((dir_ / "run").string() + " --prompt ROMEO: --tokens 5");
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.substr(0, 6), "ROMEO:");

@@ -20,6 +20,7 @@
 #include "artel/models/generate.h"
 #include "artel/models/hf_gpt2.h"
 #include "artel/nn/safetensors.h"
+#include "artel/train/bundled_data.h"
 #include "artel/train/recipe.h"
 #include "artel/train/train_config.h"
 
@@ -76,9 +77,15 @@ int run_generate(int argc, char** argv) {
   train::TrainConfig cfg = train::resolve_config({.json = train::read_config_file(config)});
   if (!models::trains_on_text(cfg.model))
     throw Error(a.run + " trained " + cfg.model + ", which classifies images", "generate from a gpt or wordlm run");
+  if (cfg.data.empty()) cfg.data = train::default_data_for(cfg.model);  // as `artel train` resolves it
   const bool tokens = fs::path(cfg.data).extension() == ".bin";
   std::unique_ptr<data::Dataset> ds;
-  if (!tokens) ds = data::open_dataset(cfg.data, train::dataset_options(cfg));  // its vocabulary
+  if (!tokens) {  // its vocabulary
+    if (!fs::exists(cfg.data))
+      throw Error(config + " names the data " + cfg.data + ", which does not exist",
+                  "the run's vocabulary comes from its data: put the file back where the run read it");
+    ds = data::open_dataset(cfg.data, train::dataset_options(cfg));
+  }
   const auto* text = dynamic_cast<const data::TextDataset*>(ds.get());
   const int64_t vocab = tokens ? (cfg.vocab_size > 0 ? cfg.vocab_size : 50257) : ds->num_classes();
   std::optional<data::TokenTable> table;
