@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "artel/core/error.h"
 
@@ -40,6 +44,19 @@ TEST(JsonFile, ReadsADocumentAndNamesTheFileWhenItCannot) {
   EXPECT_NE(e.find("\\xff"), std::string::npos) << e;
   for (const char c : e) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(static_cast<unsigned char>(c));
   EXPECT_NE(e.find("(hint: see the format)"), std::string::npos) << e;
+}
+
+// A config from bash's <(...) is a pipe: read, as it always was; a device
+// such as /dev/zero stops the parser at its first byte.
+TEST(JsonFile, ReadsAPipeAndStopsAtADevicesFirstByte) {
+  const fs::path fifo = fs::path(::testing::TempDir()) / ("json_fifo_" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << R"({"steps": 3})"; });
+  EXPECT_EQ(read_json_file(fifo.string(), "config file", "")["steps"], 3);
+  writer.join();
+  fs::remove(fifo);
+  EXPECT_NE(error_of("/dev/zero").find("cluster file /dev/zero is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(::testing::TempDir()).find("is a directory, not a file"), std::string::npos);
 }
 
 TEST(JsonFile, PrintableEscapesEveryByteOutsidePrintableAscii) {

@@ -1,6 +1,7 @@
 #include "artel/core/json_file.h"
 
 #include <cstdio>
+#include <fstream>
 
 #include "artel/core/error.h"
 #include "artel/core/regular_file.h"
@@ -24,9 +25,11 @@ std::string printable(const std::string& text) {
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& open_hint,
                               const std::string& format_hint) {
-  const std::string text = read_regular_file(path, what, open_hint);
+  check_file_path(path, what, open_hint);
+  std::ifstream in(path);  // streamed: a pipe reads, and a device such as /dev/zero stops at its first byte
+  if (!in) throw Error("cannot open " + what + " " + path, open_hint);
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     throw Error(what + " " + path + " is not valid JSON: " + printable(e.what()), format_hint);
   }

@@ -12,7 +12,8 @@
 
 namespace artel {
 
-// Errors: read_regular_file's (open_hint), "WHAT PATH is not valid JSON: ..." (format_hint).
+// Errors: check_file_path's (open_hint; a pipe such as <(...) is read),
+// "WHAT PATH is not valid JSON: ..." (format_hint).
 nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& open_hint,
                               const std::string& format_hint = "");
 

@@ -12,13 +12,18 @@ namespace artel {
 
 namespace fs = std::filesystem;
 
-void check_regular_file(const std::string& path, const std::string& what, const std::string& hint) {
+void check_file_path(const std::string& path, const std::string& what, const std::string& hint) {
   if (path.empty()) throw Error(what + ": the path is empty", hint);
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) throw Error(what + " " + path + " does not exist", hint);
   if (fs::is_directory(st)) throw Error(what + " " + path + " is a directory, not a file", hint);
-  if (!fs::is_regular_file(st)) throw Error(what + " " + path + " is not a regular file", hint);
+}
+
+void check_regular_file(const std::string& path, const std::string& what, const std::string& hint) {
+  check_file_path(path, what, hint);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(what + " " + path + " is not a regular file", hint);
 }
 
 std::string read_regular_file(const std::string& path, const std::string& what, const std::string& hint) {

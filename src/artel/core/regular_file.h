@@ -2,7 +2,8 @@
 // data): refused in one line, naming what it was for and the path, when it is
 // missing or is not a regular file. A directory, a device such as /dev/zero
 // (endless: read whole, it would fill memory) or a FIFO (a read that never
-// returns) is never read.
+// returns) is never read whole. A streaming reader that stops at bad input
+// (JSON) checks only that the path is no directory: bash's <(...) pipes work.
 //
 //   check_regular_file(path, "weights file", "pass a .safetensors file");
 //   std::string bytes = read_regular_file(path, "token table", "pass llm.c's gpt2_tokenizer.bin");
@@ -13,7 +14,11 @@
 namespace artel {
 
 // Errors: "WHAT PATH does not exist", "WHAT PATH is a directory, not a file",
-// "WHAT PATH is not a regular file", each with `hint`.
+// each with `hint`. For a reader that streams and stops at bad input (a JSON
+// parser), which may read a pipe, e.g. bash's <(...).
+void check_file_path(const std::string& path, const std::string& what, const std::string& hint = "check the path");
+
+// check_file_path, and "WHAT PATH is not a regular file" for anything else.
 void check_regular_file(const std::string& path, const std::string& what, const std::string& hint = "check the path");
 
 // The whole file, after check_regular_file; "cannot read WHAT PATH: REASON" otherwise.
