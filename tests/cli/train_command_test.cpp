@@ -166,6 +166,7 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--grad-all-reduce foo" + out, "unknown all_reduce algorithm 'foo'");
   expect_one_line_error("--init /dev/zero" + out, "safetensors file /dev/zero is not a regular file");
   expect_one_line_error("--config " + dir_.string() + out, "is a directory, not a file");
+  expect_one_line_error("--trace /proc/artel-trace.json" + out, "cannot write --trace /proc/artel-trace.json");
   expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
   expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
   expect_one_line_error("--gemm mkl" + out, "unknown gemm 'mkl'");

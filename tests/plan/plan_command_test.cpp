@@ -281,7 +281,7 @@ TEST(PlanCommand, CalibrateRefusesAnUnwritableOutputBeforeMeasuring) {
   const Result r = plan("calibrate --workloads w2 --hosts 2 --hosts-command 'false {ranks}' --out /nonexistent-folder/c.json");
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("cannot write /nonexistent-folder/c.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot write cluster file /nonexistent-folder/c.json"), std::string::npos) << r.err;
 }
 
 TEST(PlanCommand, CalibrateRefusesBadFlagsInOneLine) {

@@ -1,12 +1,7 @@
 #include "artel/cli/plan_calibrate.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,24 +9,10 @@
 #include "artel/cli/machine_calibration.h"
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 #include "artel/train/checkpoint_format.h"
 
 namespace artel::cli {
-namespace {
-
-// A minute of measuring must not end in "cannot write": a file beside `out`
-// is created and removed first (as root, a permission check would pass
-// where the file system still refuses, /proc for one).
-void check_writable(const std::string& out) {
-  const std::string probe = out + ".probe-" + std::to_string(::getpid());
-  const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
-  if (fd < 0)
-    throw Error("cannot write " + out + ": " + std::strerror(errno), "check that its folder exists and is writable");
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-}  // namespace
 
 int run_plan_calibrate(int argc, char** argv) {
   std::string out;
@@ -67,7 +48,7 @@ int run_plan_calibrate(int argc, char** argv) {
     if (w != "w2" && w != "gpt-50m" && w != "gpt2")
       throw Error("unknown workload '" + w + "' for --workloads", "use w2, gpt-50m or gpt2");
 
-  if (!out.empty()) check_writable(out);
+  if (!out.empty()) check_writable(out, "cluster file");  // a minute of measuring must not end in "cannot write"
 
   std::string command = "artel plan calibrate";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];

@@ -46,6 +46,7 @@
 #include "artel/core/error.h"
 #include "artel/kernels/gemm.h"
 #include "artel/core/memory_limit.h"
+#include "artel/core/regular_file.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
 #include "artel/launch/launcher.h"
@@ -352,6 +353,8 @@ int run_train(int argc, char** argv) {
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
   train::check_parameter_server(cfg);
+  // The timeline is written when the run ends: a path it cannot take is said now, not after the training.
+  if (!cfg.trace.empty() && !comm::launched_as_worker()) check_writable(cfg.trace, "--trace");
   // Before any worker starts: a layout the planner predicts not to fit is
   // refused with its numbers (planned_run.h), once, by the process that launches.
   if (!comm::launched_as_worker() && job.backend != "mpi" && !job.no_memory_check) {

@@ -1,5 +1,8 @@
 #include "artel/core/regular_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +27,16 @@ void check_regular_file(const std::string& path, const std::string& what, const 
   check_file_path(path, what, hint);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(what + " " + path + " is not a regular file", hint);
+}
+
+void check_writable(const std::string& path, const std::string& what) {
+  const std::string probe = path + ".probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw Error("cannot write " + what + " " + path + ": " + std::strerror(errno),
+                "check that its folder exists and is writable");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::string read_regular_file(const std::string& path, const std::string& what, const std::string& hint) {

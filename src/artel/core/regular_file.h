@@ -21,6 +21,13 @@ void check_file_path(const std::string& path, const std::string& what, const std
 // check_file_path, and "WHAT PATH is not a regular file" for anything else.
 void check_regular_file(const std::string& path, const std::string& what, const std::string& hint = "check the path");
 
+// Throws "cannot write WHAT PATH: REASON" unless a file can be created beside
+// `path`: an output written at the end of a run (a trace, a calibration) is
+// checked before the run rather than lost after it. A file is created and
+// removed (as root a permission check passes where the file system still
+// refuses: /proc, a read-only mount).
+void check_writable(const std::string& path, const std::string& what);
+
 // The whole file, after check_regular_file; "cannot read WHAT PATH: REASON" otherwise.
 std::string read_regular_file(const std::string& path, const std::string& what,
                               const std::string& hint = "check the path");
