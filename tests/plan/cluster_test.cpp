@@ -39,6 +39,26 @@ TEST(Cluster, ASizeBeyondAnyClusterIsRefused) {
   c.validate();
 }
 
+// A misspelt key would leave a number at its default: refused, naming it.
+TEST(Cluster, AnUnknownKeyIsRefused) {
+  nlohmann::json j = nlohmann::json::parse(to_json(testing::test_cluster(64e9, 1, 8)).dump());
+  j["worker_per_host"] = 8;
+  try {
+    parse_cluster(j, "c.json");
+    ADD_FAILURE() << "an unknown key accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: unknown key \"worker_per_host\""), std::string::npos) << e.what();
+  }
+  j.erase("worker_per_host");
+  j["device"]["peak_flop"] = 1;
+  try {
+    parse_cluster(j, "c.json");
+    ADD_FAILURE() << "an unknown device key accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: device: unknown key \"peak_flop\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(Cluster, WorkersShareTheHostsCores) {
   EXPECT_EQ(worker_speed(testing::test_cluster(), 0), 1);  // a GPU cluster: a worker is its device
   EXPECT_EQ(worker_speed(cpu_host(1, 2), 0), 2);            // one worker takes every core

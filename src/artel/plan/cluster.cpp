@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "artel/core/error.h"
 #include "artel/core/json_file.h"
@@ -45,6 +46,17 @@ nlohmann::ordered_json sourced_json(const Sourced& s) {
 }
 
 constexpr int64_t kMaxClusterWorkers = int64_t{1} << 20;
+
+// A key the format does not have is a typing slip ("worker_per_host") that
+// would leave a number unset: refused, as `artel train --config` refuses one.
+void check_keys(const nlohmann::json& j, std::initializer_list<std::string_view> known, const std::string& where) {
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string names;
+    for (std::string_view k : known) names += std::string(names.empty() ? "" : ", ") + std::string(k);
+    throw Error(where + ": unknown key \"" + key + "\"", "the keys are " + names + " (docs/PLAN.md)");
+  }
+}
 
 void check_positive(const Sourced& s, const char* what) {
   ARTEL_CHECK(std::isfinite(s.value) && s.value > 0, "cluster: ", what, " must be positive, got ", s.value);
@@ -175,6 +187,7 @@ double gemm_seconds(const Device& device, Precision precision, double m, double 
 
 Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   ARTEL_CHECK(j.is_object(), origin, ": a cluster file holds one JSON object");
+  check_keys(j, {"name", "description", "hosts", "workers_per_host", "cores_per_host", "device", "links"}, origin);
   Cluster c;
   c.name = j.value("name", origin);
   c.hosts = sourced(j, "hosts", origin);
@@ -183,6 +196,10 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   ARTEL_CHECK(j.contains("device") && j["device"].is_object(), origin, ": needs an object \"device\"");
   const nlohmann::json& d = j["device"];
   const std::string dw = origin + ": device";
+  check_keys(d,
+             {"name", "description", "peak_flops", "gemm_efficiency", "memory_bytes", "runtime_bytes",
+              "runtime_bytes_with_peers", "memory_bandwidth", "memory_efficiency", "gemm_table", "attention_table"},
+             dw);
   c.device.name = d.value("name", std::string("worker"));
   ARTEL_CHECK(d.contains("peak_flops") && d["peak_flops"].is_object(), dw,
               ": needs \"peak_flops\" with \"fp32\" and \"bf16\"");
