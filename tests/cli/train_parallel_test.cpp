@@ -238,6 +238,18 @@ TEST_F(TrainParallel, StoppedWorkerMakesItsPeerTimeOutNamingIt) {
   EXPECT_NE(r.err.find("worker 0 exited with status 1"), std::string::npos) << r.err;
 }
 
+// Under ZeRO 3 the waiting worker holds gathers in flight when the timeout
+// unwinds it: it ends with the timeout's line and status 1 (it aborted in
+// std::terminate, the sharding's destructor waiting on them and rethrowing).
+TEST_F(TrainParallel, StoppedWorkerUnderZeroThreeTimesOutWithoutAborting) {
+  Result r = train(std::string(kMlp) + " --steps 6 --batch-size 16 --nproc 2 --zero 3 --timeout 4" + out("run"),
+                   "ARTEL_TEST_FAULT=stop@1:3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("rank(s) [1]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker 0 exited with status 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+}
+
 // A worker over its memory limit (prlimit --as, inherited by every worker)
 // stops with one line naming the allocation, what it held and what would help.
 TEST_F(TrainParallel, OutOfMemoryIsOneLineNamingWhatWouldHelp) {

@@ -125,11 +125,19 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
 }
 
 // The model is not touched here: its owner (a Trainer) may already have
-// destroyed it. It must not run forward after this is gone.
+// destroyed it. It must not run forward after this is gone. A collective
+// still in flight is waited for; one that failed (a peer timed out: the
+// error that unwound the run is being reported) must not throw again from a
+// destructor, which would end the worker in std::terminate.
 FullyShardedDataParallel::~FullyShardedDataParallel() {
   for (auto& u : units_) {
-    if (u->gather) u->gather->wait();
-    if (u->reduce) u->reduce->wait();
+    for (const comm::WorkPtr& w : {u->gather, u->reduce}) {
+      if (!w) continue;
+      try {
+        w->wait();
+      } catch (const std::exception&) {
+      }
+    }
   }
   for (auto& [name, p] : params_) p.set_grad_destination(Tensor());  // the staging goes back to the group
 }
