@@ -127,6 +127,20 @@ TEST_F(TrainPs, SspDropsAStoppedWorkerAfterTheTimeout) {
   EXPECT_NE(r.err.find("every other rank has finished; stopping worker(s) 1"), std::string::npos) << r.err;
 }
 
+// A stopped server under SSP: its workers time out one after the other, and
+// once the last has failed the job fails (the launcher waited forever on the
+// stopped server, each worker's failure read as a dropped worker's).
+TEST_F(TrainPs, SspFailsTheJobWhenEveryWorkerHasFailed) {
+  const std::string m =
+      std::string(kMlp) + " --steps 6 --batch-size 8 --nproc 2 --ps-servers 1 --staleness 2 --timeout 2";
+  Result r = train(m + out("run"), "ARTEL_TEST_FAULT=stop@2:3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.err.find("parameter server 0 (rank 2)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("every rank that may drop out has failed, so the job cannot go on; stopping the other 1 worker"),
+            std::string::npos) << r.err;
+}
+
 TEST_F(TrainPs, BspFailsTheJobWhenAWorkerDies) {
   const std::string m = std::string(kMlp) + " --steps 12 --batch-size 8 --nproc 2 --ps-servers 1";
   Result r = train(m + out("run"), "ARTEL_TEST_FAULT=kill@1:3");

@@ -121,7 +121,8 @@ class Attempt {
   void on_failure(int rank) {
     read_available(rank);  // its last words before our message about it
     const int status = *workers_[rank].status();
-    if (std::find(config_.may_fail.begin(), config_.may_fail.end(), rank) != config_.may_fail.end()) {
+    const bool last_to_fail = all_that_may_fail_failed();
+    if (std::find(config_.may_fail.begin(), config_.may_fail.end(), rank) != config_.may_fail.end() && !last_to_fail) {
       say("artel launch: " + config_.name_of(rank) + " " + describe_exit(status) + "; the job goes on without it (" +
           config_.may_fail_reason + ")");
       return;
@@ -132,6 +133,7 @@ class Attempt {
     int others = running_count();
     std::string line = "artel launch: " + config_.name_of(rank) + " " +
                        (oom ? describe_out_of_memory(status, *config_.memory_per_worker) : describe_exit(status));
+    if (last_to_fail) line += "; every rank that may drop out has failed, so the job cannot go on";
     if (others > 0) line += "; stopping the other " + std::to_string(others) + plural(others, " worker", " workers");
     if (oom) line += std::string(" (hint: ") + kOutOfMemoryHint + ")";
     say(line);
@@ -236,6 +238,18 @@ class Attempt {
     if (Clock::now() < *leftover_deadline_) return;
     say("artel launch: every other rank has finished; stopping worker(s) " + left + " (" + config_.may_fail_reason + ")");
     stop(SIGTERM);
+  }
+
+  // Every rank that may fail has exited, none of them cleanly: the job has
+  // no one left to do its work (the parameter servers' workers all gone,
+  // often because a server stopped), and the rest would wait forever.
+  bool all_that_may_fail_failed() const {
+    if (config_.may_fail.empty()) return false;
+    for (int rank : config_.may_fail) {
+      const WorkerProcess& w = workers_[rank];
+      if (w.running() || !w.status() || exited_cleanly(*w.status())) return false;
+    }
+    return true;
   }
 
   int running_count() const {
