@@ -186,6 +186,23 @@ TEST_F(TrainCheckpointRuns, TornCheckpointsAreSkippedForThePreviousOne) {
   expect_identical_run("whole", "cut");
 }
 
+// A fresh run into an --out of an earlier run's checkpoints is refused
+// before it trains, by the launcher once: a worker's restart resumed from the
+// earlier run's newest (another seed's weights, exit 0). --resume continues it.
+TEST_F(TrainCheckpointRuns, AFreshRunRefusesAnEarlierRunsCheckpoints) {
+  const std::string g = std::string(kCheckpointGpt) + " --nproc 2 --batch-size 4 --checkpoint-every 2";
+  ok(train(g + " --steps 4" + out("run")));
+  const std::string c = (dir_ / "run" / "checkpoints").string();
+  for (const std::string more : {" --seed 7", " --seed 7 --checkpoint-every 0 --max-restarts 1"}) {
+    Result r = train(g + " --steps 4" + more + out("run"));
+    EXPECT_EQ(r.code, 1) << more;
+    EXPECT_EQ(r.err, "artel train: error: " + c + " holds an earlier run's checkpoints (newest ckpt-00000004), which "
+                     "a fresh run would mix with its own and a restart would resume from (hint: pass --resume to "
+                     "continue that run, or train into another --out (or remove " + c + "))\n") << more;
+  }
+  ok(train(g + " --steps 6 --resume" + out("run")));
+}
+
 // --accum chooses another global batch: the data goes on from the samples consumed.
 TEST_F(TrainCheckpointRuns, ExplicitAccumChangesTheGlobalBatchAndKeepsTheDataPosition) {
   cut_at_3("--nproc 2 --batch-size 4", "cut");

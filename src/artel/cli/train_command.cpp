@@ -55,6 +55,7 @@
 #include "artel/nn/safetensors.h"
 #include "artel/parallel/ps_protocol.h"
 #include "artel/train/bundled_data.h"
+#include "artel/train/checkpoint_store.h"
 #include "artel/train/data_parallel.h"
 #include "artel/train/mesh_worker.h"
 #include "artel/train/parameter_server.h"
@@ -353,6 +354,9 @@ int run_train(int argc, char** argv) {
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts
   train::check_parameter_server(cfg);
+  // A restart resumes from the newest checkpoint in OUT: an earlier run's is refused before any worker starts.
+  if (!job.resume && !comm::launched_as_worker() && (cfg.checkpoint_every > 0 || job.max_restarts > 0))
+    train::refuse_earlier_checkpoints(cfg.out + "/checkpoints");
   // The timeline is written when the run ends: a path it cannot take is said now, not after the training.
   if (!cfg.trace.empty() && !comm::launched_as_worker()) check_writable(cfg.trace, "--trace");
   // Before any worker starts: a layout the planner predicts not to fit is

@@ -98,6 +98,14 @@ CheckpointStore::CheckpointStore(std::string dir, int64_t keep_last) : dir_(std:
     throw Error("checkpoint directory " + dir_ + " is a file", "move the file away, or train into another --out");
 }
 
+void refuse_earlier_checkpoints(const std::string& dir) {
+  const std::vector<std::string> all = CheckpointStore(dir, 0).list();
+  if (all.empty()) return;
+  throw Error(dir + " holds an earlier run's checkpoints (newest " + fs::path(all.back()).filename().string() +
+                  "), which a fresh run would mix with its own and a restart would resume from",
+              "pass --resume to continue that run, or train into another --out (or remove " + dir + ")");
+}
+
 std::string CheckpointStore::path_for(int64_t step) const {
   ARTEL_CHECK(step >= 0, "checkpoint step must be >= 0, got ", step);
   char name[40];

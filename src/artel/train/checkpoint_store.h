@@ -48,6 +48,12 @@ struct StageDropout {
   RngState state;
 };
 
+// A run that starts afresh (no --resume) into a directory of an earlier
+// run's checkpoints would write its own among them, and a restart after a
+// failure would resume from the newest, which may be the earlier run's:
+// refused, naming the newest, unless `dir` holds none.
+void refuse_earlier_checkpoints(const std::string& dir);
+
 class CheckpointStore {
  public:
   // keep_last >= 1, or 0 to keep every checkpoint. The directory is created on the first write.

@@ -89,6 +89,7 @@ void Trainer::start() {
   plan_data();
   if (cfg_.checkpoint_every > 0 || run_.resume)
     store_ = std::make_unique<CheckpointStore>(cfg_.out + "/checkpoints", cfg_.keep_checkpoints);
+  if (cfg_.checkpoint_every > 0 && !run_.resume) refuse_earlier_checkpoints(store_->dir());
   {
     AllocationPurpose purpose("the model's parameters");
     trained_ = strategy_->build(*model_, *data_, static_cast<uint64_t>(cfg_.seed), cfg_.init);
