@@ -48,6 +48,15 @@ TEST(LaunchCommand, SetsTheEnvironmentOfEveryRank) {
   EXPECT_EQ(job_ids.size(), 1u) << "all workers of one attempt share the job id";
 }
 
+// `artel train --nproc 4` as a worker of `artel launch -n 2` ran as one of
+// 2 workers, the 4 ignored without a word: refused, naming the launcher's flag.
+TEST(LaunchCommand, AWorkerGivenNprocIsToldTheLauncherStartsTheWorkers) {
+  auto r = launch({"-n", "2"}, std::string(ARTEL_BINARY) + " train --nproc 4 --steps 1 --out /nonexistent/run");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--nproc 4 given to a worker of `artel launch`, which starts the workers (hint: drop "
+                               "--nproc and give the count to the launcher: artel launch -n 4)"));
+}
+
 TEST(LaunchCommand, DefaultThreadsSplitTheCores) {
   auto r = launch({"-n", "2"}, "echo T=$ARTEL_NUM_THREADS");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -343,6 +343,11 @@ int run_train(int argc, char** argv) {
   if (!config_path.empty()) src.json = train::read_config_file(config_path);
   for (const auto& [key, opt] : options)
     if (opt->count() > 0) src.overrides[key] = values[key];
+  // `artel train --nproc N` hands its workers their arguments without --nproc;
+  // one seen here was given to a worker of `artel launch`, which would ignore it.
+  if (comm::launched_as_worker() && job.nproc > 1)
+    throw Error(detail::concat("--nproc ", job.nproc, " given to a worker of `artel launch`, which starts the workers"),
+                detail::concat("drop --nproc and give the count to the launcher: artel launch -n ", job.nproc));
   const bool main_job = argc == 1 && !comm::launched_as_worker();
   if (main_job && main_job_workers() > 1) {  // the same global batch of 12, split over the cores
     job.nproc = main_job_workers();
