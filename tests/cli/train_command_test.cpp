@@ -167,6 +167,11 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--init /dev/zero" + out, "safetensors file /dev/zero is not a regular file");
   expect_one_line_error("--config " + dir_.string() + out, "is a directory, not a file");
   expect_one_line_error("--trace /proc/artel-trace.json" + out, "cannot write --trace /proc/artel-trace.json");
+  // Flags of a setting this run lacks were accepted and did nothing.
+  expect_one_line_error("--staleness 2" + out, "--staleness 2 paces a parameter server's workers, and this run has none");
+  expect_one_line_error("--stage-layers 1,1" + out, "--stage-layers 1,1 splits pipeline stages, and this run has one");
+  expect_one_line_error("--max-restarts 2" + out, "--max-restarts restarts the workers that artel train starts, and "
+                                                  "this run starts none");
   expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
   expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
   expect_one_line_error("--gemm mkl" + out, "unknown gemm 'mkl'");

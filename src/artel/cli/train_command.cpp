@@ -371,7 +371,12 @@ int run_train(int argc, char** argv) {
       check_predicted_memory(cfg, job.nproc, *memory);
   }
   const bool limited = !job.memory_per_worker.empty() || job.cpus_per_worker.has_value();
-  if ((job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi")) && !comm::launched_as_worker()) {
+  const bool launches = job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi");
+  if (job.max_restarts > 0 && !launches && !comm::launched_as_worker())
+    throw Error("--max-restarts restarts the workers that artel train starts, and this run starts none",
+                job.backend == "mpi" ? "an MPI job's ranks are restarted by its scheduler: drop --max-restarts"
+                                     : "add --nproc N, or drop --max-restarts");
+  if (launches && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});
     return launch_workers(job, cfg, std::move(command));

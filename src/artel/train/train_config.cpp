@@ -257,7 +257,12 @@ void TrainConfig::validate() const {
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
   check_range("ps_servers", ps_servers >= 0 && ps_servers <= 1024, "in [0, 1024]", static_cast<double>(ps_servers));
-  parallel::parse_staleness(staleness);
+  if (parallel::parse_staleness(staleness) != 0 && ps_servers == 0)
+    throw Error("--staleness " + staleness + " paces a parameter server's workers, and this run has none",
+                "add --ps-servers N, or drop --staleness");
+  if (!stage_layers.empty() && pp == 1)
+    throw Error("--stage-layers " + stage_layers + " splits pipeline stages, and this run has one (--pp 1)",
+                "add --pp N, or drop --stage-layers");
   if (!model_parallel()) return;
   if (zero == 3)
     throw Error("--zero 3 with --tp / --pp / --micro-batches: ZeRO stage 3 runs over data parallelism alone here",
