@@ -170,7 +170,7 @@ TEST_F(TrainCheckpointRuns, TornCheckpointsAreSkippedForThePreviousOne) {
   const fs::path ckpts = dir_ / "cut" / "checkpoints";
   fs::remove(ckpts / "ckpt-00000004" / shard(1));                  // a shard lost
   fs::remove(ckpts / "ckpt-00000006" / "manifest.json");           // never committed
-  const fs::path corrupt = ckpts / "ckpt-00000008" / shard(0);     // data corrupt, header intact
+  const fs::path corrupt = ckpts / "ckpt-00000008" / shard(1);     // data corrupt, header intact: rank 1 reads it
   const auto info = artel::train::read_checkpoint_header(corrupt.string()).tensors.back();
   std::string bytes = slurp(corrupt);
   bytes[info.offset + 1] ^= 0x40;

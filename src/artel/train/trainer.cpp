@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "artel/autograd/ops.h"
+#include "artel/comm/gather_strings.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_limit.h"
 #include "artel/core/memory_stats.h"
@@ -288,19 +289,34 @@ int64_t Trainer::resume_step() {
       problem = problem_of(e);
     }
     if (!strategy_->all_agree(ck != nullptr)) {
+      problem = first_problem(problem);
       warn(skipping_line(problem.empty() ? "checkpoint " + all[i] + ": another worker could not open it" : problem, next));
       continue;
     }
     check_compatible(ck->manifest().model, compat, (std::filesystem::path(all[i]) / kManifestName).string());
     const RestoreOutcome r = restore_run_checkpoint(*strategy_, *optimizer_, *model_, *ck);
     if (!r.ok) {
-      warn(skipping_line(r.problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : r.problem, next));
+      problem = first_problem(r.problem);
+      warn(skipping_line(problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : problem, next));
       continue;
     }
     return continue_from(*ck, r.dropout_restored);
   }
   if (strategy_->reporter()) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
   return 0;
+}
+
+// The problem of the first worker that had one with a checkpoint the
+// workers agreed to skip (a collective, as that agreement was): the
+// reporter's line names the file and what is wrong with it, whichever worker
+// read it.
+std::string Trainer::first_problem(const std::string& mine) {
+  comm::ProcessGroup* world = strategy_->world_group();
+  if (!world) return mine;
+  const std::string kept = mine.substr(0, 2000);
+  for (const std::string& p : comm::all_gather_strings(*world, kept, {.max_bytes = 2000, .what = "checkpoint problem"}))
+    if (!p.empty()) return p;
+  return "";
 }
 
 // The global batch and data position after checkpoint `ck`, and one line

@@ -162,6 +162,7 @@ class Trainer {
   void train_steps(int64_t first_step, Progress& progress, MetricsWriter* metrics, RunSummary& summary);
   void plan_data();       // the sampler (from cfg_.accum, row_offset_), the step count and the LR schedule
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
+  std::string first_problem(const std::string& mine);  // the first worker's, of a checkpoint all skip
   int64_t continue_from(const ShardedCheckpoint& ck, bool dropout_restored);  // -> its step
   nlohmann::json layout_record();  // the layout and batch settings, for a manifest
   void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
