@@ -75,7 +75,9 @@ TEST_F(TrainCheckpointRuns, DataParallelCheckpointResumesUnderEveryLayout) {
   EXPECT_NE(four.find("written by 2 workers (dp 2), read by 4 (dp 4)"), std::string::npos) << four;
   const std::string pp = resume_as("cut", "--nproc 2 --pp 2 --batch-size 8", "pp");
   EXPECT_NE(pp.find("written by 2 workers (dp 2), read by 2 (dp 1 x pp 2 x tp 1)"), std::string::npos) << pp;
-  resume_as("cut", "--nproc 2 --batch-size 4 --zero 0", "replicated");
+  const std::string replicated = resume_as("cut", "--nproc 2 --batch-size 4 --zero 0", "replicated");
+  EXPECT_NE(replicated.find("the checkpoint was written under --zero 1, this run goes on under --zero 0\n"),
+            std::string::npos) << replicated;
   // Without --accum the checkpoint's global batch of 8 is kept.
   const std::string accum = resume_as("cut", "--batch-size 4", "accum");
   EXPECT_NE(accum.find("keeping the checkpoint's global batch of 8 with --accum 2"), std::string::npos) << accum;

@@ -347,6 +347,9 @@ int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restore
           << mine.substr(mine.find(" ("));
   }
   out() << "\n";
+  if (const int64_t zero = m.layout.value("zero", int64_t{cfg_.zero}); zero != cfg_.zero)
+    out() << "artel train: the checkpoint was written under --zero " << zero << ", this run goes on under --zero "
+          << cfg_.zero << "\n";
   if (cfg_.accum != accum)
     out() << "artel train: keeping the checkpoint's global batch of " << m.global_batch << " with --accum " << cfg_.accum
           << "\n";
