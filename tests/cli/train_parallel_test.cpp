@@ -146,6 +146,11 @@ TEST_F(TrainParallel, MpiRanksStartedDifferentlyStopAtOnceNamingTheDifference) {
   EXPECT_NE(steps.code, 0);
   EXPECT_NE(steps.err.find("error: rank 1 was started with --steps 5, rank 0 with --steps 3"), std::string::npos)
       << steps.err;
+  // Another model is named as such, not by the first default of its that differs.
+  Result model = train(mlp + " --steps 3" + next + mlp + " --steps 3 --model cnn", "", np1);
+  EXPECT_NE(model.code, 0);
+  EXPECT_NE(model.err.find("error: rank 1 was started with --model 'cnn', rank 0 with --model 'mlp'"), std::string::npos)
+      << model.err;
 
   // The same flags, but one host's copy of the token file is longer.
   for (auto [name, tokens] : {std::pair{"a.bin", 4096}, std::pair{"b.bin", 4098}}) {

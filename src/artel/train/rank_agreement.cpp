@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,8 +46,14 @@ nlohmann::json what_must_agree(const TrainConfig& cfg) {
 // The first key whose value differs, as a line; "" when none does.
 std::string first_difference(const nlohmann::json& mine, const nlohmann::json& root, int rank) {
   const std::string r = "rank " + std::to_string(rank);
-  for (const auto& [key, v] : root.items()) {
-    if (key == "file sizes") continue;
+  // The model and preset first: the other keys' defaults follow from them, so
+  // a rank started with another --model differs first in, say, its batch size.
+  std::vector<std::string> keys{"model", "preset"};
+  for (const auto& [key, v] : root.items())
+    if (key != "model" && key != "preset" && key != "file sizes") keys.push_back(key);
+  for (const std::string& key : keys) {
+    if (!root.contains(key)) continue;
+    const nlohmann::json& v = root[key];
     const nlohmann::json other = mine.contains(key) ? mine[key] : nlohmann::json();
     if (other == v) continue;
     auto shown = [](const nlohmann::json& x) { return x.is_string() ? "'" + x.get<std::string>() + "'" : x.dump(); };
