@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "artel/core/error.h"
+#include "artel/core/memory_limit.h"
 #include "artel/train/recipe.h"
 
 namespace artel::train {
@@ -166,6 +167,21 @@ TEST(TrainConfig, ReadsConfigFilesAndReportsBadOnes) {
   EXPECT_THROW(read_config_file(path), Error);
   std::remove(path.c_str());
   EXPECT_THROW(read_config_file(path), Error);
+}
+
+// The out-of-memory hint leaves out what the run already does, or cannot do.
+TEST(TrainConfig, TheMemoryHintOffersOnlyWhatTheRunDoesNot) {
+  TrainConfig c = default_config("gpt");
+  EXPECT_EQ(memory_hint_for(c), kOutOfMemoryHint);
+  c.zero = 3;
+  EXPECT_EQ(memory_hint_for(c).find("--zero 3"), std::string::npos);
+  EXPECT_NE(memory_hint_for(c).find("--recompute full (activations)"), std::string::npos);
+  c.recompute = "full";
+  EXPECT_EQ(memory_hint_for(c), "hold less per worker: a smaller --batch-size, or more workers; or raise "
+                                "--memory-per-worker");
+  c = default_config("gpt");
+  c.tp = 2;  // ZeRO 3 runs over data parallelism alone
+  EXPECT_EQ(memory_hint_for(c).find("--zero 3"), std::string::npos);
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
                   ", optimizer state " + gib(m.optimizer_state) + ", activations " + gib(m.activations) +
                   ", communication " + gib(m.communication) + ") but a worker has " + gib(memory.bytes) + " (" +
                   memory.source + ")",
-              std::string(kOutOfMemoryHint) + "; --no-memory-check starts it anyway");
+              out_of_memory_hint() + "; --no-memory-check starts it anyway");
 }
 
 }  // namespace artel::cli

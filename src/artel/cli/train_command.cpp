@@ -355,6 +355,7 @@ int run_train(int argc, char** argv) {
   }
   train::TrainConfig cfg = train::resolve_config(src);
   if (cfg.data.empty()) cfg.data = train::default_data_for(cfg.model);
+  set_out_of_memory_hint(train::memory_hint_for(cfg));  // this process's errors and, as the launcher, its workers'
 
   if (cfg.model_parallel() && !comm::launched_as_worker() && job.backend != "mpi")
     train::check_mesh(cfg, job.nproc);  // a bad layout fails here, before any worker starts

@@ -112,7 +112,7 @@ void check_memory_limit(size_t nbytes, const char* what) {
                 "out of memory: allocating %.2f MiB for %s with %.2f MiB of tensors held, %.2f MiB resident%s of the "
                 "%.0f MiB --memory-per-worker limit",
                 mib(n), what ? what : allocation_purpose(), mib(live_tensor_bytes()), mib(resident), shared, mib(limit));
-  throw Error(text, kOutOfMemoryHint);
+  throw Error(text, out_of_memory_hint());
 }
 
 void check_memory_limit_at_start(int64_t limit) {
@@ -126,5 +126,16 @@ void check_memory_limit_at_start(int64_t limit) {
                 mib(limit), mib(resident));
   throw Error(what, "give each worker more: --memory-per-worker 1G, say");
 }
+
+namespace {
+std::string& hint_in_force() {
+  static std::string hint = kOutOfMemoryHint;
+  return hint;
+}
+}  // namespace
+
+void set_out_of_memory_hint(std::string hint) { hint_in_force() = std::move(hint); }
+
+const std::string& out_of_memory_hint() { return hint_in_force(); }
 
 }  // namespace artel

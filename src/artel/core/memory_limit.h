@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace artel {
 
@@ -31,6 +32,12 @@ inline constexpr const char* kMemoryLimitVariable = "ARTEL_MEMORY_LIMIT";
 inline constexpr const char* kOutOfMemoryHint =
     "hold less per worker: --zero 3 (weights, gradients and optimizer state sharded), --recompute full "
     "(activations), a smaller --batch-size, or more workers; or raise --memory-per-worker";
+
+// The hint this process's out-of-memory errors give: kOutOfMemoryHint until
+// a run sets its own, one that leaves out what the run already does
+// (train::memory_hint_for). Set before the run's threads start.
+void set_out_of_memory_hint(std::string hint);
+const std::string& out_of_memory_hint();
 
 // Smaller allocations are not checked: reading /proc for each would cost more
 // than they do, and they cannot take a process far over its limit.

@@ -66,7 +66,7 @@ namespace {
   std::snprintf(what, sizeof what, "out of memory: allocating %.2f MiB for %s with %.2f MiB of tensors held",
                 static_cast<double>(nbytes) / (1 << 20), allocation_purpose(),
                 static_cast<double>(live_tensor_bytes()) / (1 << 20));
-  throw Error(what, kOutOfMemoryHint);
+  throw Error(what, out_of_memory_hint());
 }
 
 // A fresh private mapping of nbytes (page-aligned), or nullptr when the kernel refuses.

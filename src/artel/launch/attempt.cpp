@@ -135,7 +135,7 @@ class Attempt {
                        (oom ? describe_out_of_memory(status, *config_.memory_per_worker) : describe_exit(status));
     if (last_to_fail) line += "; every rank that may drop out has failed, so the job cannot go on";
     if (others > 0) line += "; stopping the other " + std::to_string(others) + plural(others, " worker", " workers");
-    if (oom) line += std::string(" (hint: ") + kOutOfMemoryHint + ")";
+    if (oom) line += " (hint: " + out_of_memory_hint() + ")";
     say(line);
     stop(SIGTERM);
   }

@@ -449,4 +449,12 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
+std::string memory_hint_for(const TrainConfig& cfg) {
+  std::string hint = "hold less per worker: ";
+  if (cfg.zero < 3 && !cfg.model_parallel() && cfg.ps_servers == 0)
+    hint += "--zero 3 (weights, gradients and optimizer state sharded), ";
+  if (cfg.recompute != "full") hint += "--recompute full (activations), ";
+  return hint + "a smaller --batch-size, or more workers; or raise --memory-per-worker";
+}
+
 }  // namespace artel::train

@@ -187,4 +187,10 @@ const std::vector<ConfigKey>& config_keys();
 // A key's command-line flag: "grad_clip" -> "--grad-clip".
 std::string flag_of(const std::string& key);
 
+// What would make a worker of this run hold less, for its out-of-memory
+// errors (core/memory_limit.h): kOutOfMemoryHint's advice without what the
+// run already does (--zero 3, --recompute full) or cannot (--zero 3 with
+// model parallelism or a parameter server).
+std::string memory_hint_for(const TrainConfig& cfg);
+
 }  // namespace artel::train

@@ -82,6 +82,7 @@ Trainer::Trainer(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_
 void Trainer::start() {
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
+  set_out_of_memory_hint(memory_hint_for(cfg_));
   kernels::set_gemm_library(kernels::parse_gemm_library(cfg_.gemm));
   kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
   // Before the weights are made (seconds at GPT-2's size): a batch that does
