@@ -1,5 +1,6 @@
 #include "artel/models/hf_gpt2.h"
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
