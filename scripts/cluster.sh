@@ -92,6 +92,13 @@ for ns in $(ip netns list | awk '/^artel-[0-9]+-/ {print $1}'); do
     ip netns del "$ns" 2>/dev/null || true
   fi
 done
+# And OpenMPI's shared-memory segments of such a run's hosts (teardown's rm below).
+for seg in /dev/shm/vader_segment.artel-[0-9]*-h*; do
+  [ -e "$seg" ] || continue
+  pid=${seg#/dev/shm/vader_segment.artel-}
+  pid=${pid%%-*}
+  kill -0 "$pid" 2>/dev/null || rm -f "$seg"
+done
 
 # Names unique to this run: namespaces artel-<pid>-{sw,h1,h2,...}, subnet 10.<N>.0.0/24.
 tag="artel-$$"
