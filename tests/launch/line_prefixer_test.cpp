@@ -3,6 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace artel::launch {
@@ -61,6 +64,18 @@ TEST(LinePrefixer, CutsLinesLongerThanTheLimit) {
   EXPECT_EQ(out.find('\n'), out.size() - 1) << "written as one line";
   p.feed("b\n", 2);
   EXPECT_EQ(cap.take(), "[2] b\n");
+}
+
+TEST(LinePrefixer, AFilterDropsTheLinesItRefusesBeforeTheirPrefix) {
+  Capture cap;
+  std::vector<std::string> seen;
+  LinePrefixer p("[1] ", cap.fd(), [&](std::string_view line) {
+    seen.emplace_back(line);
+    return line != "drop";
+  });
+  p.feed("keep\ndrop\nkeep too\n", 19);
+  EXPECT_EQ(cap.take(), "[1] keep\n[1] keep too\n");
+  EXPECT_EQ(seen, (std::vector<std::string>{"keep", "drop", "keep too"})) << "the filter sees lines without the prefix";
 }
 
 }  // namespace

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <span>
 #include <sstream>
+#include <string_view>
 
 #include "artel/core/memory_limit.h"
 #include "artel/core/shm_names.h"
@@ -55,7 +57,7 @@ class Attempt {
       std::string prefix = std::to_string(rank);
       prefix.insert(0, 1, '[').append("] ");  // not "[" + ...: GCC 12 warns falsely (-Wrestrict)
       out_.emplace_back(prefix, config_.out_fd);
-      err_.emplace_back(prefix, config_.err_fd);
+      err_.emplace_back(prefix, config_.err_fd, [this, rank](std::string_view line) { return first_to_say(rank, line); });
     }
     while (reap() < config_.nproc) {
       stop_leftovers();
@@ -252,6 +254,22 @@ class Attempt {
     return true;
   }
 
+  // An error line another worker already said word for word is not written
+  // again: a check every worker makes alike (an --init that does not fit the
+  // model, a bad flag) fails them all at once, and the user reads it once,
+  // then the launcher's line naming the worker. Errors that differ between
+  // workers (each names its own peer or shard) all get through.
+  bool first_to_say(int rank, std::string_view line) {
+    constexpr size_t kRemembered = 1024;  // a worker that logs errors without end cannot grow the launcher
+    if (line.find("error:") == std::string_view::npos) return true;
+    if (said_errors_.size() >= kRemembered) {
+      auto it = said_errors_.find(line);
+      return it == said_errors_.end() || it->second == rank;
+    }
+    const auto [it, first] = said_errors_.try_emplace(std::string(line), rank);
+    return first || it->second == rank;
+  }
+
   int running_count() const {
     return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](auto& w) { return w.running(); }));
   }
@@ -269,6 +287,7 @@ class Attempt {
   std::vector<WorkerCgroup> cgroups_;
   std::vector<WorkerProcess> workers_;
   std::vector<LinePrefixer> out_, err_;
+  std::map<std::string, int, std::less<>> said_errors_;  // error line -> the rank that said it first
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> leftover_deadline_;  // stop_leftovers()
   bool stopping_ = false;

@@ -46,6 +46,7 @@ void LinePrefixer::finish() {
 }
 
 void LinePrefixer::add_line(const char* line, size_t n) {
+  if (keep_ && !keep_(std::string_view(line, n))) return;
   pending_.append(prefix_);
   pending_.append(line, n);
   pending_.push_back('\n');

@@ -6,10 +6,16 @@
 //   LinePrefixer out("[3] ", STDOUT_FILENO);
 //   out.feed(buf, n);   // as many times as data arrives
 //   out.finish();       // at EOF: a last line without '\n' gets one
+//
+// A filter, when given, sees each line before its prefix and drops the
+// lines it returns false for (the launcher's: an error every worker says
+// word for word is written once).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace artel::launch {
 
@@ -19,7 +25,10 @@ class LinePrefixer {
   // writes '\n' cannot make the launcher's memory grow without bound.
   static constexpr size_t kMaxLine = 64 * 1024;
 
-  LinePrefixer(std::string prefix, int out_fd) : prefix_(std::move(prefix)), out_fd_(out_fd) {}
+  using Filter = std::function<bool(std::string_view line)>;  // true: write the line
+
+  LinePrefixer(std::string prefix, int out_fd, Filter keep = {})
+      : prefix_(std::move(prefix)), out_fd_(out_fd), keep_(std::move(keep)) {}
 
   void feed(const char* data, size_t n);
   void finish();
@@ -30,6 +39,7 @@ class LinePrefixer {
 
   std::string prefix_;
   int out_fd_;
+  Filter keep_;
   std::string partial_;  // the start of a line whose '\n' has not arrived yet
   std::string pending_;  // whole prefixed lines not written yet; reused between feeds
 };
