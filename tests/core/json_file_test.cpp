@@ -59,6 +59,23 @@ TEST(JsonFile, ReadsAPipeAndStopsAtADevicesFirstByte) {
   EXPECT_NE(error_of(::testing::TempDir()).find("is a directory, not a file"), std::string::npos);
 }
 
+// A key given twice in one object is refused (nlohmann, like Python, kept
+// the last); the same key in different objects is not a repeat.
+TEST(JsonFile, AKeyGivenTwiceInOneObjectIsRefused) {
+  const fs::path dir = fs::path(::testing::TempDir());
+  std::ofstream(dir / "twice.json") << R"({"lr": 0.1, "steps": 3, "lr": 0.01})";
+  EXPECT_EQ(error_of((dir / "twice.json").string()),
+            "cluster file " + (dir / "twice.json").string() +
+                " gives the key \"lr\" twice in one object, and only one can hold (hint: remove the one that is not "
+                "meant)");
+  std::ofstream(dir / "nested.json") << R"({"a": {"x": 1, "y": {"x": 2}}, "b": [{"x": 3}, {"x": 4}], "x": 5})";
+  const nlohmann::json j = read_json_file((dir / "nested.json").string(), "cluster file", "");
+  EXPECT_EQ(j["b"][1]["x"], 4);
+  EXPECT_EQ(j["x"], 5);
+  std::ofstream(dir / "deep.json") << R"({"a": [{"x": 1}], "b": {"c": {"x": 1, "x": 2}}})";
+  EXPECT_NE(error_of((dir / "deep.json").string()).find("gives the key \"x\" twice"), std::string::npos);
+}
+
 TEST(JsonFile, PrintableEscapesEveryByteOutsidePrintableAscii) {
   EXPECT_EQ(printable("a b~"), "a b~");
   EXPECT_EQ(printable(std::string("\n\x7f\x80", 3)), "\\x0a\\x7f\\x80");

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include "artel/core/error.h"
 #include "artel/core/regular_file.h"
@@ -28,8 +30,22 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
   check_file_path(path, what, open_hint);
   std::ifstream in(path);  // streamed: a pipe reads, and a device such as /dev/zero stops at its first byte
   if (!in) throw Error("cannot open " + what + " " + path, open_hint);
+  // A key given twice in one object: nlohmann keeps the last, as Python
+  // does, so a setting written twice (one of them forgotten) silently
+  // overrode the other. Each open object's keys are kept while it is parsed.
+  std::vector<std::set<std::string>> keys;
+  auto refuse_repeated_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw Error(what + " " + path + " gives the key \"" + printable(parsed.get<std::string>()) +
+                      "\" twice in one object, and only one can hold",
+                  "remove the one that is not meant");
+    return true;
+  };
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(in, refuse_repeated_keys);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
     throw Error(what + " " + path + " is not valid JSON: " + printable(e.what()), format_hint);
   }
