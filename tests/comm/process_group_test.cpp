@@ -3,12 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 
 #include "artel/comm/algorithms.h"
 #include "artel/comm/thread_group.h"
+#include "artel/core/shm_names.h"
 #include "comm/quick_options.h"
 
 namespace artel::comm {
@@ -264,6 +269,24 @@ TEST(ProcessGroup, RendezvousTimesOutNamingMissingRank) {
   EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank(s) [1]"));
   o.rank = 1, o.job_id = "lonely2";
   EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank 0 (which creates it) never created it"));
+}
+
+// A segment rank 0 has made but not yet initialised when the timeout ends
+// (a timeout far too short for starting): the message says the timeout ran
+// out, and how long it was, not that rank 0 failed.
+TEST(ProcessGroup, AnUninitialisedSegmentTimesOutNamingTheTimeout) {
+  const std::string job = "halfmade-" + std::to_string(::getpid());
+  const std::string name = artel::shm_job_name(job);
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 1 << 16), 0);  // sized, its header still zero: rank 0 is busy making it
+  ::close(fd);
+  GroupOptions o = quick();
+  o.backend = "shm", o.job_id = job, o.rank = 1, o.world_size = 2, o.timeout = Duration(200);
+  EXPECT_THAT(error_of([&] { init_process_group(o); }),
+              HasSubstr("segment " + name + " was not initialised by rank 0 within the timeout (0.2 s) (hint: check "
+                        "rank 0's output; if it was only slow to start, raise the timeout (--timeout))"));
+  ::shm_unlink(name.c_str());
 }
 
 TEST(ProcessGroup, ErrorBreaksTheGroupForLaterOps) {

@@ -3,12 +3,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "artel/comm/progress.h"
 
 namespace artel::comm {
 namespace {
+
+std::string seconds_text(std::chrono::duration<double> d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", d.count());
+  return text;
+}
 
 void check_header(const SegmentHeader* h, const Segment& seg, const SegmentConfig& cfg) {
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion || h->total_bytes != seg.bytes)
@@ -44,7 +51,9 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
     SegmentHeader* h = SegmentLayout::header(seg->base);
     while (!h->ready.load(std::memory_order_acquire)) {
       if (Clock::now() >= deadline)
-        throw TimeoutError("segment " + cfg.name + " was never initialised by rank 0", "check rank 0's output");
+        throw TimeoutError("segment " + cfg.name + " was not initialised by rank 0 within the timeout (" +
+                               seconds_text(cfg.timeout) + ")",
+                           "check rank 0's output; if it was only slow to start, raise the timeout (--timeout)");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     check_header(h, *seg, cfg);
