@@ -35,9 +35,10 @@ class TrainCommand : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs `artel ARGS` (never longer than two minutes) from the temp dir.
-  Result artel(const std::string& args) {
-    std::string cmd = "cd " + dir_.string() + " && timeout 120 " + ARTEL_BINARY + " " + args + " >" +
+  // Runs `artel ARGS` (never longer than two minutes) from the temp dir,
+  // with `env` (VAR=value ...) added to its environment.
+  Result artel(const std::string& args, const std::string& env = "") {
+    std::string cmd = "cd " + dir_.string() + " && env " + env + " timeout 120 " + ARTEL_BINARY + " " + args + " >" +
                       (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
     int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
@@ -181,6 +182,22 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--config nowhere.json" + out, "nowhere.json");
   expect_one_line_error("--model gpt --data " + std::string(ARTEL_SOURCE_DIR) + "/data/mnist-t10k" + out,
                         "trains on a text file");
+}
+
+// Ranks that mpirun or srun started share one terminal: each error line is
+// written whole (two ranks' lines came out interleaved, "artel artel train:
+// error: train...") and says its rank, as PyTorch's "[rank1]:" does. Under
+// artel launch, which prefixes every line itself, or alone, it does not.
+TEST_F(TrainCommand, AnErrorUnderMpirunOrSrunNamesItsRank) {
+  const std::string bad = "--bogus-flag";
+  const std::string said = "artel train: error: The following argument was not expected: --bogus-flag";
+  EXPECT_EQ(train(bad).err.rfind(said, 0), 0u);
+  EXPECT_EQ(artel("train " + bad, "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2").err.rfind("[rank1]: " + said, 0), 0u);
+  EXPECT_EQ(artel("train " + bad, "PMI_RANK=3 PMI_SIZE=4").err.rfind("[rank3]: " + said, 0), 0u);
+  EXPECT_EQ(artel("train " + bad, "SLURM_PROCID=0 SLURM_NTASKS=2").err.rfind("[rank0]: " + said, 0), 0u);
+  EXPECT_EQ(artel("train " + bad, "SLURM_PROCID=0 SLURM_NTASKS=1").err.rfind(said, 0), 0u) << "one rank: no prefix";
+  EXPECT_EQ(artel("train " + bad, "ARTEL_RANK=1 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2").err.rfind(said, 0), 0u)
+      << "artel launch prefixes the lines itself";
 }
 
 // The other commands' bad input: one line on stderr that says what, and

@@ -24,4 +24,11 @@ struct Command {
 };
 const std::vector<Command>& commands();
 
+// Writes "artel COMMAND: error: MESSAGE" and a newline to stderr in one
+// write(): the workers of one mpirun share the terminal, and a line written
+// piece by piece (as `std::cerr << a << b` does) came out interleaved with
+// another rank's ("artel artel train: error: train..."). Under mpirun or
+// srun with several ranks the line starts with "[rankR]: ".
+void say_error(const std::string& command, const std::string& message);
+
 }  // namespace artel::cli

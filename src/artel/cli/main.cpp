@@ -1,5 +1,9 @@
 // artel: the program. `artel COMMAND ...` dispatches to a registered command;
 // with no arguments it runs the main job (`artel train` with its defaults).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -23,6 +27,37 @@ bool register_command(const std::string& name, const std::string& help, CommandF
 }
 
 const std::vector<Command>& commands() { return registry(); }
+
+namespace {
+// "[rankR]: " when mpirun or srun started this process as one of several:
+// their ranks share a terminal with no prefix of their own (artel launch
+// prefixes every line itself, and sets ARTEL_RANK). PyTorch marks its
+// ranks' errors the same way. Read from the starter's variables, so a flag
+// error said before MPI starts names its rank too.
+std::string rank_prefix() {
+  if (std::getenv("ARTEL_RANK") != nullptr) return "";
+  const char* pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"},
+                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& [rank, size] : pairs) {
+    const char* r = std::getenv(rank);
+    const char* n = std::getenv(size);
+    if (r != nullptr && n != nullptr && std::atol(n) > 1) return std::string("[rank") + r + "]: ";
+  }
+  return "";
+}
+}  // namespace
+
+void say_error(const std::string& command, const std::string& message) {
+  std::cerr.flush();
+  const std::string line = rank_prefix() + "artel " + command + ": error: " + message + "\n";
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nobody reads stderr any more: nothing better to do with the message
+    done += static_cast<size_t>(n);
+  }
+}
 
 }  // namespace artel::cli
 
@@ -48,10 +83,10 @@ int main(int argc, char** argv) {
     try {
       return argc > 1 ? c.fn(argc - 1, argv + 1) : c.fn(1, default_argv);
     } catch (const std::bad_alloc&) {  // an allocation no memory limit of artel's saw coming
-      std::cerr << "artel " << name << ": error: out of memory (hint: a smaller model or batch, or more memory)\n";
+      artel::cli::say_error(name, "out of memory (hint: a smaller model or batch, or more memory)");
       return 1;
     } catch (const std::exception& e) {
-      std::cerr << "artel " << name << ": error: " << e.what() << "\n";
+      artel::cli::say_error(name, e.what());
       return 1;
     }
   }

@@ -195,7 +195,7 @@ int run_parameter_server_rank(const train::TrainConfig& cfg, const train::RunOpt
   try {
     job.run();
   } catch (const std::exception& e) {
-    std::cerr << "artel train: error: " << e.what() << std::endl;
+    say_error("train", e.what());
     group->end_job_on_failure();
     if (!job.is_server()) return 1;
     std::fflush(stdout);
@@ -280,7 +280,7 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
     data_parallel->run();
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "artel train: error: " << e.what() << "\n";  // as main() says it
+    say_error("train", e.what());  // as main() says it
     if (pg) pg->end_job_on_failure();
     return 1;
   }

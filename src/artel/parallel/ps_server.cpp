@@ -1,6 +1,7 @@
 #include "artel/parallel/ps_server.h"
 
 #include <algorithm>
+#include <sstream>
 #include <bit>
 #include <cstring>
 #include <iostream>
@@ -280,10 +281,11 @@ void ParameterServer::lose(int w, const std::string& why) {
     stats_[static_cast<size_t>(w)].dropped = true;
     stats_[static_cast<size_t>(w)].dropped_at = at;
     if (index_ == 0) {
+      std::ostringstream line;  // composed first: one write, never torn by another rank's line on the terminal
+      line << "artel: parameter server: dropped worker " << w << " (rank " << w << ") at clock " << at << ": " << why
+           << "; " << clock_.live_workers() << " workers go on\n";
       std::ostream& log = opts_.log ? *opts_.log : std::cerr;
-      log << "artel: parameter server: dropped worker " << w << " (rank " << w << ") at clock " << at << ": " << why
-          << "; " << clock_.live_workers() << " workers go on\n";
-      log.flush();
+      log << line.str() << std::flush;
     }
   }
   cv_.notify_all();
