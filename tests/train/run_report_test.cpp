@@ -74,6 +74,12 @@ TEST(RunReport, AFileOfOtherLinesIsRefusedNamingTheLine) {
   EXPECT_NE(refusal("garbage\n").find("line 1 is not a JSON object: garbage"), std::string::npos);
   EXPECT_NE(refusal(std::string("\x7f" "ELF\x02\x01", 6)).find("line 1 is not a JSON object: \\x7fELF"), std::string::npos);
   EXPECT_EQ(refusal("{\"step\": 1}\n\n{\"step\": 2}\n"), "");  // blank lines are nothing
+  // A drawn field of another type was skipped in silence; null is a NaN's gap.
+  EXPECT_NE(refusal("{\"step\": 1, \"loss\": 2.5}\n{\"step\": 2, \"loss\": \"2.4\"}\n")
+                .find("line 2: \"loss\" is string, not a number: \"2.4\""),
+            std::string::npos);
+  EXPECT_NE(refusal("{\"step\": [1]}\n").find("line 1: \"step\" is array, not a number"), std::string::npos);
+  EXPECT_EQ(refusal("{\"step\": 1, \"loss\": null, \"note\": \"any\"}\n"), "");
   std::filesystem::remove_all(dir);
 }
 

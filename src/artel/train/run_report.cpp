@@ -95,6 +95,20 @@ std::string x_axis(double y, double x0, double x1) {
   return out + svg::text(kChartX1, y + 34, "step", "text-anchor=\"end\" font-size=\"11\"");
 }
 
+// The fields the report draws are numbers, or null: a NaN or infinite
+// value is written as null (JSON has no NaN) and leaves a gap. Any other
+// type is not a run's metrics, and was skipped in silence.
+void check_drawn_fields(const nlohmann::json& j, const std::string& path, int64_t number) {
+  for (const char* key : {"step", "loss", "val_loss", "tokens_per_s", "samples_per_s", "t_comp_ms", "t_sync_ms",
+                          "step_ms"}) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_number() || it->is_null()) continue;
+    throw Error(path + ": line " + std::to_string(number) + ": \"" + key + "\" is " + it->type_name() +
+                    ", not a number: " + printable(it->dump().substr(0, 40)),
+                "metrics.jsonl holds one JSON object a line, as `artel train` writes it");
+  }
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
@@ -114,7 +128,7 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
     ++number;
     if (!unfinished.empty()) throw refuse(number - 1, unfinished);  // not the last after all
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) lines.push_back(std::move(j));
+    if (j.is_object()) check_drawn_fields(j, path, number), lines.push_back(std::move(j));
     else if (!line.empty() && line.front() != '{') throw refuse(number, line);
     else unfinished = line;
   }
