@@ -190,5 +190,29 @@ TEST(ModelShardPipeline, AStageOutsideThePipelineIsAnError) {
   EXPECT_THROW(ModelShard(*m, stage_of({{0, 2}, {2, 6}}, 2)), Error);
 }
 
+// Stages a user wrote by hand must cut the pieces in order and cover them:
+// a stage past the last piece read outside the plan (a segfault), and a
+// skipped piece was blamed on the plan ("used by no piece").
+TEST(ModelShardPipeline, StagesThatDoNotCutThePiecesInOrderAreRefused) {
+  models::ModelConfig c;
+  c.kind = "mlp";  // 6 pieces: input, net.0 ... net.4
+  auto m = models::declare_model(c);
+  auto refusal = [&](std::vector<PieceRange> stages, int stage) {
+    return [&m, stages, stage] { ModelShard s(*m, stage_of(stages, stage)); };
+  };
+  EXPECT_THAT(refusal({{0, 2}, {2, 9}}, 1),
+              ThrowsMessage<Error>(HasSubstr("model shard: stage 1 holds pieces [2, 9), but the stages must cut the "
+                                             "model's 6 pieces in order")));
+  EXPECT_THAT(refusal({{0, 6}, {6, 0}}, 0), ThrowsMessage<Error>(HasSubstr("stage 1 holds pieces [6, 0)")));
+  EXPECT_THAT(refusal({{0, 1}, {2, 6}}, 0),
+              ThrowsMessage<Error>(HasSubstr("stage 1 holds pieces [2, 6), but the stages must cut the model's 6 "
+                                             "pieces in order, each stage non-empty and starting where the last "
+                                             "ended (at 1)")));
+  EXPECT_THAT(refusal({{0, 2}, {2, 4}}, 1),
+              ThrowsMessage<Error>(HasSubstr("the stages end at piece 4 of the model's 6; the pieces after it would "
+                                             "run nowhere")));
+  EXPECT_NO_THROW(refusal({{0, 2}, {2, 6}}, 1)());
+}
+
 }  // namespace
 }  // namespace artel::parallel

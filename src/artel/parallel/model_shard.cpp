@@ -43,6 +43,7 @@ ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), plac
   ARTEL_CHECK(place_.stage >= 0 && place_.stage < stages(), "model shard: stage ", place_.stage, " of ", stages());
   ARTEL_CHECK(pieces > 0 || stages() == 1, "pipeline parallelism needs a model that declares its pieces "
               "(nn::ParallelPlan::pieces); this one has none");
+  check_stages_cover(pieces);
   if (place_.tp && place_.tp->size() == 1) place_.tp = nullptr;  // a group of one splits nothing
   for (const nn::DeclaredParameter& d : model_.declared_parameters()) {
     index_[d.name] = placements_.size();
@@ -50,6 +51,28 @@ ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), plac
   }
   apply_tensor_parallel();
   place_parameters();
+}
+
+// A user's stages (balanced_stages and explicit_stages make them so): in
+// order, each non-empty, each starting where the last ended, together the
+// pieces [0, pieces). A stage past the last piece read outside the plan.
+void ModelShard::check_stages_cover(int64_t pieces) const {
+  if (pieces == 0) return;  // a model without pieces: one stage of everything (checked above)
+  int64_t next = 0;
+  for (int s = 0; s < stages(); ++s) {
+    const PieceRange& r = place_.stages[static_cast<size_t>(s)];
+    if (r.first != next || r.last <= r.first || r.last > pieces)
+      throw Error("model shard: stage " + std::to_string(s) + " holds pieces [" + std::to_string(r.first) + ", " +
+                      std::to_string(r.last) + "), but the stages must cut the model's " + std::to_string(pieces) +
+                      " pieces in order, each stage non-empty and starting where the last ended (at " +
+                      std::to_string(next) + ")",
+                  "make them with parallel::balanced_stages or explicit_stages");
+    next = r.last;
+  }
+  if (next != pieces)
+    throw Error("model shard: the stages end at piece " + std::to_string(next) + " of the model's " +
+                    std::to_string(pieces) + "; the pieces after it would run nowhere",
+                "make the stages with parallel::balanced_stages or explicit_stages");
 }
 
 // Each rule of the plan: the split of every parameter of the matching

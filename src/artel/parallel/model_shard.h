@@ -90,6 +90,7 @@ class ModelShard {
   nn::Model& model() { return model_; }
 
  private:
+  void check_stages_cover(int64_t pieces) const;
   void apply_tensor_parallel();
   void place_parameters();
 
