@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
@@ -103,6 +106,90 @@ TEST(DistributedDataParallel, ParameterWithoutGradientIsNamed) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("fc2.bias"), std::string::npos) << e.what();
     }
+  });
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What the buckets cannot average is refused, naming the parameter, before
+// anything is copied: an int64 was copied into a float bucket sized by
+// elements (a heap overflow), and a Linear registered twice stepped twice.
+TEST(DistributedDataParallel, ParametersItCannotAverageAreRefusedNamingThem) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    auto refusal = [&](NamedParameters params) {
+      return error_of([&] { DistributedDataParallel ddp(params, pg, {}); });
+    };
+    const Variable w(randn({4, 3}, 1), true);
+    EXPECT_NE(refusal({{"w", w}, {"late", Variable(Tensor(), true)}})
+                  .find("parameter 'late' has no value: it was declared but not materialised"),
+              std::string::npos);
+    EXPECT_NE(refusal({{"w", w}, {"ids", Variable(Tensor::zeros({12}, DType::i64))}})
+                  .find("parameter 'ids' is int64; gradients are averaged in float32 buckets"),
+              std::string::npos);
+    EXPECT_NE(refusal({{"w", w}, {"frozen", Variable(randn({2}, 2), false)}})
+                  .find("parameter 'frozen' is frozen (requires no gradient)"),
+              std::string::npos);
+    EXPECT_NE(refusal({{"a.weight", w}, {"b.weight", w}})
+                  .find("parameter 'b.weight' is a parameter listed earlier under another name"),
+              std::string::npos);
+  });
+}
+
+// Ranks that declared their parameters in another order, shape or number
+// trained silently apart (the broadcast checked only the total size).
+TEST(DistributedDataParallel, RanksWrappingDifferentModelsAreNamed) {
+  auto refusal_on_each = [](std::function<NamedParameters(int rank)> params_of) {
+    std::vector<std::string> said(2);
+    comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+      said[static_cast<size_t>(pg.rank())] =
+          error_of([&] { DistributedDataParallel ddp(params_of(pg.rank()), pg, {}); });
+    });
+    EXPECT_EQ(said[0], said[1]) << "every rank says the same";
+    return said[0];
+  };
+  const Variable a(randn({8, 4}, 1), true), b(randn({4, 8}, 2), true), c(randn({4}, 3), true);
+  EXPECT_NE(refusal_on_each([&](int r) { return NamedParameters{{"w", r ? b : a}}; })
+                .find("ranks wrap different models: parameter 0 is 'w [4, 8]' on rank 1 and 'w [8, 4]' on rank 0"),
+            std::string::npos);
+  EXPECT_NE(refusal_on_each([&](int r) {
+              return r ? NamedParameters{{"v", c}, {"w", a}} : NamedParameters{{"w", a}, {"v", c}};
+            }).find("parameter 0 is 'v [4]' on rank 1 and 'w [8, 4]' on rank 0"),
+            std::string::npos);
+  EXPECT_NE(refusal_on_each([&](int r) { return r ? NamedParameters{{"w", a}} : NamedParameters{{"w", a}, {"v", c}}; })
+                .find("parameter 1 is none (its list has 1) on rank 1 and 'v [4]' on rank 0"),
+            std::string::npos);
+  EXPECT_EQ(refusal_on_each([&](int) { return NamedParameters{{"w", a}, {"v", c}}; }), "");
+}
+
+// finish() between backward and step, once: a step without it read
+// gradients the all-reduces were still writing, and the replicas drifted.
+TEST(DistributedDataParallel, StepWithoutFinishAndFinishTwiceAreRefused) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    Net net(1);
+    DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets});
+    optim::Sgd opt(optim::one_group(net.params, 0.1f), {});
+    net.loss(randn({2, 3}, 4)).backward();
+    EXPECT_NE(error_of([&] { ddp.step(opt); }).find("step() after a backward that finish() has not averaged yet"),
+              std::string::npos);
+    ddp.finish();
+    EXPECT_NE(error_of([&] { ddp.finish(); }).find("finish() with no backward since the last finish()"),
+              std::string::npos);
+    ddp.step(opt);
+    {
+      auto guard = ddp.no_sync();
+      net.loss(randn({2, 3}, 5)).backward();
+      EXPECT_NE(error_of([&] { ddp.finish(); }).find("finish() inside no_sync()"), std::string::npos);
+    }
+    net.loss(randn({2, 3}, 6)).backward();
+    ddp.finish();
+    ddp.step(opt);
   });
 }
 

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <sstream>
 #include <utility>
 
+#include "artel/comm/gather_strings.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
 #include "artel/parallel/group_buffers.h"
@@ -74,6 +77,7 @@ using Clock = std::chrono::steady_clock;
 DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::ProcessGroup& group,
                                                  const DdpOptions& opts)
     : params_(std::move(params)), group_(group), opts_(opts) {
+  check_parameters();
   // Replicated parameters of a sharded step go into one bucket of their own, last.
   std::vector<int> planned, kept;
   for (size_t i = 0; i < params_.size(); ++i)
@@ -142,6 +146,51 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     int index = static_cast<int>(i);
     params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); });
     if (!staged(static_cast<size_t>(bucket_of_[i]))) params_[i].second.set_grad_destination(slice_of(storage_, i));
+  }
+}
+
+// What the buckets assume of the parameters, checked before any is copied:
+// each materialised float32 that is trained, listed once, and the same list
+// of names and shapes on every rank. Without that the broadcast copied an
+// int64's bytes into a float bucket sized by elements (a heap overflow), a
+// Linear registered twice stepped twice, and ranks that declared their
+// parameters in another order or shape trained silently apart: the
+// collectives checked only the total size.
+void DistributedDataParallel::check_parameters() {
+  std::set<const autograd::VariableImpl*> seen;
+  std::string mine;
+  for (const auto& [name, v] : params_) {
+    const std::string where = "DistributedDataParallel: parameter '" + name + "'";
+    ARTEL_CHECK(v.defined() && v.value().defined(), where, " has no value: it was declared but not materialised",
+                " (hint: nn::materialize the model, or build its shard, before wrapping its parameters)");
+    ARTEL_CHECK(v.value().dtype() == DType::f32, where, " is ", dtype_name(v.value().dtype()),
+                "; gradients are averaged in float32 buckets (hint: keep other types out of the list)");
+    ARTEL_CHECK(v.requires_grad(), where, " is frozen (requires no gradient), so there is nothing to average",
+                " (hint: wrap only the parameters that train)");
+    ARTEL_CHECK(seen.insert(v.impl()).second, where, " is a parameter listed earlier under another name (a module "
+                "registered twice?), and would be averaged and stepped twice (hint: list each once)");
+    mine += name + " " + shape_str(v.shape()) + "\n";
+  }
+  if (group_.size() == 1) return;
+  const std::vector<std::string> all = comm::all_gather_strings(
+      group_, mine, {.max_bytes = 64 << 20, .what = "list of parameters", .hint = "wrap the same model on every rank"});
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    auto lines = [](const std::string& text) {
+      std::vector<std::string> out;
+      std::istringstream in(text);
+      for (std::string line; std::getline(in, line);) out.push_back(line);
+      return out;
+    };
+    const std::vector<std::string> first = lines(all[0]), other = lines(all[r]);
+    size_t k = 0;
+    while (k < first.size() && k < other.size() && first[k] == other[k]) ++k;
+    auto said = [](const std::vector<std::string>& list, size_t i) {
+      return i < list.size() ? "'" + list[i] + "'" : std::string("none (its list has ") + std::to_string(list.size()) + ")";
+    };
+    throw Error("DistributedDataParallel: ranks wrap different models: parameter " + std::to_string(k) + " is " +
+                    said(other, k) + " on rank " + std::to_string(r) + " and " + said(first, k) + " on rank 0",
+                "every rank must build the same model and list its parameters in the same order");
   }
 }
 
@@ -224,6 +273,7 @@ optim::ElementRange DistributedDataParallel::block_of(size_t b) const {
 }
 
 void DistributedDataParallel::on_grad_ready(int param) {
+  backward_since_finish_ = true;
   if (!sync_ && !opts_.shard_gradients) return;
   size_t i = static_cast<size_t>(param);
   autograd::Variable& p = params_[i].second;
@@ -358,6 +408,11 @@ void DistributedDataParallel::end_micro_step() {
 }
 
 std::chrono::duration<double> DistributedDataParallel::finish() {
+  ARTEL_CHECK(sync_, "DistributedDataParallel::finish() inside no_sync(): the gradients of these micro-steps are "
+              "kept on this rank, not averaged (hint: let the guard end, then run the last backward and finish())");
+  ARTEL_CHECK(backward_since_finish_ || params_.empty(), "DistributedDataParallel::finish() with no backward since "
+              "the last finish() (hint: call it once after each step's backward)");
+  backward_since_finish_ = false;
   auto start = Clock::now();
   complete_arrivals();
   // PowerSGD: every bucket's second all-reduce queued before any is waited for.
@@ -395,6 +450,10 @@ void DistributedDataParallel::shard(optim::Optimizer& opt) {
 }
 
 std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt, float grad_scale) {
+  // Without finish() the optimizer read this rank's own gradients while
+  // their all-reduces could still be writing them: replicas drifted apart.
+  ARTEL_CHECK(!backward_since_finish_, "DistributedDataParallel::step() after a backward that finish() has not "
+              "averaged yet (hint: call ddp.finish() between backward and step)");
   opt.step(grad_scale);
   if (!sharded()) return {};
   auto start = Clock::now();

@@ -171,6 +171,7 @@ class DistributedDataParallel {
   std::string describe_hosts() const;
 
  private:
+  void check_parameters();
   bool sharded() const { return opts_.shard_optimizer; }
   bool sharded(size_t bucket) const { return sharded() && !replicated_[bucket]; }
   // ZeRO stage 2 for this bucket: its gradients pass through staging and only the block stays.
@@ -224,6 +225,7 @@ class DistributedDataParallel {
   int64_t reduced_bytes_ = 0, reduced_bytes_last_ = 0;  // handed to collectives: this step, the last
   int next_launch_ = 0;                // buckets start in index order on every rank
   bool sync_ = true;
+  bool backward_since_finish_ = false;  // a gradient-ready hook fired since the last finish()
 };
 
 }  // namespace artel::parallel
