@@ -56,6 +56,19 @@ TEST(Activation, ReluAndTanh) {
   gradcheck([](std::vector<Variable>& v) { return tanh(v[0]); }, {random_tensor({3, 5}, 3)});
 }
 
+// torch.relu(torch.tensor([nan, -1., 2.])) is [nan, 0, 2]: a NaN input must
+// reach the loss (it was 0, and a NaN batch trained with a finite loss).
+// Its gradient is 0 there, as torch's threshold_backward gives.
+TEST(Activation, ReluKeepsNanAsPyTorchDoes) {
+  Variable x(Tensor::from_vector({NAN, -1, 2, -INFINITY, INFINITY}, {5}), true);
+  Variable y = relu(x);
+  const std::vector<float> v = y.value().to_vector();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(std::vector<float>(v.begin() + 1, v.end()), (std::vector<float>{0, 2, 0, INFINITY}));
+  y.backward(Tensor::from_vector({1, 1, 1, 1, 1}, {5}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0, 0, 1, 0, 1}));
+}
+
 TEST(Activation, SoftmaxRowsSumToOne) {
   Tensor x = random_tensor({4, 37}, 4, 3.0f);
   x.data<float>()[5] = 80.0f;  // large logits must not overflow

@@ -50,7 +50,9 @@ void relu_forward(int64_t n, const float* x, float* y) {
   parallel_for(n, kGrainCheap, [&](int64_t b, int64_t e) {
     const float* __restrict in = x;
     float* __restrict out = y;
-    for (int64_t i = b; i < e; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    // NaN stays NaN, as in PyTorch: `x > 0 ? x : 0` made it 0, so a NaN
+    // input trained on with a finite loss and the NaN-loss stop never came.
+    for (int64_t i = b; i < e; ++i) out[i] = in[i] <= 0.0f ? 0.0f : in[i];
   });
 }
 
