@@ -14,7 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artel/comm/thread_group.h"
 #include "artel/core/error.h"
+#include "artel/parallel/mesh_groups.h"
+#include "artel/train/data_parallel.h"
+#include "artel/train/model_mesh.h"
 #include "artel/data/dataset.h"
 #include "artel/nn/activations.h"
 #include "artel/nn/linear.h"
@@ -167,6 +171,46 @@ TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   EXPECT_NE(log_.str().find("artel train: two-layer, 131 parameters"), std::string::npos) << log_.str();
   // The same run again: the same losses (weights drawn from cfg.seed, batches in order).
   EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
+}
+
+// A program of the user's own under mpirun reads its flags per rank, as
+// `artel train` does: ranks started differently are named before the first
+// step (a differing --lr trained the replicas apart without a word), and a
+// mesh whose groups were made for another layout than the config's is
+// refused with both.
+TEST_F(TrainerTest, RanksStartedDifferentlyAreNamedThroughTheLibraryToo) {
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 2, c.batch_size = 8, c.threads = 1, c.eval_batches = 0, c.lr = 0.1;
+  RunOptions run{.out = &log_, .write_files = false, .sample = false, .set_threads = false};
+  std::vector<std::string> said(2);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+    TrainConfig mine = c;
+    if (pg.rank() == 1) mine.lr = 0.2;
+    DataParallelStrategy strategy(world, {});
+    try {
+      Trainer t(mine, std::make_unique<TwoLayer>(), argmax_rows(64), run, &strategy);
+    } catch (const Error& e) {
+      said[static_cast<size_t>(pg.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : said)
+    EXPECT_NE(e.find("rank 1 was started with --lr 0.2, rank 0 with --lr 0.1"), std::string::npos) << e;
+
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+    TrainConfig mesh = c;
+    mesh.pp = 2;
+    try {
+      ModelMesh m(mesh, parallel::make_mesh_groups(world, 1, 1));
+      ADD_FAILURE() << "a mesh of pp 2 accepted groups made for pp 1";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ModelMesh: the config asks for pp 2 x tp 1, but the groups were made for "
+                                           "pp 1 x tp 1"),
+                std::string::npos)
+          << e.what();
+    }
+  });
 }
 
 // The memory report: parameters and gradients of fp32 weights (4 bytes each),

@@ -47,6 +47,13 @@ void check_mesh(const TrainConfig& cfg, int world) {
 ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups, parallel::DdpOptions ddp)
     : cfg_(cfg), groups_(std::move(groups)), ddp_options_(std::move(ddp)),
       schedule_(parallel::parse_schedule_kind(cfg.schedule)) {
+  // The groups were made for a mesh (make_mesh_groups) and the config
+  // describes one: they must be the same, or a stage waited for a link its
+  // groups never made ("stage 0 of 2 needs a two-rank ... group").
+  const int pp = groups_.topology.degree(parallel::Axis::pp), tp = groups_.topology.degree(parallel::Axis::tp);
+  ARTEL_CHECK(cfg.pp == pp && cfg.tp == tp, "ModelMesh: the config asks for pp ", cfg.pp, " x tp ", cfg.tp,
+              ", but the groups were made for pp ", pp, " x tp ", tp,
+              " (hint: pass the config's pp and tp to parallel::make_mesh_groups)");
   scalar_ = Tensor::zeros({2}, DType::f64);
 }
 

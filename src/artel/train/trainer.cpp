@@ -80,6 +80,12 @@ Trainer::Trainer(TrainConfig cfg, std::unique_ptr<nn::Model> model, std::unique_
 }
 
 void Trainer::start() {
+  // Ranks started alike (rank_agreement.h). `artel train` checks before it
+  // makes any group; a program of the user's own that builds a Trainer over
+  // a world group is checked here, before the first collective (--steps
+  // differing by rank trained on to a mismatched all-gather, a differing
+  // --lr trained the replicas apart without a word).
+  if (comm::ProcessGroup* world = strategy_->world_group(); world && world->size() > 1) check_ranks_agree(*world, cfg_);
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   set_out_of_memory_hint(memory_hint_for(cfg_));
