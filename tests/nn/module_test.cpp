@@ -107,6 +107,21 @@ TEST(Module, DuplicateOrDottedNamesAreRejected) {
   EXPECT_THROW(b.dotted(), Error);
 }
 
+// One module under two names listed its parameters twice, and an optimizer
+// stepped them twice: refused, pointing at register_alias for tied weights.
+TEST(Module, OneModuleRegisteredTwiceIsRefused) {
+  struct Twice : Module {
+    void add() {
+      auto l = std::make_shared<Linear>(2, 2, true);
+      register_module("a", l);
+      register_module("b", l);
+    }
+  };
+  Twice t;
+  EXPECT_THAT([&] { t.add(); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                    "register_module('b'): this module is registered already as 'a'")));
+}
+
 TEST(Module, StateDictRoundTripKeepsParameterIdentity) {
   Toy a(1), b(2);
   ASSERT_NE(a.fc->weight().value().to_vector(), b.fc->weight().value().to_vector());

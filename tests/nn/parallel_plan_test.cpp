@@ -66,6 +66,32 @@ class TwoLayer : public Model {
   std::shared_ptr<ReLU> relu;
 };
 
+// A piece without a forward threw std::bad_function_call when run; one
+// naming a module the model lacks was accepted and placed nothing.
+TEST(Model, APlanPieceWithoutAForwardOrWithAnUnknownModuleIsRefused) {
+  struct Planned : Model {
+    explicit Planned(Piece piece) {
+      fc = register_module("fc", std::make_shared<Linear>(4, 3));
+      set_plan({.pieces = {layer_piece("fc", *fc), std::move(piece)}});
+    }
+    std::shared_ptr<Linear> fc;
+  };
+  try {
+    Planned m(Piece{.name = "head", .modules = {"fc"}});
+    ADD_FAILURE() << "a piece without a forward was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("plan: piece 1 ('head') has no forward"), std::string::npos) << e.what();
+  }
+  try {
+    Planned m(Piece{.name = "head", .modules = {"fc2"}, .forward = [](const Activations& in) { return in; }});
+    ADD_FAILURE() << "a piece naming a missing module was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("plan: piece 1 ('head') uses module 'fc2', which the model does not have"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Model, ForwardRunsThePiecesInOrder) {
   TwoLayer m;
   materialize(m, 3);

@@ -78,6 +78,9 @@ TEST(Sgd, RejectsBadOptions) {
   EXPECT_THROW(Sgd(one_group({{"p", p}}, 0.1f), {.momentum = 0.9f, .dampening = 0.1f, .nesterov = true}), Error);
   EXPECT_THROW(Sgd(one_group({{"p", p}}, -0.1f)), Error);
   EXPECT_THROW(Sgd(std::vector<ParamGroup>{{{{"p", p}}, 0.1f, 0}, {{{"p", p}}, 0.1f, 0}}), Error);
+  // One tensor under two names was stepped twice.
+  EXPECT_THAT([&] { Sgd(one_group({{"a.weight", p}, {"b.weight", p}}, 0.1f)); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("parameter 'b.weight' is the tensor of 'a.weight' again")));
 }
 
 TEST(AdamW, DefaultsMatchPyTorch) {

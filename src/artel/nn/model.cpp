@@ -1,5 +1,7 @@
 #include "artel/nn/model.h"
 
+#include <set>
+
 #include "artel/autograd/checkpoint.h"
 #include "artel/core/error.h"
 
@@ -13,6 +15,19 @@ Recompute parse_recompute(const std::string& name) {
 }
 
 void Model::set_plan(ParallelPlan plan) {
+  // Checked here, where the plan is written: a piece without a forward threw
+  // std::bad_function_call when run, and one naming a module that is not
+  // there placed nothing and said nothing.
+  std::set<std::string> modules;
+  for (const auto& [path, _] : named_modules()) modules.insert(path);
+  for (size_t i = 0; i < plan.pieces.size(); ++i) {
+    const Piece& piece = plan.pieces[i];
+    ARTEL_CHECK(piece.forward != nullptr, "plan: piece ", i, " ('", piece.name, "') has no forward",
+                " (hint: nn::layer_piece builds one from a layer)");
+    for (const std::string& m : piece.modules)
+      ARTEL_CHECK(modules.count(m), "plan: piece ", i, " ('", piece.name, "') uses module '", m,
+                  "', which the model does not have (hint: register_module it before set_plan)");
+  }
   plan_ = std::move(plan);
   const std::vector<Piece>& pieces = plan_.pieces;
   shared_.assign(pieces.size(), false);

@@ -56,6 +56,10 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   ARTEL_CHECK(module != nullptr, "register_module('", name, "'): null module");
   check_new_name(name);
+  for (const auto& [other, m] : children_)
+    ARTEL_CHECK(m != module, "register_module('", name, "'): this module is registered already as '", other,
+                "', and its parameters would be trained twice (hint: to share its weights, register_alias the "
+                "parameters' names)");
   module->train(training_);
   children_.emplace_back(name, std::move(module));
 }

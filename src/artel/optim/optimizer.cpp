@@ -2,6 +2,7 @@
 #include "artel/core/memory_stats.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace artel::optim {
@@ -32,6 +33,7 @@ std::vector<ParamGroup> decay_groups(const nn::NamedParameters& params, float lr
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> buffer_kinds)
     : groups_(std::move(groups)), kinds_(std::move(buffer_kinds)) {
   std::set<std::string> names;
+  std::map<const autograd::VariableImpl*, std::string> tensors;  // one slot a tensor, or it is stepped twice
   for (size_t g = 0; g < groups_.size(); ++g) {
     ARTEL_CHECK(groups_[g].lr >= 0, "optimizer: group ", g, " has a negative learning rate ", groups_[g].lr);
     ARTEL_CHECK(groups_[g].weight_decay >= 0, "optimizer: group ", g, " has a negative weight decay ",
@@ -41,6 +43,10 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
                   "' is not a float32 tensor");
       ARTEL_CHECK(names.insert(name).second, "optimizer: parameter '", name, "' appears twice",
                   " (hint: each parameter belongs to one group)");
+      const auto [earlier, fresh] = tensors.emplace(p.impl(), name);
+      ARTEL_CHECK(fresh, "optimizer: parameter '", name, "' is the tensor of '", earlier->second,
+                  "' again (one module registered under two names?), and would be stepped twice",
+                  " (hint: list each tensor once; tie weights with register_alias)");
       slots_.push_back(Slot{name, p, g, 0, {}, {0, p.numel()}, Tensor(), Tensor()});
     }
   }
