@@ -54,6 +54,9 @@ TEST(Stages, BalancedErrors) {
               ThrowsMessage<Error>(HasSubstr("5 stages for a model of 4 layers")));
   EXPECT_THROW(balanced_stages(kGpt, ones, 0), Error);
   EXPECT_THAT([&] { balanced_stages(kGpt, {1, 1}, 2); }, ThrowsMessage<Error>(HasSubstr("6 pieces, 2 costs")));
+  // A model of the user's own without a plan: said so, not "a model of 0 layers ... (a GPT block)".
+  EXPECT_THAT([&] { balanced_stages({}, {}, 2); },
+              ThrowsMessage<Error>(HasSubstr("2 stages for a model that declares no layer pieces to cut")));
 }
 
 TEST(Stages, ExplicitLayersPerStage) {

@@ -29,7 +29,9 @@ Variable Linear::forward_gelu(const Variable& x, bool tanh_approximation) {
 // x checked against this rank's weight, through the plan's `enter`.
 Variable Linear::input_of(const Variable& x) const {
   ARTEL_CHECK(weight_.value().defined(), "Linear(", in_, " -> ", out_,
-              "): its weight was declared but never materialised (hint: nn::materialize(model, seed))");
+              "): its weight was declared but never materialised (hint: nn::materialize(model, seed); under a "
+              "pipeline, a worker holds only what its stage's pieces list: list this layer's module in the piece "
+              "that runs it)");
   const int64_t in = weight_.size(1);  // this rank's input features (all of them unless row-parallel)
   ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == in, "Linear(", in_, " -> ", out_, "): input of shape ",
               shape_str(x.shape()), " does not end in ", in,

@@ -18,6 +18,9 @@ std::vector<int64_t> unit_starts(const std::vector<bool>& is_layer) {
 }
 
 void check_stage_count(int64_t layers, int stages) {
+  if (layers == 0 && stages > 1)
+    throw Error(detail::concat("pipeline: ", stages, " stages for a model that declares no layer pieces to cut"),
+                "give the model a plan (set_plan with nn::layer_piece for each layer), or use --pp 1");
   if (stages < 1 || stages > layers)
     throw Error(detail::concat("pipeline: ", stages, " stages for a model of ", layers, " layers"),
                 "every stage needs at least one layer (a GPT block): use --pp between 1 and the layer count");
