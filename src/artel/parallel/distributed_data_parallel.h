@@ -32,6 +32,12 @@
 //     ddp.step(optimizer);      // optimizer.step(), then the weights all-gathered when sharded
 //   }
 //   { auto guard = ddp.no_sync(); micro_loss.backward(); }   // accumulate locally
+//
+// The constructor refuses what it cannot average, naming the parameter (one
+// not materialised, not float32, frozen, or listed twice), and compares the
+// ranks' lists of names and shapes (a collective): ranks that wrap different
+// models are named. step() refuses to run before finish() has averaged the
+// backward's gradients; finish() refuses to run twice or inside no_sync().
 #pragma once
 
 #include <chrono>
