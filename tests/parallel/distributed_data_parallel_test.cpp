@@ -154,18 +154,53 @@ TEST(DistributedDataParallel, RanksWrappingDifferentModelsAreNamed) {
     EXPECT_EQ(said[0], said[1]) << "every rank says the same";
     return said[0];
   };
-  const Variable a(randn({8, 4}, 1), true), b(randn({4, 8}, 2), true), c(randn({4}, 3), true);
-  EXPECT_NE(refusal_on_each([&](int r) { return NamedParameters{{"w", r ? b : a}}; })
+  // Each rank its own tensors, as each process has: ranks-as-threads sharing
+  // one would add their hooks to it at once.
+  auto a = [] { return Variable(randn({8, 4}, 1), true); };
+  auto b = [] { return Variable(randn({4, 8}, 2), true); };
+  auto c = [] { return Variable(randn({4}, 3), true); };
+  EXPECT_NE(refusal_on_each([&](int r) { return NamedParameters{{"w", r ? b() : a()}}; })
                 .find("ranks wrap different models: parameter 0 is 'w [4, 8]' on rank 1 and 'w [8, 4]' on rank 0"),
             std::string::npos);
   EXPECT_NE(refusal_on_each([&](int r) {
-              return r ? NamedParameters{{"v", c}, {"w", a}} : NamedParameters{{"w", a}, {"v", c}};
+              return r ? NamedParameters{{"v", c()}, {"w", a()}} : NamedParameters{{"w", a()}, {"v", c()}};
             }).find("parameter 0 is 'v [4]' on rank 1 and 'w [8, 4]' on rank 0"),
             std::string::npos);
-  EXPECT_NE(refusal_on_each([&](int r) { return r ? NamedParameters{{"w", a}} : NamedParameters{{"w", a}, {"v", c}}; })
+  EXPECT_NE(refusal_on_each([&](int r) { return r ? NamedParameters{{"w", a()}} : NamedParameters{{"w", a()}, {"v", c()}}; })
                 .find("parameter 1 is none (its list has 1) on rank 1 and 'v [4]' on rank 0"),
             std::string::npos);
-  EXPECT_EQ(refusal_on_each([&](int) { return NamedParameters{{"w", a}, {"v", c}}; }), "");
+  EXPECT_EQ(refusal_on_each([&](int) { return NamedParameters{{"w", a()}, {"v", c()}}; }), "");
+}
+
+// The parameters outlive their DDP: its hooks go with it. They pointed at
+// the destroyed DDP, so a backward after it read freed memory.
+TEST(DistributedDataParallel, ABackwardAfterTheWrapperIsGoneTouchesNothingOfIt) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    Net net(1);
+    { DistributedDataParallel ddp(net.params, pg, {.buckets = kSmallBuckets}); }
+    net.loss(randn({2, 3}, 4)).backward();
+    for (const auto& [name, p] : net.params) EXPECT_TRUE(p.grad().defined()) << name;
+    DistributedDataParallel again(net.params, pg, {.buckets = kSmallBuckets});  // and it can be wrapped anew
+    for (auto& [name, p] : net.params) p.zero_grad();
+    net.loss(randn({2, 3}, 4)).backward();
+    again.finish();
+  });
+}
+
+// Sharded, the optimizer learns its ranges by name: one over another
+// model's tensors of the same names stepped tensors nobody trained.
+TEST(DistributedDataParallel, ShardingAnOptimizerOverOtherTensorsIsRefused) {
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    Net net(1), other(1);
+    DistributedDataParallel ddp(net.params, pg, {.shard_optimizer = true});
+    optim::Sgd wrong(optim::one_group(other.params, 0.1f), {});
+    EXPECT_NE(error_of([&] { ddp.shard(wrong); })
+                  .find("DistributedDataParallel::shard: the optimizer's 'fc1.weight' is another tensor than the one "
+                        "wrapped under that name"),
+              std::string::npos);
+    optim::Sgd right(optim::one_group(net.params, 0.1f), {});
+    EXPECT_EQ(error_of([&] { ddp.shard(right); }), "");
+  });
 }
 
 // finish() between backward and step, once: a step without it read

@@ -120,7 +120,7 @@ void Variable::backward(const Tensor& grad_output) const {
               " for an output of shape ", shape_str(shape()));
   if (is_leaf()) {
     accumulate(impl_->grad, impl_->grad_owned, grad_output);
-    for (auto& hook : impl_->hooks) hook(const_cast<Variable&>(*this));
+    for (auto& [_, hook] : impl_->hooks) hook(const_cast<Variable&>(*this));
     return;
   }
   std::vector<Node*> order = topological_order(grad_fn().get());
@@ -168,7 +168,7 @@ void Variable::backward(const Tensor& grad_output) const {
         accumulate(leaf->grad, leaf->grad_owned, grads[i]);
       }
       if (--pending[leaf] == 0)
-        for (auto& hook : leaf->hooks) hook(const_cast<Variable&>(in));
+        for (auto& [_, hook] : leaf->hooks) hook(const_cast<Variable&>(in));
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "artel/autograd/variable.h"
 
+#include <atomic>
+
 namespace artel::autograd {
 
 namespace {
@@ -52,9 +54,16 @@ Tensor reusable_grad(const Tensor& grad_output) {
   return Tensor::empty(grad_output.shape());
 }
 
-void Variable::add_grad_ready_hook(GradReadyHook hook) {
+uint64_t Variable::add_grad_ready_hook(GradReadyHook hook) {
   ARTEL_CHECK(is_leaf() && requires_grad(), "grad-ready hooks are for leaves that require grad");
-  impl_->hooks.push_back(std::move(hook));
+  static std::atomic<uint64_t> next{1};
+  const uint64_t handle = next.fetch_add(1, std::memory_order_relaxed);
+  impl_->hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void Variable::remove_grad_ready_hook(uint64_t handle) {
+  std::erase_if(impl_->hooks, [handle](const auto& h) { return h.first == handle; });
 }
 
 Variable make_result(Tensor value, std::vector<Variable> inputs, const char* name, Node::BackwardFn backward) {

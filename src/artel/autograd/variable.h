@@ -33,7 +33,7 @@ struct VariableImpl {
   bool grad_owned = false;     // false: `grad` may alias a tensor of the graph; copy before adding into it
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;  // null for leaves
-  std::vector<GradReadyHook> hooks;
+  std::vector<std::pair<uint64_t, GradReadyHook>> hooks;  // (handle, hook)
   Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
   Tensor rounded;              // op results: the value rounded to bf16, when its op made it (Note [Rounded values])
 };
@@ -61,8 +61,11 @@ class Variable {
   void set_grad(Tensor g);  // replaces the gradient (e.g. with an averaged one)
   void zero_grad();         // drops the gradient (PyTorch's set_to_none)
 
-  // Adds a hook that fires once per backward, when this leaf's gradient is final.
-  void add_grad_ready_hook(GradReadyHook hook);
+  // Adds a hook that fires once per backward, when this leaf's gradient is
+  // final; returns its handle. Whoever adds a hook that points at itself
+  // removes it before it goes (DDP and FSDP do): a parameter outlives them.
+  uint64_t add_grad_ready_hook(GradReadyHook hook);
+  void remove_grad_ready_hook(uint64_t handle);
 
   // Note [Gradient destinations]: memory of this leaf's shape (undefined to
   // clear) into which a backward writes the leaf's gradient when it has none

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -144,7 +145,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   broadcast_weights();
   for (size_t i = 0; i < params_.size(); ++i) {
     int index = static_cast<int>(i);
-    params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); });
+    hooks_.push_back(params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); }));
     if (!staged(static_cast<size_t>(bucket_of_[i]))) params_[i].second.set_grad_destination(slice_of(storage_, i));
   }
 }
@@ -197,6 +198,7 @@ void DistributedDataParallel::check_parameters() {
 DistributedDataParallel::~DistributedDataParallel() {
   for (size_t i = 0; i < params_.size(); ++i) {
     autograd::Variable& p = params_[i].second;
+    if (i < hooks_.size()) p.remove_grad_ready_hook(hooks_[i]);  // it points at this DDP
     p.set_grad_destination(Tensor());
     // The registered buffers go back to the group, which may hand them out again.
     if (sharded(static_cast<size_t>(bucket_of_[i]))) p.value() = p.value().clone();
@@ -433,6 +435,17 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
 
 void DistributedDataParallel::shard(optim::Optimizer& opt) {
   if (!sharded()) return;
+  // Ranges go by name; an optimizer over another model's tensors of the same
+  // names took them and stepped tensors nobody trained.
+  std::map<std::string, const autograd::VariableImpl*> wrapped;
+  for (const auto& [name, v] : params_) wrapped[name] = v.impl();
+  for (const optim::ParamGroup& g : opt.param_groups())
+    for (const auto& [name, v] : g.params) {
+      const auto it = wrapped.find(name);
+      ARTEL_CHECK(it == wrapped.end() || it->second == v.impl(), "DistributedDataParallel::shard: the optimizer's '",
+                  name, "' is another tensor than the one wrapped under that name",
+                  " (hint: build the optimizer over the parameters given to DistributedDataParallel)");
+    }
   std::map<std::string, optim::ElementRange> owned;
   std::map<std::string, Tensor> grads;  // staged buckets: the gradient blocks (Note [Sharded gradients])
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -120,7 +120,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
     shard_bytes_ += static_cast<int64_t>(u.shard.nbytes());
   }
   for (size_t i = 0; i < params_.size(); ++i)
-    params_[i].second.add_grad_ready_hook([this, i](autograd::Variable&) { on_grad_ready(i); });
+    hooks_.push_back(params_[i].second.add_grad_ready_hook([this, i](autograd::Variable&) { on_grad_ready(i); }));
   model_.set_piece_hooks(this);
 }
 
@@ -140,6 +140,7 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
     }
   }
   for (auto& [name, p] : params_) p.set_grad_destination(Tensor());  // the staging goes back to the group
+  for (size_t i = 0; i < hooks_.size(); ++i) params_[i].second.remove_grad_ready_hook(hooks_[i]);  // they point at this
 }
 
 std::string FullyShardedDataParallel::describe() const {

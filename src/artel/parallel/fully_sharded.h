@@ -136,6 +136,7 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::vector<int64_t> offset_of_param_;
   std::vector<bool> arrived_;
   std::vector<int> in_flight_;         // units being reduced, oldest first
+  std::vector<uint64_t> hooks_;        // each parameter's grad-ready hook, removed at destruction
   std::shared_ptr<BufferCache> unit_cache_;  // Note [Reused unit memory]
   std::map<std::string, Tensor> values_;  // parameter -> its owned elements, views of the shards
   int64_t shard_bytes_ = 0;
