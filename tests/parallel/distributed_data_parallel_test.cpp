@@ -21,6 +21,7 @@ namespace {
 using autograd::Variable;
 using NamedParameters = DistributedDataParallel::NamedParameters;
 
+using parallel_testing::error_of;
 using parallel_testing::randn;
 
 // A two-layer net: tanh(x·w1ᵀ + b1)·w2ᵀ + b2, loss = mean(out²).
@@ -107,15 +108,6 @@ TEST(DistributedDataParallel, ParameterWithoutGradientIsNamed) {
       EXPECT_NE(std::string(e.what()).find("fc2.bias"), std::string::npos) << e.what();
     }
   });
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // What the buckets cannot average is refused, naming the parameter, before

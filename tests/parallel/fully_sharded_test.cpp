@@ -8,6 +8,9 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+
 #include "artel/autograd/ops.h"
 #include "artel/core/memory_stats.h"
 #include "artel/models/model.h"
@@ -19,6 +22,7 @@ namespace artel::parallel {
 namespace {
 
 using autograd::Variable;
+using parallel_testing::error_of;
 
 models::ModelConfig gpt() {
   models::ModelConfig c;
@@ -193,6 +197,58 @@ TEST(FullyShardedDataParallel, TheTiedEmbeddingsGradientIsWrittenIntoItsStaging)
       fsdp.finish();
       opt.step();
     }
+  });
+}
+
+// The model and a graph its forward recorded outlive the wrapper: both
+// refuse to run once it is gone (a backward then segfaulted, a forward read
+// freed hooks), and a second wrapper over a live one's model is refused.
+TEST(FullyShardedDataParallel, AModelOrGraphOutlivingItRefusesToRun) {
+  const models::ModelConfig c = mlp();
+  const Batch b = batch(c, 2, 5);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    Variable loss;
+    {
+      FullyShardedDataParallel fsdp(*m, pg, {}, drawn_from_seed(c));
+      EXPECT_NE(error_of([&] { FullyShardedDataParallel again(*m, pg, {}, drawn_from_seed(c)); })
+                    .find("the model's pieces are hooked already by a FullyShardedDataParallel"),
+                std::string::npos);
+      loss = loss_of(*m, b.x, b.y);
+    }
+    EXPECT_NE(error_of([&] { loss.backward(); })
+                  .find("backward through a forward that FullyShardedDataParallel ran, after it was destroyed"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { m->forward(b.x); })
+                  .find("the model's weights were sharded by a FullyShardedDataParallel that is gone"),
+              std::string::npos);
+  });
+}
+
+// Ranks that declared another model (one width apart: padding hid it from
+// the gathers' size checks) are named; finish() before shard() is refused
+// (the optimizer stepped freed gathered weights).
+TEST(FullyShardedDataParallel, DifferentModelsAndAMissingShardAreRefused) {
+  std::vector<std::string> said(2);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    models::ModelConfig c = gpt();
+    if (pg.rank() == 1) c.block_size += 1;  // a longer position table on one rank
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    said[static_cast<size_t>(pg.rank())] = error_of([&] { FullyShardedDataParallel f(*m, pg, {}, drawn_from_seed(c)); });
+  });
+  for (const std::string& e : said)
+    EXPECT_NE(e.find("FullyShardedDataParallel: ranks wrap different models: parameter 1 is 'transformer.wpe.weight"),
+              std::string::npos)
+        << e;
+  const models::ModelConfig c = mlp();
+  const Batch b = batch(c, 2, 5);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    FullyShardedDataParallel fsdp(*m, pg, {}, drawn_from_seed(c));
+    loss_of(*m, b.x, b.y).backward();
+    EXPECT_NE(error_of([&] { fsdp.finish(); }).find("finish() before shard(optimizer)"), std::string::npos);
+    EXPECT_NE(error_of([&] { fsdp.owned_value("nope"); }).find("FullyShardedDataParallel: no parameter 'nope'"),
+              std::string::npos);
   });
 }
 

@@ -1,4 +1,4 @@
-// Helpers for the parallel tests: random tensors, element-wise comparison with
+// Helpers for the parallel tests: an error's text, random tensors, element-wise comparison with
 // a tolerance relative to the reference's scale, ranks as threads, and a place
 // where every rank leaves a tensor for the main thread to reassemble.
 #pragma once
@@ -12,10 +12,21 @@
 #include <vector>
 
 #include "artel/comm/thread_group.h"
+#include "artel/core/error.h"
 #include "artel/core/rng.h"
 #include "artel/core/tensor.h"
 
 namespace artel::parallel::parallel_testing {
+
+// What `f` threw as an artel Error; "" when it threw nothing.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline Tensor randn(const Shape& s, uint64_t seed, float scale = 1.0f) {
   Tensor t = Tensor::empty(s);

@@ -38,12 +38,22 @@ void Model::set_plan(ParallelPlan plan) {
           if (path_within(a, b) || path_within(b, a)) shared_[i] = shared_[j] = true;
 }
 
+void Model::set_piece_hooks(std::shared_ptr<PieceHooksLink> link) {
+  ARTEL_CHECK(!link || piece_hooks_owner().empty(), "the model's pieces are hooked already by a ", piece_hooks_owner(),
+              " (hint: wrap a model in one FullyShardedDataParallel at a time)");
+  hooks_ = std::move(link);
+}
+
 Activations Model::run_pieces(size_t first, size_t last, Activations in) {
   ARTEL_CHECK(first <= last && last <= plan_.pieces.size(), "pieces [", first, ", ", last, ") of ", plan_.pieces.size());
+  PieceHooks* hooks = hooks_ ? hooks_->hooks : nullptr;
+  ARTEL_CHECK(!hooks_ || hooks, "the model's weights were sharded by a ", hooks_ ? hooks_->owner : "",
+              " that is gone, and its shards with it (hint: run the model while it exists, or load the weights it "
+              "wrote into a fresh model)");
   for (size_t i = first; i < last; ++i) {
-    if (hooks_) hooks_->before_forward(i);
+    if (hooks) hooks->before_forward(i);
     in = run_piece(i, std::move(in));
-    if (hooks_) in = hooks_->after_forward(i, std::move(in));
+    if (hooks) in = hooks->after_forward(i, std::move(in));
   }
   return in;
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "artel/core/rng.h"
 #include "artel/nn/layer.h"
@@ -45,6 +46,15 @@ class PieceHooks {
   virtual Activations after_forward(size_t piece, Activations out) = 0;
 };
 
+// The hooks of a model's pieces, held by both the model and the hooks' owner
+// (FSDP), which empties it when it goes: a model that outlives its FSDP then
+// refuses to run (its weights went with it) instead of calling into freed
+// memory, and an owner that outlives its model never has to touch it.
+struct PieceHooksLink {
+  PieceHooks* hooks = nullptr;  // null once the owner is gone
+  std::string owner;            // for messages: "FullyShardedDataParallel"
+};
+
 class Model : public Module {
  public:
   // The input (ids, images, ...) -> logits, with the graph recorded. By
@@ -62,8 +72,11 @@ class Model : public Module {
   // layer piece of one input and one output whose modules no other piece
   // uses is recomputed during backward (autograd/checkpoint.h).
   Activations run_pieces(size_t first, size_t last, Activations in);
-  // Hooks around each piece from now on (null: none). The model does not own them.
-  void set_piece_hooks(PieceHooks* hooks) { hooks_ = hooks; }
+  // Hooks around each piece from now on (null: none). The model does not own
+  // them; a model whose pieces are hooked by a live owner refuses another.
+  void set_piece_hooks(std::shared_ptr<PieceHooksLink> link);
+  // Who hooks the pieces now ("" when no live owner does).
+  std::string piece_hooks_owner() const { return hooks_ && hooks_->hooks ? hooks_->owner : ""; }
 
  protected:
   void set_plan(ParallelPlan plan);
@@ -74,7 +87,7 @@ class Model : public Module {
   ParallelPlan plan_;
   std::vector<bool> shared_;  // per piece: uses a module another piece uses too (a tied weight)
   Recompute recompute_ = Recompute::none;
-  PieceHooks* hooks_ = nullptr;
+  std::shared_ptr<PieceHooksLink> hooks_;
 };
 
 // A piece made of one Layer registered at `path` (the model owns the layer).

@@ -5,14 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <set>
-#include <sstream>
 #include <utility>
 
-#include "artel/comm/gather_strings.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/optim/clip.h"
 #include "artel/parallel/group_buffers.h"
+#include "artel/parallel/wrapped_parameters.h"
 #include "artel/core/memory_stats.h"
 
 namespace artel::parallel {
@@ -151,48 +149,19 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
 }
 
 // What the buckets assume of the parameters, checked before any is copied:
-// each materialised float32 that is trained, listed once, and the same list
-// of names and shapes on every rank. Without that the broadcast copied an
-// int64's bytes into a float bucket sized by elements (a heap overflow), a
-// Linear registered twice stepped twice, and ranks that declared their
-// parameters in another order or shape trained silently apart: the
-// collectives checked only the total size.
+// each materialised float32 (an int64's bytes overflowed a float bucket
+// sized by elements), and what every wrapper assumes (wrapped_parameters.h).
 void DistributedDataParallel::check_parameters() {
-  std::set<const autograd::VariableImpl*> seen;
-  std::string mine;
+  std::vector<WrappedParameter> wrapped;
   for (const auto& [name, v] : params_) {
     const std::string where = "DistributedDataParallel: parameter '" + name + "'";
     ARTEL_CHECK(v.defined() && v.value().defined(), where, " has no value: it was declared but not materialised",
                 " (hint: nn::materialize the model, or build its shard, before wrapping its parameters)");
     ARTEL_CHECK(v.value().dtype() == DType::f32, where, " is ", dtype_name(v.value().dtype()),
                 "; gradients are averaged in float32 buckets (hint: keep other types out of the list)");
-    ARTEL_CHECK(v.requires_grad(), where, " is frozen (requires no gradient), so there is nothing to average",
-                " (hint: wrap only the parameters that train)");
-    ARTEL_CHECK(seen.insert(v.impl()).second, where, " is a parameter listed earlier under another name (a module "
-                "registered twice?), and would be averaged and stepped twice (hint: list each once)");
-    mine += name + " " + shape_str(v.shape()) + "\n";
+    wrapped.push_back({name, v.shape(), v});
   }
-  if (group_.size() == 1) return;
-  const std::vector<std::string> all = comm::all_gather_strings(
-      group_, mine, {.max_bytes = 64 << 20, .what = "list of parameters", .hint = "wrap the same model on every rank"});
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] == all[0]) continue;
-    auto lines = [](const std::string& text) {
-      std::vector<std::string> out;
-      std::istringstream in(text);
-      for (std::string line; std::getline(in, line);) out.push_back(line);
-      return out;
-    };
-    const std::vector<std::string> first = lines(all[0]), other = lines(all[r]);
-    size_t k = 0;
-    while (k < first.size() && k < other.size() && first[k] == other[k]) ++k;
-    auto said = [](const std::vector<std::string>& list, size_t i) {
-      return i < list.size() ? "'" + list[i] + "'" : std::string("none (its list has ") + std::to_string(list.size()) + ")";
-    };
-    throw Error("DistributedDataParallel: ranks wrap different models: parameter " + std::to_string(k) + " is " +
-                    said(other, k) + " on rank " + std::to_string(r) + " and " + said(first, k) + " on rank 0",
-                "every rank must build the same model and list its parameters in the same order");
-  }
+  check_wrapped_parameters("DistributedDataParallel", wrapped, group_);
 }
 
 DistributedDataParallel::~DistributedDataParallel() {

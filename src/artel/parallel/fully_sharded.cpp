@@ -7,6 +7,7 @@
 #include "artel/autograd/backward_hook.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/parallel/group_buffers.h"
+#include "artel/parallel/wrapped_parameters.h"
 #include "artel/core/memory_stats.h"
 
 namespace artel::parallel {
@@ -59,7 +60,13 @@ struct FullyShardedDataParallel::Unit {
 FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::ProcessGroup& group, FsdpOptions opts,
                                                    const WholeValue& whole)
     : model_(model), group_(group), opts_(opts) {
+  // Before anything is drawn: a second wrapper re-cut the first one's shards.
+  ARTEL_CHECK(model.piece_hooks_owner().empty(), "the model's pieces are hooked already by a ",
+              model.piece_hooks_owner(), " (hint: wrap a model in one FullyShardedDataParallel at a time)");
   const std::vector<nn::DeclaredParameter> declared = model.declared_parameters();
+  std::vector<WrappedParameter> wrapped;
+  for (const nn::DeclaredParameter& d : declared) wrapped.push_back({d.name, d.shape, d.param});
+  check_wrapped_parameters("FullyShardedDataParallel", wrapped, group_);  // before anything is drawn or gathered
   const std::vector<nn::Piece>& pieces = model.plan().pieces;
   // Which piece uses each parameter: one -> that piece's unit; several or none -> the root.
   std::vector<int> user(declared.size(), -1);
@@ -121,7 +128,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
   }
   for (size_t i = 0; i < params_.size(); ++i)
     hooks_.push_back(params_[i].second.add_grad_ready_hook([this, i](autograd::Variable&) { on_grad_ready(i); }));
-  model_.set_piece_hooks(this);
+  link_ = std::make_shared<nn::PieceHooksLink>(nn::PieceHooksLink{this, "FullyShardedDataParallel"});
+  model_.set_piece_hooks(link_);
 }
 
 // The model is not touched here: its owner (a Trainer) may already have
@@ -141,6 +149,7 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
   }
   for (auto& [name, p] : params_) p.set_grad_destination(Tensor());  // the staging goes back to the group
   for (size_t i = 0; i < hooks_.size(); ++i) params_[i].second.remove_grad_ready_hook(hooks_[i]);  // they point at this
+  link_->hooks = nullptr;  // the model (if it is still there) and any graph it recorded no longer reach this
 }
 
 std::string FullyShardedDataParallel::describe() const {
@@ -210,7 +219,12 @@ nn::Activations FullyShardedDataParallel::after_forward(size_t piece, nn::Activa
     return out;
   }
   if (unit >= 0)
-    for (autograd::Variable& v : out) v = autograd::before_backward(v, [this, piece] { before_backward(piece); });
+    for (autograd::Variable& v : out)
+      v = autograd::before_backward(v, [link = link_, piece] {  // the graph may outlive this FSDP
+        ARTEL_CHECK(link->hooks, "backward through a forward that FullyShardedDataParallel ran, after it was "
+                    "destroyed: the weights it gathers are gone (hint: finish the step before destroying it)");
+        static_cast<FullyShardedDataParallel*>(link->hooks)->before_backward(piece);
+      });
   return out;
 }
 
@@ -311,6 +325,11 @@ void FullyShardedDataParallel::complete_arrivals() {
 }
 
 std::chrono::duration<double> FullyShardedDataParallel::finish() {
+  // Without shard() an optimizer steps the gathered views, whose memory the
+  // units give back after each piece: it stepped freed weights, silently.
+  ARTEL_CHECK(sharded_, "FullyShardedDataParallel::finish() before shard(optimizer): the optimizer would step the "
+              "gathered weights, which are freed after each piece (hint: call fsdp.shard(opt) once, before the first "
+              "step)");
   const auto start = Clock::now();
   complete_arrivals();
   while (!in_flight_.empty()) complete(in_flight_.front());
@@ -321,7 +340,15 @@ std::chrono::duration<double> FullyShardedDataParallel::finish() {
   return Clock::now() - start;
 }
 
+Tensor FullyShardedDataParallel::owned_value(const std::string& name) const {
+  const auto it = values_.find(name);
+  ARTEL_CHECK(it != values_.end(), "FullyShardedDataParallel: no parameter '", name, "'",
+              values_.empty() ? " (hint: shard(optimizer) makes the owned values)" : "");
+  return it->second;
+}
+
 void FullyShardedDataParallel::shard(optim::Optimizer& opt) {
+  sharded_ = true;
   std::map<std::string, optim::ElementRange> owned;
   std::map<std::string, Tensor> values, grads;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -60,8 +60,10 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   // for unit by unit, each kept only until its unit is cut into shards.
   using WholeValue = std::function<Tensor(const nn::DeclaredParameter&)>;
   // Shards the declared `model` over `group` and hooks into its pieces.
-  // Every rank must pass the same values. The model must not run forward
-  // once this is destroyed (its hooks point here); it may itself be gone by then.
+  // Every rank must pass the same values (the ranks' parameter names and
+  // shapes are compared). Once this is destroyed the model refuses to run,
+  // and a backward through a forward it ran refuses too: the shards are gone.
+  // The model may itself be gone first.
   FullyShardedDataParallel(nn::Model& model, comm::ProcessGroup& group, FsdpOptions opts, const WholeValue& whole);
   ~FullyShardedDataParallel() override;
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
@@ -77,7 +79,7 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::chrono::duration<double> finish();
   // The elements of parameter `name` this rank keeps (flat; shard() made them
   // the optimizer's), and which ones they are.
-  Tensor owned_value(const std::string& name) const { return values_.at(name); }
+  Tensor owned_value(const std::string& name) const;
   // The global norm of the averaged gradient shards (summed over ranks);
   // clipping hands optim::clip_coefficient of it to the optimizer step. Collective.
   float grad_norm();
@@ -137,6 +139,8 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::vector<bool> arrived_;
   std::vector<int> in_flight_;         // units being reduced, oldest first
   std::vector<uint64_t> hooks_;        // each parameter's grad-ready hook, removed at destruction
+  std::shared_ptr<nn::PieceHooksLink> link_;  // the model's way to this, emptied at destruction
+  bool sharded_ = false;                      // shard() told an optimizer where the shards are
   std::shared_ptr<BufferCache> unit_cache_;  // Note [Reused unit memory]
   std::map<std::string, Tensor> values_;  // parameter -> its owned elements, views of the shards
   int64_t shard_bytes_ = 0;
