@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -160,6 +162,15 @@ TEST(Sampler, BadConfigsAreErrors) {
   EXPECT_THAT(error_of([] { DistributedSampler(10, {.rank_batch = 1, .world_size = 2, .rank = 2}); }),
               HasSubstr("rank 2 is outside a world of size 2"));
   EXPECT_THAT(error_of([] { DistributedSampler(10, {.rank_batch = 0}); }), HasSubstr("must be >= 1"));
+  // Counts whose products pass int64: said, not std::length_error or "before row 0".
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_THAT(error_of([] { DistributedSampler(100, {.rank_batch = kHuge, .world_size = 4}); }),
+              HasSubstr("global batch of more than 2^63 rows (4 ranks x 4611686018427387903) is larger than the 100"));
+  DistributedSampler small(100, {.order = Order::sequential, .rank_batch = 4});
+  EXPECT_THAT(error_of([&] { small.draws(kHuge); }), HasSubstr("lies beyond any run's rows (past 2^63)"));
+  DistributedSampler late(100, {.order = Order::sequential, .rank_batch = 4,
+                                .row_offset = std::numeric_limits<int64_t>::max() - 3});
+  EXPECT_THAT(error_of([&] { late.draws(1); }), HasSubstr("lies beyond any run's rows (past 2^63)"));
   EXPECT_THAT(error_of([] { parse_order("random"); }), HasSubstr("unknown batch order 'random'"));
   EXPECT_EQ(parse_order("sequential"), Order::sequential);
   DistributedSampler s(10, {.rank_batch = 2});

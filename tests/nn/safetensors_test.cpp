@@ -137,6 +137,21 @@ TEST_F(Safetensors, WritingIntoAMissingDirectoryFailsCleanly) {
   EXPECT_THROW(write_safetensors(path("no/such/dir/w.safetensors"), {{"x", Tensor::zeros({1})}}), Error);
 }
 
+// A module never materialised was written as a file of no tensors.
+TEST_F(Safetensors, SavingAModuleThatWasNeverMaterialisedIsRefused) {
+  Linear declared(3, 2, true);
+  const std::string file = path("none.safetensors");
+  try {
+    save_weights(declared, file);
+    ADD_FAILURE() << "an unmaterialised module was saved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 'weight' has no value: it was declared but not materialised"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(file));
+}
+
 TEST_F(Safetensors, ModuleWeightsRoundTripAndLoadErrorsNameTheTensor) {
   Linear a(4, 3, true), b(4, 3, true);
   materialize(a, 1);

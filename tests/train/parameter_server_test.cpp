@@ -7,13 +7,39 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "artel/comm/thread_group.h"
+#include "artel/core/error.h"
 #include "artel/nn/embedding.h"
 #include "user_model.h"
 
 namespace artel::train {
 namespace {
+
+// A program of the user's own reads its flags per rank: a worker started
+// with another staleness ran a consistency the server did not keep, and the
+// job ended well. Named now, before the roles split the ranks.
+TEST(ParameterServerJob, RanksStartedWithAnotherStalenessAreNamed) {
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 2, c.threads = 1, c.batch_size = 16, c.ps_servers = 1;
+  std::ostringstream quiet;
+  RunOptions run{.out = &quiet, .write_files = false, .sample = false, .set_threads = false};
+  std::vector<std::string> said(3);
+  comm::spawn_threads(3, [&](comm::ProcessGroup& pg) {
+    auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+    TrainConfig mine = c;
+    if (pg.rank() == 1) mine.staleness = "inf";
+    try {
+      ParameterServerJob job(mine, std::make_unique<TwoLayer>(), argmax_rows(64), run, world);
+    } catch (const Error& e) {
+      said[static_cast<size_t>(pg.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : said)
+    EXPECT_NE(e.find("rank 1 was started with --staleness 'inf', rank 0 with --staleness"), std::string::npos) << e;
+}
 
 TEST(ParameterServerJob, AUsersOwnModelUnderBspEqualsOneWorkerOnTheGlobalBatch) {
   TrainConfig c = default_config("mlp");

@@ -30,8 +30,11 @@ DistributedSampler::DistributedSampler(int64_t num_items, SamplerConfig cfg) : n
   ARTEL_CHECK(cfg_.world_size >= 1, "world size must be >= 1, got ", cfg_.world_size);
   ARTEL_CHECK(cfg_.rank >= 0 && cfg_.rank < cfg_.world_size, "rank ", cfg_.rank, " is outside a world of size ",
               cfg_.world_size);
-  ARTEL_CHECK(global_batch() <= n_, "the global batch of ", global_batch(), " rows (", cfg_.world_size, " ranks x ",
-              cfg_.rank_batch, ") is larger than the ", n_,
+  // The product of two huge counts overflowed (std::length_error from a vector of it).
+  int64_t global = 0;
+  const bool overflows = __builtin_mul_overflow(cfg_.rank_batch, cfg_.world_size, &global);
+  ARTEL_CHECK(!overflows && global <= n_, "the global batch of ", overflows ? std::string("more than 2^63") : std::to_string(global),
+              " rows (", cfg_.world_size, " ranks x ", cfg_.rank_batch, ") is larger than the ", n_,
               " items of the train split (hint: lower the batch size or the number of workers)");
 }
 
@@ -51,7 +54,11 @@ std::shared_ptr<const std::vector<int64_t>> DistributedSampler::permutation(int6
 std::vector<int64_t> DistributedSampler::draws_from(int64_t k, int64_t first_row, int64_t count) const {
   ARTEL_CHECK(k >= 0, "global batch index must be >= 0, got ", k);
   const int64_t G = global_batch();
-  const int64_t first = cfg_.row_offset + k * G + first_row;  // global row j of this rank's first draw
+  int64_t first = 0;  // global row j of this rank's first draw: row_offset + k * G + first_row
+  ARTEL_CHECK(!__builtin_mul_overflow(k, G, &first) && !__builtin_add_overflow(first, cfg_.row_offset, &first) &&
+                  !__builtin_add_overflow(first, first_row, &first),
+              "global batch ", k, " of ", G, " rows with row offset ", cfg_.row_offset,
+              " lies beyond any run's rows (past 2^63)");
   ARTEL_CHECK(first >= 0, "global batch ", k, " with row offset ", cfg_.row_offset, " starts before row 0");
   std::vector<int64_t> out(static_cast<size_t>(count));
   if (cfg_.order == Order::sequential) {

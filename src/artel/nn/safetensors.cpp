@@ -350,6 +350,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
 }
 
 void save_weights(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  // state_dict() leaves out what has no value (a shard's part held elsewhere):
+  // a whole module not yet materialised was written as a file of no tensors.
+  for (const DeclaredParameter& d : module.declared_parameters())
+    ARTEL_CHECK(d.param.value().defined(), "save_weights ", path, ": parameter '", d.name,
+                "' has no value: it was declared but not materialised (hint: nn::materialize the model first)");
   write_safetensors(path, module.state_dict(), metadata);
 }
 

@@ -13,6 +13,7 @@
 #include "artel/optim/clip.h"
 #include "artel/parallel/ps_server.h"
 #include "artel/train/ps_server_checkpoint.h"
+#include "artel/train/rank_agreement.h"
 #include "artel/train/recipe.h"
 #include "artel/train/trace_gather.h"
 
@@ -276,6 +277,10 @@ ParameterServerJob::ParameterServerJob(TrainConfig cfg, std::unique_ptr<nn::Mode
 }
 
 void ParameterServerJob::start(const TrainConfig& cfg, const RunOptions& run) {
+  // Servers and workers started alike, before their roles split them (a
+  // program of the user's own; `artel train` checked already): a worker on
+  // another --staleness ran a consistency the servers did not keep, silently.
+  if (world_->size() > 1) check_ranks_agree(*world_, cfg);
   check_parameter_server(cfg);
   trace_path_ = cfg.trace;
   out_ = run.out ? run.out : &std::cout;
