@@ -135,6 +135,11 @@ TEST_F(Safetensors, EveryCorruptionIsANamedError) {
 
 TEST_F(Safetensors, WritingIntoAMissingDirectoryFailsCleanly) {
   EXPECT_THROW(write_safetensors(path("no/such/dir/w.safetensors"), {{"x", Tensor::zeros({1})}}), Error);
+  // Onto a directory: said before any byte is written, with a file to name instead.
+  EXPECT_THAT([&] { write_safetensors(dir_, {{"x", Tensor::zeros({1})}}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("safetensors file " + dir_ + " is a directory, not a file (hint: "
+                                                        "name a file inside it, e.g. " + dir_ + "/model.safetensors)")));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0) << "no temporary file left";
 }
 
 // A module never materialised was written as a file of no tensors.

@@ -250,6 +250,15 @@ TEST(FullyShardedDataParallel, DifferentModelsAndAMissingShardAreRefused) {
     EXPECT_NE(error_of([&] { fsdp.owned_value("nope"); }).find("FullyShardedDataParallel: no parameter 'nope'"),
               std::string::npos);
   });
+  // A whole value that does not fit: said in the API's words (it said "--zero 3", a flag no program passed).
+  comm::spawn_threads(1, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    auto misshapen = [](const nn::DeclaredParameter&) { return Tensor::zeros({3}); };
+    EXPECT_NE(error_of([&] { FullyShardedDataParallel f(*m, pg, {}, misshapen); })
+                  .find("FullyShardedDataParallel: the whole value of net.0.weight is float32 [3], the model declares "
+                        "float32 [512, 784]"),
+              std::string::npos);
+  });
 }
 
 }  // namespace

@@ -113,9 +113,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
       const nn::DeclaredParameter& d = declared[i];
       Tensor value = Tensor::wrap(u.whole, d.shape, DType::f32, static_cast<size_t>(offset_of_param_[i]) * sizeof(float));
       const Tensor w = whole(d);
-      ARTEL_CHECK(w.defined() && w.shape() == d.shape && w.dtype() == DType::f32, "--zero 3: parameter ", d.name,
-                  " got ", w.defined() ? shape_str(w.shape()) : std::string("no value"), ", it is float32 ",
-                  shape_str(d.shape));
+      ARTEL_CHECK(w.defined() && w.shape() == d.shape && w.dtype() == DType::f32, "FullyShardedDataParallel: the whole value of ",
+                  d.name, " is ", w.defined() ? detail::concat(dtype_name(w.dtype()), " ", shape_str(w.shape())) : "missing",
+                  ", the model declares float32 ", shape_str(d.shape), " (hint: the weights file or the draw must fit ",
+                  "the model)");
       value.copy_from(w);
       autograd::Variable p = d.param;
       p.value() = value;
