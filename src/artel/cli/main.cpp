@@ -2,7 +2,6 @@
 // with no arguments it runs the main job (`artel train` with its defaults).
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -11,6 +10,7 @@
 
 #include "artel/cli/command.h"
 #include "artel/core/error.h"
+#include "artel/launch/line_prefixer.h"
 
 namespace artel::cli {
 
@@ -51,12 +51,7 @@ std::string rank_prefix() {
 void say_error(const std::string& command, const std::string& message) {
   std::cerr.flush();
   const std::string line = rank_prefix() + "artel " + command + ": error: " + message + "\n";
-  for (size_t done = 0; done < line.size();) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // nobody reads stderr any more: nothing better to do with the message
-    done += static_cast<size_t>(n);
-  }
+  launch::write_all(STDERR_FILENO, line.data(), line.size());
 }
 
 }  // namespace artel::cli

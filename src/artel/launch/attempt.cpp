@@ -262,12 +262,9 @@ class Attempt {
   bool first_to_say(int rank, std::string_view line) {
     constexpr size_t kRemembered = 1024;  // a worker that logs errors without end cannot grow the launcher
     if (line.find("error:") == std::string_view::npos) return true;
-    if (said_errors_.size() >= kRemembered) {
-      auto it = said_errors_.find(line);
-      return it == said_errors_.end() || it->second == rank;
-    }
-    const auto [it, first] = said_errors_.try_emplace(std::string(line), rank);
-    return first || it->second == rank;
+    if (const auto it = said_errors_.find(line); it != said_errors_.end()) return it->second == rank;
+    if (said_errors_.size() < kRemembered) said_errors_.emplace(std::string(line), rank);
+    return true;
   }
 
   int running_count() const {

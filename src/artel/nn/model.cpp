@@ -39,9 +39,13 @@ void Model::set_plan(ParallelPlan plan) {
 }
 
 void Model::set_piece_hooks(std::shared_ptr<PieceHooksLink> link) {
-  ARTEL_CHECK(!link || piece_hooks_owner().empty(), "the model's pieces are hooked already by a ", piece_hooks_owner(),
-              " (hint: wrap a model in one FullyShardedDataParallel at a time)");
+  if (link) check_pieces_unhooked();
   hooks_ = std::move(link);
+}
+
+void Model::check_pieces_unhooked() const {
+  ARTEL_CHECK(!hooks_ || !hooks_->hooks, "the model's pieces are hooked already by a ", hooks_ ? hooks_->owner : "",
+              " (hint: wrap a model in one FullyShardedDataParallel at a time)");
 }
 
 Activations Model::run_pieces(size_t first, size_t last, Activations in) {

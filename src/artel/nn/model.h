@@ -75,8 +75,9 @@ class Model : public Module {
   // Hooks around each piece from now on (null: none). The model does not own
   // them; a model whose pieces are hooked by a live owner refuses another.
   void set_piece_hooks(std::shared_ptr<PieceHooksLink> link);
-  // Who hooks the pieces now ("" when no live owner does).
-  std::string piece_hooks_owner() const { return hooks_ && hooks_->hooks ? hooks_->owner : ""; }
+  // Throws when a live owner hooks the pieces already: a second wrapper calls
+  // it before it draws anything (it would re-cut the first one's shards).
+  void check_pieces_unhooked() const;
 
  protected:
   void set_plan(ParallelPlan plan);

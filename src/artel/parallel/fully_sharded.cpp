@@ -61,8 +61,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
                                                    const WholeValue& whole)
     : model_(model), group_(group), opts_(opts) {
   // Before anything is drawn: a second wrapper re-cut the first one's shards.
-  ARTEL_CHECK(model.piece_hooks_owner().empty(), "the model's pieces are hooked already by a ",
-              model.piece_hooks_owner(), " (hint: wrap a model in one FullyShardedDataParallel at a time)");
+  model.check_pieces_unhooked();
   const std::vector<nn::DeclaredParameter> declared = model.declared_parameters();
   std::vector<WrappedParameter> wrapped;
   for (const nn::DeclaredParameter& d : declared) wrapped.push_back({d.name, d.shape, d.param});
