@@ -261,5 +261,23 @@ TEST(FullyShardedDataParallel, DifferentModelsAndAMissingShardAreRefused) {
   });
 }
 
+// Ranks handed different whole values (one drew from another seed) are
+// named with the first parameter that differs: each keeps only its block, so
+// they trained a model of mixed pieces without a word.
+TEST(FullyShardedDataParallel, RanksHandedDifferentValuesAreNamed) {
+  std::vector<std::string> said(2);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    models::ModelConfig c = gpt();
+    c.seed = pg.rank() == 1 ? 8 : 7;
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    said[static_cast<size_t>(pg.rank())] = error_of([&] { FullyShardedDataParallel f(*m, pg, {}, drawn_from_seed(c)); });
+  });
+  for (const std::string& e : said)
+    EXPECT_NE(e.find("FullyShardedDataParallel: ranks were handed different values for parameter "
+                     "'transformer.wte.weight': rank 1's differs from rank 0's"),
+              std::string::npos)
+        << e;
+}
+
 }  // namespace
 }  // namespace artel::parallel

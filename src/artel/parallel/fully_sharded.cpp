@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include <zlib.h>
+
 #include "artel/autograd/backward_hook.h"
+#include "artel/comm/gather_strings.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/parallel/group_buffers.h"
 #include "artel/parallel/wrapped_parameters.h"
@@ -20,6 +23,29 @@ std::string mib(int64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof s, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
   return s;
+}
+
+// Every rank must start from the same weights, but each keeps only its block
+// of a value it was handed whole: ranks handed different values (another
+// seed, another file) trained a model of mixed pieces without a word. So
+// each rank sums the bytes it was given (zlib's CRC-32, a parameter a line)
+// and the ranks compare the sums before the first step (the check PyTorch's
+// FSDP leaves to sync_module_states).
+void check_whole_values_agree(comm::ProcessGroup& group, const std::vector<nn::DeclaredParameter>& declared,
+                              const std::vector<uint32_t>& crc) {
+  if (group.size() == 1) return;
+  std::string mine;
+  for (uint32_t c : crc) mine += std::to_string(c) + "\n";
+  const std::vector<std::string> all = comm::all_gather_strings(
+      group, mine, {.max_bytes = 64 << 20, .what = "sums of the whole values", .hint = "wrap the same model on every rank"});
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    size_t line = 0, k = 0;  // the first differing line is the first differing parameter
+    while (all[r][k] == all[0][k]) line += all[0][k++] == '\n';
+    throw Error(detail::concat("FullyShardedDataParallel: ranks were handed different values for parameter '",
+                               declared[line].name, "': rank ", r, "'s differs from rank 0's"),
+                "every rank must draw the weights from the same seed or read the same file");
+  }
 }
 
 }  // namespace
@@ -103,6 +129,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
   unit_cache_ = std::make_shared<BufferCache>(4 * static_cast<size_t>(largest) * sizeof(float));
   AllocationPurpose purpose("the ZeRO-3 shards of the weights and gradients");
   // Cut each unit: its whole values one unit at a time, this rank's block kept.
+  std::vector<uint32_t> crc(declared.size());
   for (auto& up : units_) {
     Unit& u = *up;
     u.whole = Storage::releasable(static_cast<size_t>(u.padded) * sizeof(float), unit_cache_);
@@ -117,6 +144,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
                   ", the model declares float32 ", shape_str(d.shape), " (hint: the weights file or the draw must fit ",
                   "the model)");
       value.copy_from(w);
+      crc[i] = static_cast<uint32_t>(crc32_z(0, static_cast<const Bytef*>(value.raw()), value.nbytes()));
       autograd::Variable p = d.param;
       p.value() = value;
     }
@@ -126,6 +154,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Model& model, comm::Proce
     u.grad_shard = Tensor::zeros({u.shard.numel()});
     shard_bytes_ += static_cast<int64_t>(u.shard.nbytes());
   }
+  check_whole_values_agree(group_, declared, crc);
   for (size_t i = 0; i < params_.size(); ++i)
     hooks_.push_back(params_[i].second.add_grad_ready_hook([this, i](autograd::Variable&) { on_grad_ready(i); }));
   link_ = std::make_shared<nn::PieceHooksLink>(nn::PieceHooksLink{this, "FullyShardedDataParallel"});
