@@ -261,6 +261,25 @@ TEST(FullyShardedDataParallel, DifferentModelsAndAMissingShardAreRefused) {
   });
 }
 
+// An optimizer step before finish() read shards that reduce-scatters were
+// still writing: refused; after finish() the same step goes ahead.
+TEST(FullyShardedDataParallel, AStepBeforeFinishIsRefused) {
+  const models::ModelConfig c = mlp();
+  const Batch b = batch(c, 2, 5);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    std::unique_ptr<nn::Model> m = models::declare_model(c);
+    FullyShardedDataParallel fsdp(*m, pg, {}, drawn_from_seed(c));
+    optim::AdamW opt(optim::one_group(fsdp.parameters(), 1e-2f, 0.1f));
+    fsdp.shard(opt);
+    loss_of(*m, b.x, b.y).backward();
+    EXPECT_NE(error_of([&] { opt.step(); })
+                  .find("optimizer step after a backward that FullyShardedDataParallel::finish() has not reduced yet"),
+              std::string::npos);
+    fsdp.finish();
+    EXPECT_EQ(error_of([&] { opt.step(); }), "");
+  });
+}
+
 // Ranks handed different whole values (one drew from another seed) are
 // named with the first parameter that differs: each keeps only its block, so
 // they trained a model of mixed pieces without a word.

@@ -53,6 +53,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
 }
 
 void Optimizer::step(float grad_scale) {
+  if (step_check_) step_check_();
   autograd::NoGradGuard no_grad;
   for (Slot& s : slots_) {
     const Tensor& grad = s.grad.defined() ? s.grad : s.param.grad();

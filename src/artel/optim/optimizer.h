@@ -12,6 +12,7 @@
 //   opt.zero_grad();
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class Optimizer {
   // exists only while gathered) what step() updates instead of the parameter.
   void shard(const std::map<std::string, ElementRange>& owned, const std::map<std::string, Tensor>& values = {},
              const std::map<std::string, Tensor>& grads = {});
+  // Called first by every step(), to throw when the gradients it would read
+  // are not ready: a wrapper that reduces them into `grads` above (FSDP)
+  // refuses a step its reductions have not finished, where the user calls
+  // step() and no wrapper sits between.
+  void set_step_check(std::function<void()> check) { step_check_ = std::move(check); }
   // The state tensors of one parameter ({} before its first update, or
   // owning nothing), in buffer_kinds() order: flat, the owned elements only;
   // they alias the optimizer's own.
@@ -131,6 +137,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   std::vector<std::string> kinds_;
   std::vector<Slot> slots_;
+  std::function<void()> step_check_;
 };
 
 }  // namespace artel::optim

@@ -307,6 +307,7 @@ void FullyShardedDataParallel::on_grad_ready(size_t param) {
   if (p.grad().raw() != slot) std::memcpy(slot, p.grad().raw(), p.grad().nbytes());  // else written in place
   p.zero_grad();  // only this rank's block of it is kept
   arrived_[param] = true;
+  *unreduced_ = true;
   Unit& u = *units_[static_cast<size_t>(unit_of_param_[param])];
   if (++u.pending == static_cast<int>(u.params.size())) launch(unit_of_param_[param]);
 }
@@ -366,6 +367,7 @@ std::chrono::duration<double> FullyShardedDataParallel::finish() {
     reshard(static_cast<int>(u));
     units_[u]->fresh = true;  // the next step's first reduction starts the shard over
   }
+  *unreduced_ = false;
   return Clock::now() - start;
 }
 
@@ -392,6 +394,12 @@ void FullyShardedDataParallel::shard(optim::Optimizer& opt) {
     grads[name] = u.grad_shard.slice0(at, at + end - begin);
   }
   opt.shard(owned, values, grads);
+  // Without finish() the step read shards that reduce-scatters were still
+  // writing (or had not begun): the ranks stepped apart, silently.
+  opt.set_step_check([unreduced = unreduced_] {
+    ARTEL_CHECK(!*unreduced, "optimizer step after a backward that FullyShardedDataParallel::finish() has not "
+                "reduced yet (hint: call fsdp.finish() between backward and step)");
+  });
   values_ = values;
 }
 

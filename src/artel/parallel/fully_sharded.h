@@ -141,6 +141,9 @@ class FullyShardedDataParallel : public nn::PieceHooks {
   std::vector<uint64_t> hooks_;        // each parameter's grad-ready hook, removed at destruction
   std::shared_ptr<nn::PieceHooksLink> link_;  // the model's way to this, emptied at destruction
   bool sharded_ = false;                      // shard() told an optimizer where the shards are
+  // A gradient arrived since the last finish(): the shards' reductions are
+  // unfinished. Shared with the optimizer's step check, which may outlive this.
+  std::shared_ptr<bool> unreduced_ = std::make_shared<bool>(false);
   std::shared_ptr<BufferCache> unit_cache_;  // Note [Reused unit memory]
   std::map<std::string, Tensor> values_;  // parameter -> its owned elements, views of the shards
   int64_t shard_bytes_ = 0;
