@@ -192,6 +192,13 @@ TEST(DistributedDataParallel, ShardingAnOptimizerOverOtherTensorsIsRefused) {
               std::string::npos);
     optim::Sgd right(optim::one_group(net.params, 0.1f), {});
     EXPECT_EQ(error_of([&] { ddp.shard(right); }), "");
+    // Stepped directly, it updated only this rank's block; the others' never came.
+    net.loss(randn({2, 3}, 4)).backward();
+    ddp.finish();
+    EXPECT_NE(error_of([&] { right.step(); })
+                  .find("an optimizer sharded by DistributedDataParallel was stepped directly"),
+              std::string::npos);
+    EXPECT_EQ(error_of([&] { ddp.step(right); }), "");
   });
 }
 

@@ -429,6 +429,12 @@ void DistributedDataParallel::shard(optim::Optimizer& opt) {
                                               : grad_blocks_[b].slice0(off + r.begin - block.begin, off + r.end - block.begin);
   }
   opt.shard(owned, {}, grads);
+  // Stepped directly, the optimizer updated only this rank's block and the
+  // others' never arrived: the replicas drifted apart without a word.
+  opt.set_step_check([stepping = stepping_] {
+    ARTEL_CHECK(*stepping, "an optimizer sharded by DistributedDataParallel was stepped directly: the other ranks' "
+                "updated blocks would never arrive (hint: call ddp.step(opt), which steps it and gathers them)");
+  });
 }
 
 std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& opt, float grad_scale) {
@@ -436,7 +442,14 @@ std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& op
   // their all-reduces could still be writing them: replicas drifted apart.
   ARTEL_CHECK(!backward_since_finish_, "DistributedDataParallel::step() after a backward that finish() has not "
               "averaged yet (hint: call ddp.finish() between backward and step)");
-  opt.step(grad_scale);
+  *stepping_ = true;
+  try {
+    opt.step(grad_scale);
+  } catch (...) {
+    *stepping_ = false;
+    throw;
+  }
+  *stepping_ = false;
   if (!sharded()) return {};
   auto start = Clock::now();
   for (size_t b = 0; b < plan_.size(); ++b) {

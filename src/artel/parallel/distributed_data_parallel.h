@@ -231,8 +231,10 @@ class DistributedDataParallel {
   int64_t reduced_bytes_ = 0, reduced_bytes_last_ = 0;  // handed to collectives: this step, the last
   int next_launch_ = 0;                // buckets start in index order on every rank
   bool sync_ = true;
-  bool backward_since_finish_ = false;
-  std::vector<uint64_t> hooks_;  // each parameter's grad-ready hook, removed at destruction  // a gradient-ready hook fired since the last finish()
+  bool backward_since_finish_ = false;  // a gradient-ready hook fired since the last finish()
+  // Inside step(): a sharded optimizer's step check lets only step() step it.
+  std::shared_ptr<bool> stepping_ = std::make_shared<bool>(false);
+  std::vector<uint64_t> hooks_;  // each parameter's grad-ready hook, removed at destruction
 };
 
 }  // namespace artel::parallel
