@@ -122,6 +122,19 @@ TEST(Module, OneModuleRegisteredTwiceIsRefused) {
                                     "register_module('b'): this module is registered already as 'a'")));
 }
 
+// Names are JSON keys in weights files and checkpoints: invalid UTF-8 failed
+// there, after training, as nlohmann's type_error; a NUL cut names short.
+TEST(Module, NamesThatAreNotUtf8TextAreRefused) {
+  struct Named : Module {
+    void add(const std::string& name) { register_parameter(name, Tensor::zeros({2})); }
+  };
+  Named m;
+  for (const std::string& bad : {std::string("w\xff\xfe"), std::string("a\0b", 3)})
+    EXPECT_THAT([&] { m.add(bad); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                         "is not UTF-8 text without NUL (weights files and checkpoints keep names")));
+  EXPECT_NO_THROW(m.add("gewicht_\u00fc"));
+}
+
 TEST(Module, StateDictRoundTripKeepsParameterIdentity) {
   Toy a(1), b(2);
   ASSERT_NE(a.fc->weight().value().to_vector(), b.fc->weight().value().to_vector());

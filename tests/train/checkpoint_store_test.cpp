@@ -215,5 +215,39 @@ TEST_F(CheckpointStoreTest, BeginRemovesTheManifestOfAnEarlierAttempt) {
   EXPECT_THROW(ShardedCheckpoint c(store.path_for(6)), Error);
 }
 
+// A range outside the wanted part read past the buffers (AddressSanitizer's
+// heap-buffer-overflow) or returned bytes beyond it as a success.
+TEST_F(CheckpointStoreTest, ARangeOutsideItsPartIsRefused) {
+  CheckpointStore store(dir_, 3);
+  write_rows_split(store, 1);
+  const ShardedCheckpoint ck(store.path_for(1));
+  for (const optim::ElementRange r : {optim::ElementRange{8, 14}, {-2, 2}, {0, 5000}}) {
+    HeldPart want = region(nn::Split{.dim = 0}, 0, 2, r, Tensor::zeros({r.size()}));
+    expect_error([&] { ck.read(want); }, {"checkpoint read of model/w: elements [", "are not within its part of 12"});
+  }
+}
+
+// What a run found at a checkpoint's names: a symlink loop threw a
+// filesystem_error from list(); a file where the directory goes, a directory
+// where the manifest goes and a link to another checkpoint failed the write
+// (or wrote into that other one) only after the step was trained; a newer
+// torn directory outlived complete ones when the oldest were pruned.
+TEST_F(CheckpointStoreTest, DebrisAtACheckpointsNamesIsClearedOrSkipped) {
+  CheckpointStore store(dir_, 2);
+  fs::create_symlink(store.path_for(99), store.path_for(99));  // a link to itself
+  EXPECT_TRUE(store.list().empty());
+  std::ofstream(store.path_for(1)) << "not a checkpoint";
+  write_rows_split(store, 1);
+  fs::create_directories(fs::path(store.path_for(2)) / kManifestName);
+  write_rows_split(store, 2);
+  fs::create_directory_symlink(store.path_for(1), store.path_for(3));
+  write_rows_split(store, 3);
+  for (int64_t step : {2, 3}) EXPECT_NO_THROW(ShardedCheckpoint ck(store.path_for(step)));
+  EXPECT_FALSE(fs::is_symlink(store.path_for(3)));
+  fs::create_directories(store.path_for(7));  // torn, newer than the next one written
+  write_rows_split(store, 4);
+  EXPECT_EQ(store.list(), (std::vector<std::string>{store.path_for(3), store.path_for(4)}));
+}
+
 }  // namespace
 }  // namespace artel::train

@@ -260,6 +260,27 @@ TEST_F(CheckpointTest, AnotherModelIsRefusedNamingEachField) {
   expect_error([&] { check_compatible(gpt_compat().to_meta(), extra, path); },
                {"dropout none in the checkpoint, 0.1 in this run"});
   expect_error([&] { check_compatible({{"something", "else"}}, gpt_compat(), path); }, {path, "no model_kind"});
+  // A model of the user's own is told apart by its parameters, and runs by their optimizers.
+  Compatibility mine = gpt_compat();
+  mine.parameters = {{"fc.weight", {16, 4}}, {"fc.bias", {16}}, {"head.weight", {3, 16}}};
+  mine.optimizer = {{"name", "sgd"}, {"state", {"momentum_buffer"}}};
+  Compatibility wider = mine;
+  wider.parameters["fc.weight"] = {32, 4};
+  wider.parameters.erase("fc.bias");
+  wider.parameters["gate"] = {4};
+  expect_error([&] { check_compatible(mine.to_meta(), wider, path); },
+               {"parameter 'fc.weight' is [16,4] in the checkpoint, [32,4] in this run",
+                "parameter 'gate' [4] is not in the checkpoint",
+                "the checkpoint's parameter 'fc.bias' [16] is not in this run's model"});
+  Compatibility adamw = mine, plain = mine;
+  adamw.optimizer = {{"name", "adamw"}, {"state", {"exp_avg", "exp_avg_sq"}}};
+  expect_error([&] { check_compatible(mine.to_meta(), adamw, path); },
+               {"optimizer 'sgd' (state: momentum_buffer) in the checkpoint, 'adamw' (state: exp_avg exp_avg_sq)"});
+  plain.optimizer = {{"name", "sgd"}, {"state", json::array()}};
+  EXPECT_NO_THROW(check_compatible(mine.to_meta(), plain, path));  // the momentum buffers are left unread
+  expect_error([&] { check_compatible(plain.to_meta(), mine, path); },
+               {"optimizer 'sgd' (state: none) in the checkpoint, 'sgd' (state: momentum_buffer) in this run"});
+  EXPECT_NO_THROW(check_compatible(gpt_compat().to_meta(), wider, path));  // written before they were recorded
   EXPECT_THROW(check_compatible(gpt_compat().to_meta(), gpt_compat(32), path), Error);
 }
 

@@ -17,10 +17,10 @@ namespace artel::train {
 
 class TwoLayer : public nn::Model {
  public:
-  TwoLayer() {
-    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(4, 16));
+  explicit TwoLayer(int64_t hidden = 16) {
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(4, hidden));
     relu_ = register_module("relu", std::make_shared<nn::ReLU>());
-    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(hidden, 3));
     set_plan({.pieces = {nn::layer_piece("fc1", *fc1_), nn::layer_piece("relu", *relu_), nn::layer_piece("fc2", *fc2_)}});
   }
 

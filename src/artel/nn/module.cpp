@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace artel::nn {
 namespace {
 
@@ -25,6 +27,18 @@ bool same_values(const Tensor& a, const Tensor& b) {
 void Module::check_new_name(const std::string& name) const {
   ARTEL_CHECK(!name.empty() && name.find('.') == std::string::npos,
               "module member name '", name, "' must be non-empty and contain no '.'");
+  // Names are keys of JSON headers (safetensors, checkpoints): invalid UTF-8
+  // failed there, after training, as a JSON library's exception; a NUL cut
+  // the name short in C strings.
+  bool utf8 = true;
+  try {
+    (void)nlohmann::json(name).dump();
+  } catch (const nlohmann::json::type_error&) {
+    utf8 = false;
+  }
+  ARTEL_CHECK(utf8 && name.find('\0') == std::string::npos, "module member name ",
+              nlohmann::json(name).dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace),
+              " is not UTF-8 text without NUL (weights files and checkpoints keep names as JSON)");
   for (const auto& [n, _] : params_) ARTEL_CHECK(n != name, "parameter '", name, "' registered twice");
   for (const auto& [n, _] : buffers_) ARTEL_CHECK(n != name, "buffer '", name, "' registered twice");
   for (const auto& [n, _] : children_) ARTEL_CHECK(n != name, "submodule '", name, "' registered twice");

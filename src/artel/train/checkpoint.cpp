@@ -229,6 +229,11 @@ Tensor CheckpointFile::read(const std::string& name) const {
   return read_tensor(fd_, *info, path_);
 }
 
-json Compatibility::to_meta() const { return {{"model_kind", model_kind}, {"model_config", model_config}}; }
+json Compatibility::to_meta() const {
+  json meta = {{"model_kind", model_kind}, {"model_config", model_config}};
+  if (!parameters.empty()) meta["parameters"] = parameters;
+  if (!optimizer.empty()) meta["optimizer"] = optimizer;
+  return meta;
+}
 
 }  // namespace artel::train

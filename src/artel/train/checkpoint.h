@@ -115,13 +115,22 @@ class CheckpointFile {
 struct Compatibility {
   std::string model_kind;                   // "gpt", "mlp", "cnn"
   nlohmann::json model_config = nlohmann::json::object();  // what shapes the parameters
+  // The whole model's parameters, {"name": [dims], ...}, and the optimizer
+  // with the state it keeps, {"name": "adamw", "state": ["exp_avg", ...]}.
+  // A model of the user's own has no config to compare: a wider layer or a
+  // parameter more was found only while its weights were read in place, and
+  // the run fell back to a fresh start on weights half the checkpoint's.
+  // Empty: not compared (checkpoints written before 2026-11-30 lack them).
+  nlohmann::json parameters = nlohmann::json::object();
+  nlohmann::json optimizer = nlohmann::json::object();
 
-  // {"model_kind", "model_config"}.
+  // {"model_kind", "model_config", "parameters", "optimizer"} (the last two when given).
   nlohmann::json to_meta() const;
 };
 
 // Throws an Error naming the file and each differing field (kind, config
-// keys) with a hint, unless `meta` holds the model `expect` describes.
+// keys, parameters, optimizer) with a hint, unless `meta` holds the model
+// `expect` describes.
 void check_compatible(const nlohmann::json& meta, const Compatibility& expect, const std::string& path);
 
 }  // namespace artel::train

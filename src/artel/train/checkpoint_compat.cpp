@@ -1,4 +1,5 @@
 // check_compatible (declared in checkpoint.h): a checkpoint holds this run's model.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,46 @@ void diff_config(const json& have, const json& want, std::vector<std::string>& o
     if (!want.contains(k)) out.push_back("model config " + k + " " + show(v) + " in the checkpoint, none in this run");
 }
 
+// "parameter 'w' is [4, 8] in the checkpoint, [4, 16] in this run", and
+// those only one side has, the first few by name.
+void diff_parameters(const json& have, const json& want, std::vector<std::string>& out) {
+  if (!have.is_object() || have.empty() || want.empty()) return;  // not recorded
+  std::vector<std::string> found;
+  for (const auto& [name, shape] : want.items()) {
+    if (!have.contains(name)) found.push_back("parameter '" + name + "' " + shape.dump() + " is not in the checkpoint");
+    else if (have[name] != shape)
+      found.push_back("parameter '" + name + "' is " + have[name].dump() + " in the checkpoint, " + shape.dump() +
+                      " in this run");
+  }
+  for (const auto& [name, shape] : have.items())
+    if (!want.contains(name))
+      found.push_back("the checkpoint's parameter '" + name + "' " + shape.dump() + " is not in this run's model");
+  constexpr size_t kShown = 3;
+  for (size_t i = 0; i < found.size() && i < kShown; ++i) out.push_back(found[i]);
+  if (found.size() > kShown) out.push_back(std::to_string(found.size() - kShown) + " more parameters differ");
+}
+
+// Another optimizer's state was read as far as it went (the weights already
+// in place) before the missing buffer was found.
+void diff_optimizer(const json& have, const json& want, std::vector<std::string>& out) {
+  if (!have.is_object() || have.empty() || want.empty()) return;  // not recorded
+  auto said = [](const json& o) {  // 'adamw' (state: exp_avg exp_avg_sq); appended (GCC 12's -Wrestrict)
+    std::string s = "'";
+    s += o.value("name", std::string("?"));
+    s += "' (state:";
+    const json state = o.value("state", json::array());
+    for (const json& k : state) s.append(" ").append(k.is_string() ? k.get<std::string>() : k.dump());
+    s += state.empty() ? " none)" : ")";
+    return s;
+  };
+  const json& state = have.value("state", json::array());
+  bool holds_all = state.is_array();
+  for (const json& k : want.value("state", json::array()))
+    holds_all &= state.is_array() && std::find(state.begin(), state.end(), k) != state.end();
+  if (have.value("name", json()) != want.value("name", json()) || !holds_all)
+    out.push_back("optimizer " + said(have) + " in the checkpoint, " + said(want) + " in this run");
+}
+
 }  // namespace
 
 void check_compatible(const json& meta, const Compatibility& expect, const std::string& path) {
@@ -37,11 +78,14 @@ void check_compatible(const json& meta, const Compatibility& expect, const std::
     diffs.push_back("model '" + kind + "' in the checkpoint, '" + expect.model_kind + "' in this run");
   } else {
     diff_config(meta.value("model_config", json()), expect.model_config, diffs);
+    diff_parameters(meta.value("parameters", json()), expect.parameters, diffs);
+    diff_optimizer(meta.value("optimizer", json()), expect.optimizer, diffs);
   }
   if (diffs.empty()) return;
-  std::string msg = "checkpoint " + path + " holds a different model: ";
+  std::string msg = "checkpoint " + path + " was written by another model or optimizer: ";
   for (size_t i = 0; i < diffs.size(); ++i) msg += (i ? "; " : "") + diffs[i];
-  throw Error(msg, "resume with the same model and config (any layout and number of workers), or use another output directory");
+  throw Error(msg, "resume with the same model, config and optimizer (any layout and number of workers), or use "
+                   "another output directory (to start from its weights: artel checkpoint export, then --init)");
 }
 
 }  // namespace artel::train

@@ -79,6 +79,10 @@ bool ShardedCheckpoint::read(HeldPart& want) const {
     throw Error("checkpoint " + dir_ + ": '" + want.key + "' is " + dtype_name(t->dtype) + " " + shape_str(t->shape) +
                     ", this run expects " + dtype_name(want.dtype) + " " + shape_str(want.whole),
                 "the checkpoint belongs to a different model configuration");
+  const int64_t held = shape_numel(want.part_shape());
+  ARTEL_CHECK(0 <= want.range.begin && want.range.begin <= want.range.end && want.range.end <= held,
+              "checkpoint read of ", want.key, ": elements [", want.range.begin, ", ", want.range.end,
+              ") are not within its part of ", held);
   ARTEL_CHECK(want.data.numel() == want.range.size() && want.data.dtype() == want.dtype, "checkpoint read of ",
               want.key, ": the destination holds ", want.data.numel(), " elements for a region of ", want.range.size());
   // The parts of this very region, when they cover the wanted range: copy the overlaps.
@@ -131,7 +135,8 @@ std::vector<std::string> checkpoints_newest_first(const std::string& dir) {
 }
 
 std::string skipping_line(const std::string& problem, const std::string& next) {
-  return "skipping " + problem + "; " + (next.empty() ? "none left" : "trying " + next);
+  const std::string said = problem.rfind("checkpoint ", 0) == 0 ? problem : "(" + problem + ")";
+  return "skipping " + said + "; " + (next.empty() ? "none left" : "trying " + next);
 }
 
 std::unique_ptr<ShardedCheckpoint> open_newest_checkpoint(const std::string& path,

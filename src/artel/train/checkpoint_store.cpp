@@ -124,7 +124,8 @@ std::vector<std::string> CheckpointStore::list() const {
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const int64_t step = step_of(it->path().filename().string());
-    if (step >= 0 && it->is_directory()) found.emplace_back(step, it->path().string());
+    std::error_code dir_ec;  // a symlink loop: not a directory (is_directory() threw a filesystem_error)
+    if (step >= 0 && it->is_directory(dir_ec)) found.emplace_back(step, it->path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
@@ -133,8 +134,17 @@ std::vector<std::string> CheckpointStore::list() const {
 }
 
 void CheckpointStore::begin(int64_t step) const {
-  const std::string manifest = (fs::path(path_for(step)) / kManifestName).string();
-  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT)
+  // Whatever holds this checkpoint's names is an earlier attempt's, judged
+  // torn at resume: a file where the directory goes, or a directory where
+  // the manifest goes, failed the write only after the step was trained,
+  // and a link there had it written into another checkpoint.
+  const std::string ckpt = path_for(step), manifest = (fs::path(ckpt) / kManifestName).string();
+  std::error_code none, ec;  // a status of nothing there sets `none`: not a failure
+  const fs::file_status at = fs::symlink_status(ckpt, none);
+  if (fs::exists(at) && !fs::is_directory(at)) fs::remove(ckpt, ec);  // a file, or a link (never its target)
+  else if (fs::is_directory(fs::symlink_status(manifest, none))) fs::remove_all(manifest, ec);
+  if (ec) throw Error("cannot remove " + ckpt + "'s stale entry: " + ec.message(), "move it away from " + dir_);
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
     throw Error("cannot remove " + manifest + ": " + std::strerror(errno), "check the permissions of " + dir_);
 }
 
@@ -159,6 +169,8 @@ std::string CheckpointStore::write_shard(int64_t step, int rank, const std::vect
     shard.rng = {dropout->state};
   }
   const std::string path = (fs::path(ckpt) / file).string();
+  if (fs::is_directory(fs::symlink_status(path, ec))) fs::remove_all(path, ec);  // not a shard: an earlier attempt's debris
+  ec.clear();  // nothing there, or a removal that failed: the write below says why
   write_checkpoint(path, shard);
   return path;
 }
@@ -196,10 +208,16 @@ std::string CheckpointStore::commit(Manifest run, int world) const {
 
 // The oldest checkpoints beyond keep_last go, whole directories (never the
 // one just written); a directory without a manifest is a write that did not
-// finish and counts as one of them.
+// finish and counts as one of them, and goes first, whatever its step (a
+// newer torn one had outlived complete ones), unless a live process is
+// still writing it.
 void CheckpointStore::prune(const std::string& keep) const {
   if (keep_last_ == 0) return;
   std::vector<std::string> all = list();
+  std::error_code ec;
+  std::stable_partition(all.begin(), all.end(), [&](const std::string& c) {
+    return !fs::exists(fs::path(c) / kManifestName, ec) && !being_written(c);
+  });
   int64_t excess = static_cast<int64_t>(all.size()) - keep_last_;
   for (size_t i = 0; i < all.size() && excess > 0; ++i) {
     if (all[i] == keep) continue;
@@ -220,6 +238,16 @@ void CheckpointStore::remove_other_shards(const std::string& ckpt, int world) co
     if (!ours && name.rfind("rank-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".artel") == 0)
       ::unlink(it->path().c_str());
   }
+}
+
+// A checkpoint directory holding a live process's temporary file: a write in progress.
+bool CheckpointStore::being_written(const std::string& ckpt) const {
+  std::error_code ec;
+  for (fs::directory_iterator it(ckpt, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = tmp_pid_of(it->path().filename().string());
+    if (pid > 0 && !process_gone(pid)) return true;
+  }
+  return false;
 }
 
 // A temporary file is a write in progress or one cut short by a crash; it is

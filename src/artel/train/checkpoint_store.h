@@ -83,6 +83,7 @@ class CheckpointStore {
 
  private:
   void prune(const std::string& keep) const;
+  bool being_written(const std::string& ckpt) const;
   void remove_stale_tmp(const std::string& ckpt) const;
   void remove_other_shards(const std::string& ckpt, int world) const;
 

@@ -72,8 +72,8 @@ void load_optimizer_parts(const std::vector<HeldPart>& parts, const std::vector<
   for (size_t i = 0; i < parts.size(); ++i) {
     const HeldPart& p = parts[i];
     if (p.key.compare(0, model.size(), model) == 0) {
-      if (!found[i])
-        throw Error("checkpoint " + source + " has no weights for parameter " + p.key.substr(model.size()),
+      if (!found[i] && p.data.numel() > 0)  // an empty tensor has no elements to write, so no part
+        throw Error("checkpoint " + source + ": no weights for parameter " + p.key.substr(model.size()),
                     "it was written for another model; start a fresh run or use another --out");
       continue;
     }
@@ -91,7 +91,7 @@ void load_optimizer_parts(const std::vector<HeldPart>& parts, const std::vector<
       for (const std::string& kind : optimizer.buffer_kinds()) {
         auto it = s.buffers.find(kind);
         if (it == s.buffers.end())
-          throw Error("checkpoint " + source + " has a step count for " + name + " but no " + kind,
+          throw Error("checkpoint " + source + ": a step count for " + name + " but no " + kind,
                       "it was written by another optimizer; pass the same --optimizer");
         buffers.push_back(it->second);
       }

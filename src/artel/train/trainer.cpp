@@ -86,6 +86,10 @@ void Trainer::start() {
   // differing by rank trained on to a mismatched all-gather, a differing
   // --lr trained the replicas apart without a word).
   if (comm::ProcessGroup* world = strategy_->world_group(); world && world->size() > 1) check_ranks_agree(*world, cfg_);
+  // Checkpoints are files too: the combination wrote none, without a word.
+  ARTEL_CHECK(run_.write_files || cfg_.checkpoint_every == 0, "Trainer: checkpoint_every ", cfg_.checkpoint_every,
+              " asks for checkpoints, but RunOptions::write_files is false (hint: let it write files, or set "
+              "checkpoint_every = 0)");
   model_->set_recompute(nn::parse_recompute(cfg_.recompute));
   if (run_.set_threads) set_num_threads(cfg_.threads > 0 ? static_cast<int>(cfg_.threads) : available_cores());
   set_out_of_memory_hint(memory_hint_for(cfg_));
@@ -235,7 +239,12 @@ EvalResult Trainer::evaluate() {
   return strategy_->evaluate(*data_, opts);
 }
 
-Compatibility Trainer::compatibility() const { return run_compatibility(cfg_, model_vocab(cfg_, data_->num_classes())); }
+Compatibility Trainer::compatibility() const {
+  Compatibility c = run_compatibility(cfg_, model_vocab(cfg_, data_->num_classes()));
+  for (const nn::DeclaredParameter& d : model_->declared_parameters()) c.parameters[d.name] = d.shape;
+  c.optimizer = {{"name", cfg_.optimizer}, {"state", optimizer_->buffer_kinds()}};
+  return c;
+}
 
 nlohmann::json Trainer::layout_record() {
   nlohmann::json layout = strategy_->layout();
@@ -286,6 +295,14 @@ int64_t Trainer::resume_step() {
   };
   std::vector<std::string> all = checkpoints_newest_first(store_->dir());
   if (comm::ProcessGroup* world = strategy_->world_group()) all = checkpoints_every_rank_sees(*world, all, store_->dir(), warn);
+  // The newest complete checkpoint's problem while none has been used: a
+  // restore that failed has written some weights and optimizer state, and a
+  // fresh start would train on that mix and overwrite the checkpoints.
+  std::string unusable;
+  auto skip = [&](const std::string& path, const std::string& problem, const std::string& next) {
+    warn(skipping_line(problem, next));
+    if (unusable.empty() && std::filesystem::exists(std::filesystem::path(path) / kManifestName)) unusable = problem;
+  };
   for (size_t i = 0; i < all.size(); ++i) {
     const std::string next = i + 1 < all.size() ? all[i + 1] : "";
     std::unique_ptr<ShardedCheckpoint> ck;
@@ -297,18 +314,22 @@ int64_t Trainer::resume_step() {
     }
     if (!strategy_->all_agree(ck != nullptr)) {
       problem = first_problem(problem);
-      warn(skipping_line(problem.empty() ? "checkpoint " + all[i] + ": another worker could not open it" : problem, next));
+      skip(all[i], problem.empty() ? "checkpoint " + all[i] + ": another worker could not open it" : problem, next);
       continue;
     }
     check_compatible(ck->manifest().model, compat, (std::filesystem::path(all[i]) / kManifestName).string());
     const RestoreOutcome r = restore_run_checkpoint(*strategy_, *optimizer_, *model_, *ck);
     if (!r.ok) {
       problem = first_problem(r.problem);
-      warn(skipping_line(problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : problem, next));
+      skip(all[i], problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : problem, next);
       continue;
     }
     return continue_from(*ck, r.dropout_restored);
   }
+  // Only torn checkpoints (no manifest: a write that never finished) leave a fresh start.
+  if (const std::string why = first_problem(unusable); !why.empty())
+    throw Error("resume: no checkpoint in " + store_->dir() + " could be restored, the newest complete one: " + why,
+                "it is damaged; restore it from a copy, or move " + store_->dir() + " away to start afresh");
   if (strategy_->reporter()) out() << "artel train: no checkpoint in " << store_->dir() << "; starting at step 1\n";
   return 0;
 }
@@ -374,7 +395,6 @@ void Trainer::maybe_checkpoint(int64_t k, MetricsWriter* metrics) {
   if (cfg_.checkpoint_every <= 0 || (k % cfg_.checkpoint_every != 0 && k != total_steps_)) return;
   strategy_->barrier();  // every worker finished step k: the shards are the state of all of them
   if (metrics) metrics->flush();  // the file holds every step the checkpoint holds
-  if (!run_.write_files) return;
   const RunPosition pos{.step = k,
                         .consumed_samples = row_offset_ + k * global_batch(),
                         .global_batch = global_batch(),

@@ -40,7 +40,12 @@
 // newest complete checkpoint — under its own layout, whatever world size,
 // dp × pp × tp or --zero wrote it — before step 1 and continues from the
 // step after it. A torn checkpoint (no manifest, a shard missing or
-// corrupt) is skipped, by all workers together, for the one before.
+// corrupt) is skipped, by all workers together, for the one before. When
+// complete checkpoints exist but none can be restored the run is refused:
+// a restore that failed has written some weights, and a fresh start would
+// train on them and overwrite the checkpoints. Another model or optimizer
+// than the checkpoint's (its manifest records the parameters' names and
+// shapes, and the optimizer's state) is refused before anything is read.
 //
 // The global batch G the checkpoint was trained with is kept: without
 // --accum, accum is chosen so that replicas × batch × accum = G
@@ -87,7 +92,7 @@ class Progress;
 struct RunOptions {
   std::ostream* out = nullptr;  // progress and messages; null = std::cout
   bool terminal = false;        // draw a progress bar in place (out is a terminal)
-  bool write_files = true;      // metrics.jsonl, config.json, init/final.safetensors under cfg.out
+  bool write_files = true;      // metrics.jsonl, config.json, init/final.safetensors under cfg.out (false: no cfg.checkpoint_every)
   bool evaluate = true;         // evaluations (every eval_every steps and at the end)
   bool sample = true;           // gpt: print cfg.generate sampled characters at the end
   bool set_threads = true;      // apply cfg.threads to the process (artel::set_num_threads)
