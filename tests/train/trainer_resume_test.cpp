@@ -10,9 +10,18 @@
 
 #include <unistd.h>
 
+#include "artel/autograd/ops.h"
+#include "artel/comm/thread_group.h"
 #include "artel/core/error.h"
+#include "artel/parallel/mesh_groups.h"
 #include "artel/train/checkpoint.h"
+#include "artel/nn/init.h"
+#include "artel/nn/safetensors.h"
+#include "artel/train/checkpoint_export.h"
+#include "artel/train/model_mesh.h"
 #include "artel/train/trainer.h"
+#include "artel/nn/layer.h"
+#include "artel/nn/linear.h"
 #include "user_model.h"
 
 namespace artel::train {
@@ -24,6 +33,39 @@ namespace fs = std::filesystem;
 class WithEmptyParameter : public TwoLayer {
  public:
   WithEmptyParameter() { register_parameter("empty", Tensor::empty({0})); }
+};
+
+// TwoLayer whose ReLU keeps a count of its calls (int64) and a running mean
+// of its input (float32): buffers, state that is not trained.
+class Counting : public nn::Layer {
+ public:
+  Counting() {
+    calls_ = register_buffer("calls", Tensor::zeros({1}, DType::i64));
+    mean_ = register_buffer("mean", Tensor::zeros({2}));
+  }
+  autograd::Variable forward(const autograd::Variable& x) override {
+    ++calls_.data<int64_t>()[0];
+    const std::vector<float> v = x.value().to_vector();
+    for (size_t i = 0; i < v.size(); ++i) mean_.data<float>()[i % 2] = 0.9f * mean_.data<float>()[i % 2] + 0.1f * v[i];
+    return autograd::relu(x);
+  }
+
+ private:
+  Tensor calls_, mean_;
+};
+class WithBuffers : public nn::Model {
+ public:
+  WithBuffers() {
+    fc1_ = register_module("fc1", std::make_shared<nn::Linear>(4, 16));
+    count_ = register_module("count", std::make_shared<Counting>());
+    fc2_ = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+    set_plan({.pieces = {nn::layer_piece("fc1", *fc1_), nn::layer_piece("count", *count_),
+                         nn::layer_piece("fc2", *fc2_)}});
+  }
+
+ private:
+  std::shared_ptr<nn::Linear> fc1_, fc2_;
+  std::shared_ptr<Counting> count_;
 };
 
 class TrainerResumeTest : public ::testing::Test {
@@ -121,6 +163,64 @@ TEST_F(TrainerResumeTest, AnEmptyParameterResumesExactly) {
   const nn::StateDict a = resumed.model().state_dict(), b = straight.model().state_dict();
   for (const auto& [name, t] : b)
     EXPECT_EQ(std::memcmp(a.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+}
+
+// Buffers were left out of checkpoints: a resumed run went on from the
+// model's initial counts and running means.
+TEST_F(TrainerResumeTest, BuffersResumeExactly) {
+  TrainConfig c = config(2);
+  c.eval_batches = 0;
+  Trainer(c, std::make_unique<WithBuffers>(), argmax_rows(64), run(false)).run();
+  c.steps = 4;
+  Trainer resumed(c, std::make_unique<WithBuffers>(), argmax_rows(64), run(true));
+  resumed.run();
+  fs::remove_all(out_);
+  Trainer straight(c, std::make_unique<WithBuffers>(), argmax_rows(64), run(false));
+  straight.run();
+  const nn::StateDict a = resumed.model().state_dict(), b = straight.model().state_dict();
+  EXPECT_EQ(b.at("count.calls").data<int64_t>()[0], 4);
+  for (const auto& [name, t] : b)
+    EXPECT_EQ(std::memcmp(a.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  // Exported with the weights, as final.safetensors holds them: the whole state dict loads.
+  const std::string exported = out_ + "/exported.safetensors";
+  export_weights(ShardedCheckpoint(out_ + "/checkpoints/ckpt-00000004"), exported);
+  WithBuffers loaded;
+  nn::materialize(loaded, 1);
+  nn::load_weights(loaded, exported);
+  EXPECT_EQ(loaded.state_dict().at("count.calls").data<int64_t>()[0], 4);
+}
+
+// Under a pipeline the stage that runs a buffer's piece writes it and reads
+// it back: each rank's buffers after 2 + 2 steps are those of 4 straight.
+TEST_F(TrainerResumeTest, BuffersResumeExactlyThroughAPipeline) {
+  TrainConfig c = config(2);
+  c.pp = 2, c.micro_batches = 2;
+  std::vector<nn::StateDict> resumed(2), straight(2);
+  auto train = [&](int64_t steps, bool resume, std::vector<nn::StateDict>* out) {
+    comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+      auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+      TrainConfig mine = c;
+      mine.steps = steps;
+      ModelMesh mesh(mine, parallel::make_mesh_groups(world, 2, 1));
+      std::ostringstream quiet;
+      Trainer t(mine, std::make_unique<WithBuffers>(), argmax_rows(64),
+                {.out = &quiet, .evaluate = false, .set_threads = false, .resume = resume}, &mesh);
+      t.run();
+      if (out)
+        for (auto& [name, b] : t.model().named_buffers()) (*out)[static_cast<size_t>(pg.rank())][name] = b.clone();
+    });
+  };
+  train(2, false, nullptr);
+  train(4, true, &resumed);
+  fs::remove_all(out_);
+  train(4, false, &straight);
+  int64_t counted = 0;
+  for (size_t r = 0; r < 2; ++r) {
+    counted += straight[r].at("count.calls").data<int64_t>()[0];
+    for (const auto& [name, t] : straight[r])
+      EXPECT_EQ(std::memcmp(resumed[r].at(name).raw(), t.raw(), t.nbytes()), 0) << "rank " << r << ": " << name;
+  }
+  EXPECT_EQ(counted, 8) << "one stage ran count: 4 steps of 2 micro-batches";
 }
 
 // Checkpoints are files: with write_files off, checkpoint_every wrote none.

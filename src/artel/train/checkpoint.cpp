@@ -233,6 +233,7 @@ json Compatibility::to_meta() const {
   json meta = {{"model_kind", model_kind}, {"model_config", model_config}};
   if (!parameters.empty()) meta["parameters"] = parameters;
   if (!optimizer.empty()) meta["optimizer"] = optimizer;
+  if (!parameters.empty()) meta["buffers"] = buffers;  // even none: a record that buffers are kept
   return meta;
 }
 

@@ -123,8 +123,11 @@ struct Compatibility {
   // Empty: not compared (checkpoints written before 2026-11-30 lack them).
   nlohmann::json parameters = nlohmann::json::object();
   nlohmann::json optimizer = nlohmann::json::object();
+  // The model's buffers, {"name": "int64 [1]", ...}: kept in checkpoints
+  // since 2026-11-30 (before, they were lost at a resume).
+  nlohmann::json buffers = nlohmann::json::object();
 
-  // {"model_kind", "model_config", "parameters", "optimizer"} (the last two when given).
+  // {"model_kind", "model_config", "parameters", "optimizer", "buffers"} (the last three when given).
   nlohmann::json to_meta() const;
 };
 

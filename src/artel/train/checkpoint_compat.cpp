@@ -28,18 +28,22 @@ void diff_config(const json& have, const json& want, std::vector<std::string>& o
 
 // "parameter 'w' is [4, 8] in the checkpoint, [4, 16] in this run", and
 // those only one side has, the first few by name.
-void diff_parameters(const json& have, const json& want, std::vector<std::string>& out) {
-  if (!have.is_object() || have.empty() || want.empty()) return;  // not recorded
+// `what` is "parameter" or "buffer"; `recorded` says whether the checkpoint
+// says anything of them (older ones do not).
+void diff_parameters(const std::string& what, const json& have, bool recorded, const json& want,
+                     std::vector<std::string>& out) {
+  if (!have.is_object() || !recorded) return;
+  auto said = [](const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
   std::vector<std::string> found;
   for (const auto& [name, shape] : want.items()) {
-    if (!have.contains(name)) found.push_back("parameter '" + name + "' " + shape.dump() + " is not in the checkpoint");
+    if (!have.contains(name)) found.push_back(what + " '" + name + "' " + said(shape) + " is not in the checkpoint");
     else if (have[name] != shape)
-      found.push_back("parameter '" + name + "' is " + have[name].dump() + " in the checkpoint, " + shape.dump() +
+      found.push_back(what + " '" + name + "' is " + said(have[name]) + " in the checkpoint, " + said(shape) +
                       " in this run");
   }
   for (const auto& [name, shape] : have.items())
     if (!want.contains(name))
-      found.push_back("the checkpoint's parameter '" + name + "' " + shape.dump() + " is not in this run's model");
+      found.push_back("the checkpoint's " + what + " '" + name + "' " + said(shape) + " is not in this run's model");
   constexpr size_t kShown = 3;
   for (size_t i = 0; i < found.size() && i < kShown; ++i) out.push_back(found[i]);
   if (found.size() > kShown) out.push_back(std::to_string(found.size() - kShown) + " more parameters differ");
@@ -78,7 +82,11 @@ void check_compatible(const json& meta, const Compatibility& expect, const std::
     diffs.push_back("model '" + kind + "' in the checkpoint, '" + expect.model_kind + "' in this run");
   } else {
     diff_config(meta.value("model_config", json()), expect.model_config, diffs);
-    diff_parameters(meta.value("parameters", json()), expect.parameters, diffs);
+    const json have = meta.value("parameters", json());
+    diff_parameters("parameter", have, have.is_object() && !have.empty() && !expect.parameters.empty(),
+                    expect.parameters, diffs);
+    diff_parameters("buffer", meta.value("buffers", json()), meta.contains("buffers") && !expect.parameters.empty(),
+                    expect.buffers, diffs);
     diff_optimizer(meta.value("optimizer", json()), expect.optimizer, diffs);
   }
   if (diffs.empty()) return;

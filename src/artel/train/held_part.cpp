@@ -46,6 +46,13 @@ std::vector<HeldPart> parts_to_write(const std::vector<ParameterHolding>& holdin
   return out;
 }
 
+std::vector<HeldPart> buffer_parts(const std::vector<std::pair<std::string, Tensor>>& buffers) {
+  std::vector<HeldPart> out;
+  for (const auto& [name, t] : buffers)
+    out.push_back(HeldPart{kModelKey + name, t.dtype(), t.shape(), nn::Split{}, 0, 1, {0, t.numel()}, t.view({t.numel()})});
+  return out;
+}
+
 std::vector<HeldPart> parts_to_read(const std::vector<ParameterHolding>& holdings, const optim::Optimizer& optimizer) {
   std::vector<HeldPart> out;
   for (const ParameterHolding& h : holdings) {

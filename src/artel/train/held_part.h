@@ -73,6 +73,10 @@ struct ParameterHolding {
 // parameter not updated yet has none), step counts as fresh scalars.
 std::vector<HeldPart> parts_to_write(const std::vector<ParameterHolding>& holdings, const optim::Optimizer& optimizer);
 
+// Buffers of the model ("model/<name>", like its weights: the model's state
+// dict) as whole parts that alias them: written as they are, read in place.
+std::vector<HeldPart> buffer_parts(const std::vector<std::pair<std::string, Tensor>>& buffers);
+
 // What this worker reads back: every parameter's part whole, into its live
 // value; the optimizer state of its owned elements and every step count,
 // into fresh tensors for load_optimizer_parts.

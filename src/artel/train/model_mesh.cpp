@@ -407,6 +407,22 @@ std::vector<ParameterHolding> ModelMesh::holdings(const optim::Optimizer& optimi
   return out;
 }
 
+std::vector<std::pair<std::string, Tensor>> ModelMesh::checkpoint_buffers(const nn::Model& model, bool writing) const {
+  if (writing && !writes_dropout()) return {};  // another replica's or tensor-parallel rank's copy
+  const std::vector<nn::Piece>& pieces = model.plan().pieces;
+  const parallel::PieceRange mine = stages_.empty() ? parallel::PieceRange{0, static_cast<int64_t>(pieces.size())}
+                                                    : stages_[static_cast<size_t>(stage())];  // none: one stage
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t] : model.named_buffers()) {
+    int64_t piece = -1;  // the first piece whose modules hold it
+    for (size_t i = 0; i < pieces.size() && piece < 0; ++i)
+      for (const std::string& m : pieces[i].modules)
+        if (nn::path_within(name, m)) piece = static_cast<int64_t>(i);
+    if (piece < 0 ? stage() == 0 : mine.first <= piece && piece < mine.last) out.emplace_back(name, t);
+  }
+  return out;
+}
+
 int64_t ModelMesh::communication_bytes() const {
   const parallel::MeshGroups& g = groups_;
   const parallel::PipelineLinks& l = g.links;

@@ -101,6 +101,9 @@ class ModelMesh : public Strategy {
   // replicated parameter by tensor-parallel rank 0, a tied one by the first
   // stage holding it), or with --zero 1 by every replica its owned elements.
   std::vector<ParameterHolding> holdings(const optim::Optimizer& optimizer) const override;
+  // The buffers of this stage's pieces (and those of no piece, on the first
+  // stage), written by the stage's first replica's tensor-parallel rank 0.
+  std::vector<std::pair<std::string, Tensor>> checkpoint_buffers(const nn::Model& model, bool writing) const override;
 
  private:
   std::vector<parallel::PieceRange> partition(nn::Model& model, const data::Dataset& data);

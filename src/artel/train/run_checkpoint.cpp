@@ -4,6 +4,7 @@
 
 #include "artel/core/error.h"
 #include "artel/models/model.h"
+#include "artel/train/checkpoint_format.h"
 
 namespace artel::train {
 
@@ -25,8 +26,11 @@ void save_run_checkpoint(Strategy& strategy, optim::Optimizer& optimizer, nn::Mo
   std::optional<StageDropout> dropout;
   if (strategy.writes_dropout())  // a model without dropout: a placeholder state
     dropout = StageDropout{strategy.stage(), model.dropout_rng() ? model.dropout_rng()->state() : RngState{}};
-  if (const int shard = strategy.shard(); shard >= 0)
-    store.write_shard(pos.step, shard, strategy.held_parts(optimizer), dropout);
+  if (const int shard = strategy.shard(); shard >= 0) {
+    std::vector<HeldPart> parts = strategy.held_parts(optimizer);
+    for (HeldPart& b : buffer_parts(strategy.checkpoint_buffers(model, /*writing=*/true))) parts.push_back(std::move(b));
+    store.write_shard(pos.step, shard, parts, dropout);
+  }
   strategy.write_other_shards(pos.step, store.dir());
   strategy.barrier();  // every shard is durable
   if (!strategy.reporter()) return;
@@ -47,6 +51,11 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     std::vector<bool> found;
     for (HeldPart& p : wanted) found.push_back(ck.read(p));
     load_optimizer_parts(wanted, found, optimizer, ck.dir());
+    // Buffers, in place. A checkpoint from before they were kept has none (its
+    // model record lists no buffers): the model's own values stay.
+    const bool kept = ck.manifest().model.contains("buffers");
+    for (HeldPart& b : buffer_parts(strategy.checkpoint_buffers(model, /*writing=*/false)))
+      if (!ck.read(b) && kept) checkpoint_corrupt(ck.dir(), "no tensor '" + b.key + "' (a buffer of the model)");
     strategy.parts_restored();
     strategy.read_other_shards(ck.manifest().step, ck.dir());
     const std::vector<RngState>& dropout = ck.manifest().dropout;

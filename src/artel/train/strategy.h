@@ -114,6 +114,14 @@ class Strategy {
   virtual std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) {
     return parts_to_read(holdings(optimizer), optimizer);
   }
+  // The model's buffers (running statistics, counters: state that is not
+  // trained) this worker writes to a checkpoint (`writing`), or reads back
+  // in place, by whole-model name. Here every worker runs the whole model:
+  // the reporter writes them and every worker reads them.
+  virtual std::vector<std::pair<std::string, Tensor>> checkpoint_buffers(const nn::Model& model, bool writing) const {
+    if (writing && !reporter()) return {};
+    return model.named_buffers();
+  }
   // This worker's shard of a checkpoint (-1: it writes none) and how many
   // shards a checkpoint has: by default one per worker of world_group().
   virtual int shard();

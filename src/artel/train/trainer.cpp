@@ -242,6 +242,7 @@ EvalResult Trainer::evaluate() {
 Compatibility Trainer::compatibility() const {
   Compatibility c = run_compatibility(cfg_, model_vocab(cfg_, data_->num_classes()));
   for (const nn::DeclaredParameter& d : model_->declared_parameters()) c.parameters[d.name] = d.shape;
+  for (const auto& [name, t] : model_->named_buffers()) c.buffers[name] = detail::concat(dtype_name(t.dtype()), " ", shape_str(t.shape()));
   c.optimizer = {{"name", cfg_.optimizer}, {"state", optimizer_->buffer_kinds()}};
   return c;
 }
