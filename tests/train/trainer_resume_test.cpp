@@ -150,6 +150,18 @@ TEST_F(TrainerResumeTest, CheckpointsThatAreAllDamagedAreRefused) {
   EXPECT_TRUE(files() == before) << "a file of the run changed";
 }
 
+// Another seed or another data size resumes, but not through the batches
+// the uninterrupted run would have seen: said in a line each.
+TEST_F(TrainerResumeTest, AnotherSeedOrDataSizeIsSaid) {
+  Trainer(config(2), std::make_unique<TwoLayer>(), argmax_rows(64), run(false)).run();
+  TrainConfig c = config(4);
+  c.seed = 7;
+  Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(96), run(true)).run();
+  for (const std::string line : {"the checkpoint was trained with --seed 1337, this run draws its batches from --seed 7",
+                                 "the checkpoint was trained on 64 training items, this run's data has 96"})
+    EXPECT_NE(log_.str().find(line), std::string::npos) << log_.str();
+}
+
 // A parameter without elements had no part in the shard, and every
 // checkpoint was skipped for it.
 TEST_F(TrainerResumeTest, AnEmptyParameterResumesExactly) {

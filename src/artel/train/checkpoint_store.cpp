@@ -150,6 +150,7 @@ void CheckpointStore::begin(int64_t step) const {
 
 std::string CheckpointStore::write_shard(int64_t step, int rank, const std::vector<HeldPart>& parts,
                                          const std::optional<StageDropout>& dropout) const {
+  ARTEL_CHECK(rank >= 0, "checkpoint shard of rank ", rank, ": ranks are >= 0");
   const std::string ckpt = path_for(step), file = shard_name(rank);
   std::error_code ec;
   fs::create_directories(ckpt, ec);
@@ -176,6 +177,7 @@ std::string CheckpointStore::write_shard(int64_t step, int rank, const std::vect
 }
 
 std::string CheckpointStore::commit(Manifest run, int world) const {
+  ARTEL_CHECK(world >= 1, "checkpoint commit of step ", run.step, " over ", world, " shards: a checkpoint has >= 1");
   const std::string ckpt = path_for(run.step), path = (fs::path(ckpt) / kManifestName).string();
   std::map<std::string, size_t> index;
   std::map<int, RngState> dropout;

@@ -253,6 +253,8 @@ nlohmann::json Trainer::layout_record() {
   layout["batch_size"] = cfg_.batch_size;
   layout["accum"] = cfg_.accum;
   layout["micro_batches"] = cfg_.micro_batches;
+  layout["seed"] = cfg_.seed;  // what the batches after the checkpoint follow from
+  layout["train_items"] = data_->num_train_items();
   return layout;
 }
 
@@ -379,6 +381,14 @@ int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restore
   if (const int64_t zero = m.layout.value("zero", int64_t{cfg_.zero}); zero != cfg_.zero)
     out() << "artel train: the checkpoint was written under --zero " << zero << ", this run goes on under --zero "
           << cfg_.zero << "\n";
+  // Batches are functions of the seed and the data's size: with another, the
+  // run goes on, but not through the batches the uninterrupted one would see.
+  if (const int64_t seed = m.layout.value("seed", cfg_.seed); seed != cfg_.seed)
+    out() << "artel train: the checkpoint was trained with --seed " << seed << ", this run draws its batches from --seed "
+          << cfg_.seed << "\n";
+  if (const int64_t items = m.layout.value("train_items", data_->num_train_items()); items != data_->num_train_items())
+    out() << "artel train: the checkpoint was trained on " << items << " training items, this run's data has "
+          << data_->num_train_items() << "\n";
   if (cfg_.accum != accum)
     out() << "artel train: keeping the checkpoint's global batch of " << m.global_batch << " with --accum " << cfg_.accum
           << "\n";
