@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 
 #include "artel/comm/algorithms.h"
@@ -69,6 +70,37 @@ TEST(ProcessGroup, RankSizeAndOpsInIssueOrder) {
     EXPECT_TRUE(w1->completed());
     EXPECT_EQ(chain.to_vector()[0], 9.f);
   }, quick());
+}
+
+// A subgroup's errors named its own ranks only ("rank 1" of world/[1,3]):
+// under a parameter server's pair groups, a rank nobody could find.
+TEST(ProcessGroup, ASubgroupsErrorsNameWorldRanksToo) {
+  std::promise<void> timed_out;
+  std::shared_future<void> seen = timed_out.get_future().share();
+  GroupOptions o = quick();
+  o.debug_checks = true;
+  spawn_threads(4, [&](ProcessGroup& pg) {
+    auto odd = pg.new_group({1, 3});
+    if (!odd) return;
+    // For the timeout (odd is unusable after its error); rank 3 never issues on it.
+    auto again = pg.new_group({1, 3}, {.timeout = std::chrono::milliseconds(300)});
+    Tensor t = Tensor::zeros({pg.rank() == 1 ? 4 : 5});
+    std::string said;
+    try {
+      odd->all_reduce(t)->wait();
+    } catch (const Error& e) {
+      said = e.what();
+    }
+    EXPECT_THAT(said, HasSubstr("rank 1 (world rank 3) issued all_reduce")) << said;
+    if (pg.rank() == 3) return seen.wait();  // stays in the group until the other has timed out
+    try {
+      again->all_reduce(t)->wait();
+    } catch (const Error& e) {
+      said = e.what();
+    }
+    timed_out.set_value();
+    EXPECT_THAT(said, HasSubstr("waiting for rank(s) [1] (world rank(s) [3]) which did not arrive")) << said;
+  }, o);
 }
 
 TEST(ProcessGroup, SubgroupsWorkAtTheSameTime) {

@@ -229,12 +229,13 @@ int64_t ProcessGroup::bytes_received() const {
 
 namespace {
 
-std::shared_ptr<ProcessGroup> make_group(const GroupOptions& opts, std::string name, std::unique_ptr<Transport> t) {
+std::shared_ptr<ProcessGroup> make_group(const GroupOptions& opts, std::string name, std::unique_ptr<Transport> t,
+                                         std::vector<int> world_ranks = {}) {
   auto impl = std::make_unique<ProcessGroup::Impl>();
   impl->opts = opts;
   impl->name = std::move(name);
   impl->transport = std::make_shared<CountedTransport>(std::move(t));
-  impl->progress = std::make_shared<Progress>(impl->transport, impl->name, opts.timeout);
+  impl->progress = std::make_shared<Progress>(impl->transport, impl->name, opts.timeout, std::move(world_ranks));
   impl->progress->start();
   return std::make_shared<ProcessGroup>(std::move(impl));
 }
@@ -272,7 +273,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   opts.world_size = static_cast<int>(sorted.size());
   if (sub.message_bytes) opts.message_bytes = sub.message_bytes;
   if (sub.timeout > Duration::zero()) opts.timeout = sub.timeout;
-  return make_group(opts, impl_->name + "/[" + list + "]", impl_->transport->split(sorted, id, opts));
+  // Errors in the subgroup name its ranks in the first group's numbering too.
+  const std::vector<int>* parent = impl_->progress->world_ranks();
+  std::vector<int> world;
+  for (int r : sorted) world.push_back(parent ? (*parent)[static_cast<size_t>(r)] : r);
+  return make_group(opts, impl_->name + "/[" + list + "]", impl_->transport->split(sorted, id, opts), std::move(world));
 }
 
 bool register_backend(const std::string& name, TransportFactory factory) {

@@ -31,19 +31,32 @@ std::string OpContext::describe() const {
   return s + " in group '" + group + "'";
 }
 
+std::string OpContext::rank_name(int r) const {
+  const int g = group_rank(r);
+  std::string s = "rank " + std::to_string(g);
+  if (world_ranks) s.append(" (world rank ").append(std::to_string((*world_ranks)[static_cast<size_t>(g)])).append(")");
+  return s;
+}
+
 TimeoutError OpContext::timeout_error(const std::vector<int>& missing, const std::string& detail) const {
-  std::vector<int> named;
-  for (int r : missing) named.push_back(group_rank(r));
+  std::vector<int> named, world;
+  for (int r : missing) {
+    named.push_back(group_rank(r));
+    if (world_ranks) world.push_back((*world_ranks)[static_cast<size_t>(named.back())]);
+  }
   std::string who = missing.empty() ? "the backend cannot tell which ranks are missing"
-                                    : "waiting for rank(s) " + rank_list(named) + " which did not arrive";
+                                    : "waiting for rank(s) " + rank_list(named) +
+                                          (world_ranks ? " (world rank(s) " + rank_list(world) + ")" : "") +
+                                          " which did not arrive";
   return TimeoutError(describe() + " timed out: " + who + (detail.empty() ? "" : " (" + detail + ")"),
                       "check that every rank issues the same collectives in the same order, or raise the timeout");
 }
 
 Error OpContext::abort_error() const { return Error(describe() + " aborted: the group is being destroyed"); }
 
-Progress::Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout)
-    : transport_(std::move(transport)), group_(std::move(group)), trace_track_("comm " + group_), timeout_(timeout) {}
+Progress::Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout, std::vector<int> world_ranks)
+    : transport_(std::move(transport)), group_(std::move(group)), trace_track_("comm " + group_), timeout_(timeout),
+      world_ranks_(std::move(world_ranks)) {}
 
 Progress::~Progress() { shutdown(); }
 
@@ -85,7 +98,7 @@ WorkPtr Progress::run_now_if(const std::string& op, const std::function<bool(con
     std::lock_guard lock(mu_);
     if (stop_ || !queue_.empty()) return nullptr;  // keep issue order
   }
-  OpContext ctx{op, 0, group_, Clock::now() + timeout_, &aborted_};
+  OpContext ctx{op, 0, group_, Clock::now() + timeout_, &aborted_, nullptr, world_ranks()};
   const int64_t start = trace::enabled() ? trace::now_ns() : 0;
   if (!fn(ctx)) return nullptr;
   if (start) trace::record({op, "comm", trace_track_, start, trace::now_ns() - start, trace::current_step(), -1});
@@ -175,7 +188,8 @@ void Progress::run_queue(const Work* until, Clock::time_point deadline) {
 }
 
 void Progress::run_one(Item& item, Clock::time_point deadline) {
-  OpContext ctx{item.work->op(), item.work->seq(), group_, std::min(deadline, Clock::now() + timeout_), &aborted_};
+  OpContext ctx{item.work->op(), item.work->seq(), group_, std::min(deadline, Clock::now() + timeout_), &aborted_,
+                nullptr, world_ranks()};
   std::string broken;
   if (is_broken_.load(std::memory_order_acquire)) {
     std::lock_guard lock(mu_);

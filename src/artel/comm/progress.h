@@ -50,7 +50,8 @@ class Progress : public std::enable_shared_from_this<Progress> {
  public:
   using OpFn = std::function<void(const OpContext&)>;
 
-  Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout);
+  // `world_ranks`: a subgroup's ranks in the first group's numbering (OpContext::world_ranks); {}: not a subgroup.
+  Progress(std::shared_ptr<Transport> transport, std::string group, Duration timeout, std::vector<int> world_ranks = {});
   ~Progress();
   void start();  // after construction (needs shared_from_this)
   // Stops the thread; queued ops fail with "group destroyed". Aborts the transport.
@@ -73,6 +74,7 @@ class Progress : public std::enable_shared_from_this<Progress> {
   TimeoutError wait_timeout(const Work& work, Duration waited) const;
   Duration default_timeout() const { return timeout_; }
   const std::string& group() const { return group_; }
+  const std::vector<int>* world_ranks() const { return world_ranks_.empty() ? nullptr : &world_ranks_; }
 
  private:
   struct Item {
@@ -99,6 +101,7 @@ class Progress : public std::enable_shared_from_this<Progress> {
   std::string group_;
   std::string trace_track_;  // "comm <group>": the timeline row of this group's ops
   Duration timeout_;
+  std::vector<int> world_ranks_;  // a subgroup's, in the first group's numbering
   std::atomic<bool> aborted_{false};
   std::mutex exec_;  // held by whoever runs ops
   std::mutex mu_;    // guards the fields below

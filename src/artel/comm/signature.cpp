@@ -41,8 +41,7 @@ std::string describe_divergence(const std::vector<Signature>& all, const OpConte
   std::string msg;
   for (size_t r = 0; r < all.size(); ++r)
     if (!(all[r] == *expected))
-      msg += (msg.empty() ? "" : "; ") + std::string("rank ") + std::to_string(ctx.group_rank(static_cast<int>(r))) +
-             " issued " + all[r].str();
+      msg += (msg.empty() ? "" : "; ") + ctx.rank_name(static_cast<int>(r)) + " issued " + all[r].str();
   return msg + " while the others issued " + expected->str();
 }
 

@@ -48,6 +48,9 @@ struct OpContext {
   // (a hierarchy's host: local rank -> group rank), so errors name the
   // group's ranks; nullptr: the same.
   const std::vector<int>* group_ranks = nullptr;
+  // The first group's numbering of a subgroup's ranks (new_group), so errors
+  // name both: "rank 1 (world rank 3)"; nullptr: not a subgroup.
+  const std::vector<int>* world_ranks = nullptr;
 
   // "all_reduce #12 in group 'world'"
   std::string describe() const;
@@ -55,6 +58,8 @@ struct OpContext {
   bool abort_requested() const { return aborted && aborted->load(std::memory_order_relaxed); }
   // Rank `r` of the serving transport, in the group's numbering.
   int group_rank(int r) const { return group_ranks ? (*group_ranks)[static_cast<size_t>(r)] : r; }
+  // "rank 1", or in a subgroup "rank 1 (world rank 3)": rank `r` of the serving transport.
+  std::string rank_name(int r) const;
   // The error to throw when `deadline` passes while waiting for `missing` ranks.
   TimeoutError timeout_error(const std::vector<int>& missing, const std::string& detail = "") const;
   Error abort_error() const;

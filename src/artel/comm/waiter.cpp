@@ -48,7 +48,7 @@ void check_alive(const WaitTarget& w, const std::vector<int>& missing, const std
                  const OpContext& ctx) {
   for (int r : missing) {
     RankControl* rc = w.layout->rank_control(w.base, r);
-    auto rank = [&] { return ctx.describe() + ": rank " + std::to_string(ctx.group_rank(r)); };
+    auto rank = [&] { return ctx.describe() + ": " + ctx.rank_name(r); };
     if (rc->departed.load(std::memory_order_acquire) && !ready())
       throw Error(rank() + " left the group (its group was destroyed) before arriving",
                   "every rank must issue the same collectives before destroying the group");
