@@ -39,6 +39,25 @@ void check_writable(const std::string& path, const std::string& what) {
   ::unlink(probe.c_str());
 }
 
+std::string replaceable_file(const std::string& path, const std::string& what) {
+  if (path.empty()) throw Error(what + ": the path is empty", "name a file to write");
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) throw Error(what + " " + path + " is a loop of symbolic links", "name a file to write");
+    const fs::path target = fs::read_symlink(p, ec);
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::is_directory(st))
+    throw Error(what + " " + path + " is a directory, not a file",
+                "name a file inside it, e.g. " + (fs::path(path) / "out.safetensors").string());
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw Error(what + " " + path + " is a device, a FIFO or a socket, not a regular file",
+                "name a regular file: it is written beside and renamed over, which would replace what is there");
+  return p.string();
+}
+
 std::string read_regular_file(const std::string& path, const std::string& what, const std::string& hint) {
   check_regular_file(path, what, hint);
   errno = 0;

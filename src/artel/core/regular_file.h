@@ -28,6 +28,13 @@ void check_regular_file(const std::string& path, const std::string& what, const 
 // refuses: /proc, a read-only mount).
 void check_writable(const std::string& path, const std::string& what);
 
+// Where an output written atomically (a temporary file renamed over it)
+// goes: `path`, or the file a symlink there leads to (the link stays, as
+// when a program opens it). Throws "WHAT PATH is a directory / a device, a
+// FIFO or a socket, not a regular file" otherwise: a rename over /dev/full
+// or a FIFO, as root, replaced the device with a file.
+std::string replaceable_file(const std::string& path, const std::string& what);
+
 // The whole file, after check_regular_file; "cannot read WHAT PATH: REASON" otherwise.
 std::string read_regular_file(const std::string& path, const std::string& what,
                               const std::string& hint = "check the path");

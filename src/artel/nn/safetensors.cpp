@@ -173,12 +173,14 @@ std::string encode_safetensors(const std::map<std::string, Tensor>& tensors,
 
 SafetensorsWriter::SafetensorsWriter(std::string path, const std::map<std::string, std::pair<DType, Shape>>& layout,
                                      const std::map<std::string, std::string>& metadata)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), layout_(layout) {
+    : path_(std::move(path)), layout_(layout) {
   // Said before anything is written: the rename at the end failed on it, with
   // "cannot rename ... Is a directory" and no hint, after the whole file.
   std::error_code ec;
   ARTEL_CHECK(!std::filesystem::is_directory(path_, ec), "safetensors file ", path_, " is a directory, not a file",
               " (hint: name a file inside it, e.g. ", (std::filesystem::path(path_) / "model.safetensors").string(), ")");
+  path_ = replaceable_file(path_, "safetensors file");  // a link's target; never a device or a FIFO
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid());
   uint64_t data = 0;
   const std::string header = header_bytes(layout_, metadata, offsets_, data);
   data_start_ = header.size();

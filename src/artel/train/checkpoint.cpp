@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "artel/core/regular_file.h"
 #include "artel/train/checkpoint_format.h"
 
 namespace artel::train {
@@ -140,7 +141,8 @@ void write_all(int fd, const void* data, uint64_t n, const std::string& path) {
   }
 }
 
-void write_atomically(const std::string& path, const std::function<void(int fd, const std::string& tmp)>& body) {
+void write_atomically(const std::string& given, const std::function<void(int fd, const std::string& tmp)>& body) {
+  const std::string path = replaceable_file(given, "output file");  // a link's target; never a device or a FIFO
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   FileGuard file;
   file.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artel/core/error.h"
+#include "artel/core/regular_file.h"
 
 namespace artel::train {
 namespace {
@@ -114,7 +115,8 @@ std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, i
   return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages), cost).bubble_share;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
+void write_text_file(const std::string& given, const std::string& text) {
+  const std::string path = replaceable_file(given, "output file");  // a link's target; never a device or a FIFO
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   const char* hint = "check that the directory exists and is writable, and that the disk is not full";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
