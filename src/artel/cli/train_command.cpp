@@ -161,7 +161,8 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
     for (int s = 0; s < cfg.ps_servers; ++s)
       lc.rank_names[job.nproc + s] = "parameter server " + std::to_string(s) + " (rank " + std::to_string(job.nproc + s) + ")";
     if (parallel::parse_staleness(cfg.staleness) != 0) {
-      for (int w = 0; w < job.nproc; ++w) lc.may_fail.push_back(w);
+      // Not worker 0: it writes the run's outputs, and a job without them is no success.
+      for (int w = 1; w < job.nproc; ++w) lc.may_fail.push_back(w);
       lc.may_fail_reason = "the parameter servers drop a worker under --staleness " + cfg.staleness;
     }
   }

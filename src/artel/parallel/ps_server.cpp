@@ -75,8 +75,11 @@ void ParameterServer::serve() {
       if (!done_[static_cast<size_t>(w)] && !clock_.dropped(w)) return false;
     return true;
   });
-  if (!fatal_.empty()) throw Error(fatal_, "under --staleness 0 (BSP) every worker is needed, as in data parallelism; "
-                                           "--max-restarts restarts the job, SSP or ASP drops the worker and goes on");
+  if (!fatal_.empty())
+    throw Error(fatal_, clock_.staleness() == 0
+                            ? "under --staleness 0 (BSP) every worker is needed, as in data parallelism; "
+                              "--max-restarts restarts the job, SSP or ASP drops the worker and goes on"
+                            : "--max-restarts restarts the job from its newest checkpoint");
   lock.unlock();
   for (std::thread& t : threads_) t.join();
 }
@@ -273,9 +276,14 @@ void ParameterServer::lose(int w, const std::string& why) {
   std::lock_guard lock(mu_);
   if (done_[static_cast<size_t>(w)] || !fatal_.empty()) return;
   const int64_t at = clock_.clock(w);
-  if (clock_.staleness() == 0) {
+  // Worker 0 writes the run's outputs (weights, metrics, checkpoints): the
+  // others went on without it and the job ended "successfully" with none.
+  if (clock_.staleness() == 0 || w == 0) {
     fatal_ = "parameter server " + std::to_string(index_) + ": lost worker " + std::to_string(w) + " at clock " +
-             std::to_string(at) + ": " + why;
+             std::to_string(at) + ": " + why + (w == 0 && clock_.staleness() != 0
+                                                    ? " (worker 0 writes the run's outputs, so the job cannot go on "
+                                                      "without it)"
+                                                    : "");
   } else {
     clock_.drop(w);
     stats_[static_cast<size_t>(w)].dropped = true;
