@@ -80,6 +80,15 @@ TEST(RunReport, AFileOfOtherLinesIsRefusedNamingTheLine) {
             std::string::npos);
   EXPECT_NE(refusal("{\"step\": [1]}\n").find("line 1: \"step\" is array, not a number"), std::string::npos);
   EXPECT_EQ(refusal("{\"step\": 1, \"loss\": null, \"note\": \"any\"}\n"), "");
+  // A directory in its place read as an empty run, and the report drew nothing without a word.
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  try {
+    read_metrics(path);
+    ADD_FAILURE() << "a directory read as metrics";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics file " + path + " is a directory, not a file"), std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -47,7 +47,12 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
   try {
     return nlohmann::json::parse(in, refuse_repeated_keys);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number such as 1e999
-    throw Error(what + " " + path + " is not valid JSON: " + printable(e.what()), format_hint);
+    // Without the library's tag ("[json.exception.parse_error.101] "): the
+    // position and the reason are what the user can act on.
+    std::string why = e.what();
+    if (const size_t tag = why.find("] "); why.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
+      why.erase(0, tag + 2);
+    throw Error(what + " " + path + " is not valid JSON: " + printable(why), format_hint);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "artel/core/error.h"
 #include "artel/core/json_file.h"
+#include "artel/core/regular_file.h"
 #include "artel/train/svg.h"
 #include "artel/train/trace_export.h"
 
@@ -112,6 +113,7 @@ void check_drawn_fields(const nlohmann::json& j, const std::string& path, int64_
 }  // namespace
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  check_file_path(path, "metrics file", "pass a run directory (it holds metrics.jsonl)");  // a directory read as empty
   std::ifstream in(path);
   if (!in) throw Error("cannot open " + path, "pass a run directory (it holds metrics.jsonl)");
   std::vector<nlohmann::json> lines;
