@@ -209,9 +209,11 @@ TEST_F(TrainCommand, AnErrorUnderMpirunOrSrunNamesItsRank) {
 TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
   const std::string nowhere = (dir_ / "nowhere").string();
   for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
-           {"report " + nowhere, "cannot open"},
+           {"report " + nowhere, "metrics.jsonl does not exist"},
            {"generate " + nowhere, "is not a run directory"},
            {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"},
+           {"bench comm -n 2 --max-bytes -1", "cannot read '-1' as a size"},  // was 2^64 - 1, until killed
+           {"bench comm -n 2 --max-bytes 99999999999G", "cannot read '99999999999G' as a size"},
            {"bench comm -n 2 --min-bytes 3 --max-bytes 3", "holds no float32 element"},
            {"bench comm -n 100000", "--nproc: Value 100000 not in range 1 to 4096"},
            {"bench comm -n 2 --timeout 0", "--timeout: must be > 0, got 0"},

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "artel/cli/bench_registry.h"
@@ -23,21 +25,28 @@ namespace artel::cli {
 namespace {
 
 size_t parse_bytes(const std::string& s) {
+  auto refuse = [&] { return Error("cannot read '" + s + "' as a size", "use e.g. 8, 64K, 16M, 1G (at most 1T)"); };
+  // stoull reads "-1" as 2^64 - 1: a benchmark of that size grew its memory until killed.
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) throw refuse();
   size_t pos = 0;
   unsigned long long v = 0;
   try {
     v = std::stoull(s, &pos);
   } catch (const std::exception&) {
-    throw Error("cannot read '" + s + "' as a size", "use e.g. 8, 64K, 16M, 1G");
+    throw refuse();
   }
   std::string unit = s.substr(pos);
   for (auto suffix : {"iB", "B"})
     if (unit.size() > 1 && unit.ends_with(suffix)) unit.resize(unit.size() - std::strlen(suffix));
-  if (unit == "K" || unit == "k") return v << 10;
-  if (unit == "M" || unit == "m") return v << 20;
-  if (unit == "G" || unit == "g") return v << 30;
-  if (unit.empty() || unit == "B") return v;
-  throw Error("cannot read '" + s + "' as a size", "use e.g. 8, 64K, 16M, 1G");
+  int shift = -1;
+  if (unit == "K" || unit == "k") shift = 10;
+  if (unit == "M" || unit == "m") shift = 20;
+  if (unit == "G" || unit == "g") shift = 30;
+  if (unit == "T" || unit == "t") shift = 40;
+  if (unit.empty() || unit == "B") shift = 0;
+  constexpr unsigned long long kMost = 1ull << 40;  // no machine has more to move; 2 sizes of it fit in size_t
+  if (shift < 0 || v > (kMost >> shift)) throw refuse();
+  return static_cast<size_t>(v << shift);
 }
 
 DType parse_dtype(const std::string& s) {
