@@ -285,6 +285,9 @@ TEST(Gpt, GenerateSamplesReproduciblyAndCropsToTheBlock) {
   EXPECT_THROW(m.generate({}, 1, 1.0f, 0, r3), Error);
   EXPECT_THROW(m.generate({11}, 1, 1.0f, 0, r3), Error);
   EXPECT_THROW(m.generate({1}, 1, 0.0f, 0, r3), Error);
+  // A subnormal temperature overflowed the logits to inf and sampled token 0 every time.
+  EXPECT_THAT([&] { m.generate({3}, 1, 1e-45f, 1, r3); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("is too small: a logit divided by it is past float32's range")));
   // NaN weights give NaN logits: refused, not sampled as if they were a model's.
   for (auto& [name, v] : m.named_parameters())
     if (name == "transformer.ln_f.weight") v.value().data<float>()[0] = std::nanf("");

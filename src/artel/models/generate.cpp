@@ -32,7 +32,8 @@ std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_ne
   const float temperature = opts.temperature;
   ARTEL_CHECK(!prompt.empty(), "generate: the prompt needs at least one token");
   ARTEL_CHECK(max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ", max_new_tokens);
-  ARTEL_CHECK(temperature > 0 && std::isfinite(temperature), "generate: temperature must be positive, got ", temperature);
+  ARTEL_CHECK(temperature > 0 && std::isfinite(temperature), "generate: temperature must be a positive, finite float32, got ",
+              temperature);
   ARTEL_CHECK(opts.top_k >= 0, "generate: top_k must be >= 0 (0 = all), got ", opts.top_k);
   ARTEL_CHECK(opts.context > 0 && opts.vocab > 0, "generate: context and vocab must be positive");
   for (int64_t id : prompt)
@@ -54,6 +55,12 @@ std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_ne
                       " is " + std::to_string(*bad) + ", not a finite number",
                   "the weights hold NaN or infinite values: sample from other weights");
     for (float& v : row) v /= temperature;
+    // A temperature near float32's smallest (1e-45) overflows a logit to inf,
+    // and the softmax of infinities is NaN: token 0 came out every time.
+    if (std::any_of(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }))
+      throw Error("generate: temperature " + std::to_string(temperature) + " is too small: a logit divided by it is " +
+                      "past float32's range",
+                  "use a temperature of at least 1e-3, or --top-k 1 for the most likely token");
     if (opts.top_k > 0 && opts.top_k < opts.vocab) {
       std::vector<float> sorted = row;
       std::nth_element(sorted.begin(), sorted.begin() + (opts.top_k - 1), sorted.end(), std::greater<float>());
