@@ -319,6 +319,37 @@ TEST_F(TrainCommand, HuggingFaceLayoutRoundTripsBitForBit) {
   EXPECT_NE(slurp(dir_ / "export.err").find("lacks transformer.h.0.mlp.c_fc.bias of a GPT of 1 block, 16 wide"),
             std::string::npos) << slurp(dir_ / "export.err");
   EXPECT_FALSE(fs::exists(dir_ / "partial_hf.safetensors"));
+  // A Hugging Face file of another model: a block more was dropped without a
+  // word, an untied head too, and a bf16 Conv1D weight was named by its shape alone.
+  auto hf_variant = [&](const std::string& name, const std::function<void(std::map<std::string, artel::Tensor>&)>& edit) {
+    auto file = artel::nn::read_safetensors(hf.string());
+    edit(file.tensors);
+    artel::nn::write_safetensors((dir_ / name).string(), file.tensors);
+    return (dir_ / name).string();
+  };
+  const std::string deeper = hf_variant("deeper.safetensors", [](auto& t) {
+    std::map<std::string, artel::Tensor> more;
+    for (const auto& [n, v] : t)
+      if (n.rfind("h.0.", 0) == 0) more["h.1." + n.substr(4)] = v;
+    t.insert(more.begin(), more.end());
+  });
+  const std::string untied = hf_variant("untied.safetensors", [](auto& t) {
+    t["lm_head.weight"] = t.at("wte.weight").clone();
+    t["lm_head.weight"].template data<float>()[0] += 1.0f;
+  });
+  const std::string bf16 = hf_variant("bf16.safetensors", [](auto& t) {
+    t["h.0.attn.c_attn.weight"] = artel::Tensor::zeros(t.at("h.0.attn.c_attn.weight").shape(), artel::DType::bf16);
+  });
+  for (const auto& [file, said] : std::vector<std::pair<std::string, std::string>>{
+           {deeper, "holds h.1.attn.c_attn.bias, h.1.attn.c_attn.weight, h.1.attn.c_proj.bias and 9 more, which the "
+                    "model has not"},
+           {untied, "lm_head.weight differs from wte.weight, and the GPT ties them"},
+           {bf16, "h.0.attn.c_attn.weight is bfloat16 [16, 48], where a Conv1D weight is a 2-D float32 [in, out] "
+                  "tensor"}}) {
+    const Result r = train(tiny_gpt("from_bad_hf") + " --steps 1 --init " + file);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(said), std::string::npos) << r.err;
+  }
 }
 
 // `artel generate RUN` draws what the end of the run printed (same weights,

@@ -53,10 +53,14 @@ int run_export(int argc, char** argv) {
       return 0;
     }
   }
+  const bool hf_in = models::is_hf_gpt2(weights);
   std::vector<std::pair<std::string, Tensor>> w = read_weights(weights);
   if (weights != in) fs::remove(weights, ec);
+  // --format hf writes GPT-2s only, and whole ones; a file read in Hugging
+  // Face's layout must be one too (a tensor of another shape was converted
+  // and written without a word).
+  if (format == "hf" || hf_in) models::check_whole_gpt(w, in);
   if (format == "hf") {
-    models::check_whole_gpt(w, in);  // --format hf writes GPT-2s only, and whole ones
     models::write_hf_gpt2(w, out);
   } else {
     std::map<std::string, Tensor> all(w.begin(), w.end());

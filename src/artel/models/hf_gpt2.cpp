@@ -1,6 +1,7 @@
 #include "artel/models/hf_gpt2.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -39,12 +40,10 @@ Tensor transposed(const Tensor& t) {
 }  // namespace
 
 bool is_hf_gpt2(const nn::SafetensorsReader& file) {
-  for (const std::string name : {"h.0.attn.c_attn.weight", "transformer.h.0.attn.c_attn.weight"})
-    if (file.contains(name)) {
-      const Shape& s = file.shape(name);
-      return s.size() == 2 && s[1] == 3 * s[0];
-    }
-  return false;
+  if (file.contains("h.0.attn.c_attn.weight")) return true;  // a wrong shape is then said by name, as HF's
+  if (!file.contains("transformer.h.0.attn.c_attn.weight")) return false;
+  const Shape& s = file.shape("transformer.h.0.attn.c_attn.weight");
+  return s.size() == 2 && s[1] == 3 * s[0];
 }
 
 bool is_hf_gpt2(const std::string& path) {
@@ -61,8 +60,49 @@ Tensor read_hf_gpt2(const nn::SafetensorsReader& file, const std::string& name) 
   if (!file.contains(found))
     throw Error(file.path() + " (Hugging Face's GPT-2 layout) has no tensor " + bare + " for " + name,
                 "pass a GPT-2 of the model's shape");
+  if (is_conv1d(name)) {
+    const DType dt = file.dtype(found);
+    const Shape& shape = file.shape(found);
+    if (dt != DType::f32 || shape.size() != 2)
+      throw Error(file.path() + " (Hugging Face's GPT-2 layout): " + found + " is " + dtype_name(dt) + " " +
+                      shape_str(shape) + ", where a Conv1D weight is a 2-D float32 [in, out] tensor",
+                  dt != DType::f32 ? "convert the file to float32 (in PyTorch: {k: v.float() for k, v in ...}, then "
+                                     "save_file)"
+                                   : "pass a GPT-2 as transformers saves it");
+  }
   Tensor t = file.read(found);
   return is_conv1d(name) ? transposed(t) : t;
+}
+
+namespace {
+
+// The GPT ties its head to wte: a file whose lm_head.weight differs is another model.
+void check_tied_head(const nn::SafetensorsReader& file, const Tensor& wte) {
+  if (!file.contains("lm_head.weight")) return;
+  const Tensor head = file.read("lm_head.weight");
+  if (head.shape() == wte.shape() && std::memcmp(head.raw(), wte.raw(), wte.nbytes()) != 0)
+    throw Error(file.path() + " (Hugging Face's GPT-2 layout): lm_head.weight differs from wte.weight, and the GPT ties "
+                "them",
+                "pass a GPT-2 whose head is tied to its embedding, as Hugging Face's are");
+}
+
+}  // namespace
+
+void check_hf_gpt2_holds_only(const nn::SafetensorsReader& file, const std::set<std::string>& params) {
+  std::vector<std::string> extra;
+  const std::string wte = file.contains("wte.weight") ? "wte.weight" : std::string(kPrefix) + "wte.weight";
+  for (const std::string& stored : file.names()) {
+    const std::string bare = hf_name(stored);
+    const bool mask = bare.ends_with(".attn.bias") || bare.ends_with(".attn.masked_bias");
+    const bool head = bare == "lm_head.weight" && file.contains(wte) && file.shape(stored) == file.shape(wte);
+    if (!mask && !head && !params.count(kPrefix + bare)) extra.push_back(stored);
+  }
+  if (extra.empty()) return;
+  std::string listed;
+  for (size_t i = 0; i < extra.size() && i < 3; ++i) listed += (i ? ", " : "") + extra[i];
+  if (extra.size() > 3) listed += " and " + std::to_string(extra.size() - 3) + " more";
+  throw Error(file.path() + " (Hugging Face's GPT-2 layout) holds " + listed + ", which the model has not",
+              "pass a GPT-2 of the model's shape (--n-layer, --n-embd, --n-head, --vocab-size)");
 }
 
 std::vector<std::pair<std::string, Tensor>> read_all_hf_gpt2(const std::string& path) {
@@ -74,6 +114,7 @@ std::vector<std::pair<std::string, Tensor>> read_all_hf_gpt2(const std::string& 
     const bool mask = bare.size() > 10 && (bare.ends_with(".attn.bias") || bare.ends_with(".attn.masked_bias"));
     if (mask || bare == "lm_head.weight") continue;  // buffers, and the tied head
     out.emplace_back(kPrefix + bare, read_hf_gpt2(file, kPrefix + bare));
+    if (bare == "wte.weight") check_tied_head(file, out.back().second);
   }
   return out;
 }
@@ -81,7 +122,11 @@ std::vector<std::pair<std::string, Tensor>> read_all_hf_gpt2(const std::string& 
 void load_hf_gpt2(nn::Module& model, const std::string& path) {
   const nn::SafetensorsReader file(path);
   nn::StateDict state;
+  std::set<std::string> params;
+  for (const nn::DeclaredParameter& p : model.declared_parameters()) params.insert(p.name);
+  check_hf_gpt2_holds_only(file, params);
   for (const nn::DeclaredParameter& p : model.declared_parameters()) state[p.name] = read_hf_gpt2(file, p.name);
+  if (state.count("transformer.wte.weight")) check_tied_head(file, state.at("transformer.wte.weight"));
   try {
     model.load_state_dict(state, /*strict=*/true);
   } catch (const Error& e) {

@@ -16,6 +16,7 @@
 //   write_hf_gpt2(gpt.named_parameters() as tensors, "out/model.safetensors");
 #pragma once
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,14 +27,23 @@
 
 namespace artel::models {
 
-// Whether the file is in Hugging Face's layout: a GPT-2 whose first
-// c_attn weight is [C, 3C]. False for any other file, or one that cannot be read.
+// Whether the file is in Hugging Face's layout: a GPT-2 whose first c_attn
+// weight is named without "transformer." (GPT2Model's names, which no GPT of
+// artel's writes), or with it and [C, 3C]. False for any other file, or one
+// that cannot be read.
 bool is_hf_gpt2(const std::string& path);
 bool is_hf_gpt2(const nn::SafetensorsReader& file);
 
 // The GPT's tensor `name` (its own name and layout) from a file in
-// Hugging Face's layout. Throws naming the tensor when the file lacks it.
+// Hugging Face's layout. Throws naming the tensor when the file lacks it, or
+// when a Conv1D weight is not a 2-D float32 tensor.
 Tensor read_hf_gpt2(const nn::SafetensorsReader& file, const std::string& name);
+
+// Throws naming the file and the first few tensors it holds that are none of
+// `params` (the GPT's names), nor the causal-mask buffers or lm_head.weight
+// (of wte's shape) that Hugging Face's files carry: another block count
+// loaded the first blocks and dropped the rest without a word.
+void check_hf_gpt2_holds_only(const nn::SafetensorsReader& file, const std::set<std::string>& params);
 
 // Every parameter of `model` (a GPT, declared or not) from such a file.
 // Throws naming the file and the first tensor missing or of another shape.

@@ -60,7 +60,10 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
     bad("no \"data_offsets\" [begin, end] pair");
   Entry out{name, DType::f32, {}, 0, 0};
   std::string dt = e["dtype"].get<std::string>();
-  if (!parse_dtype(dt, out.dtype)) bad("unsupported dtype '" + dt + "' (artel reads F32, F64, I32, I64, BF16)");
+  if (!parse_dtype(dt, out.dtype))  // a valid file (F16 is the Hub's commonest), so not "corrupt"
+    throw Error(source + ": tensor '" + name + "' is " + dt + ", which artel does not read (it reads F32, F64, I32, "
+                    "I64, BF16)",
+                "convert the file to float32 (in PyTorch: {k: v.float() for k, v in ...}, then save_file)");
   uint64_t bytes = dtype_size(out.dtype);
   for (const json& d : e["shape"]) {
     if (!d.is_number_unsigned()) bad("shape " + e["shape"].dump() + " holds something other than sizes >= 0");
@@ -335,6 +338,12 @@ const Shape& SafetensorsReader::shape(const std::string& name) const {
   auto it = entries_.find(name);
   ARTEL_CHECK(it != entries_.end(), path_, " has no tensor ", name);
   return it->second.shape;
+}
+
+DType SafetensorsReader::dtype(const std::string& name) const {
+  auto it = entries_.find(name);
+  ARTEL_CHECK(it != entries_.end(), path_, " has no tensor ", name);
+  return it->second.dtype;
 }
 
 Tensor SafetensorsReader::read(const std::string& name) const {

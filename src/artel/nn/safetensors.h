@@ -83,6 +83,7 @@ class SafetensorsReader {
   SafetensorsReader& operator=(const SafetensorsReader&) = delete;
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
   const Shape& shape(const std::string& name) const;  // throws naming a tensor the file lacks
+  DType dtype(const std::string& name) const;         // likewise
   std::vector<std::string> names() const;            // every tensor's, sorted
   Tensor read(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -18,6 +18,7 @@ nn::NamedParameters FullyShardedStrategy::build(nn::Model& model, const data::Da
                                                 const std::string& init) {
   model_ = &model;
   std::unique_ptr<nn::SafetensorsReader> file = init.empty() ? nullptr : std::make_unique<nn::SafetensorsReader>(init);
+  if (file) check_init_holds_only(*file, model);
   const std::map<std::string, std::string> aliases = model.aliases();
   auto whole = [&](const nn::DeclaredParameter& d) {
     if (file) return read_init(*file, aliases, d.name);

@@ -76,6 +76,7 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
   } else {
     // Only the tensors this worker holds parts of are read, one at a time.
     const nn::SafetensorsReader file(init);
+    check_init_holds_only(file, model);
     const std::map<std::string, std::string> aliases = model.aliases();
     shard_->load([&](const std::string& name) { return read_init(file, aliases, name); });
   }

@@ -1,5 +1,6 @@
 #include "artel/train/strategy.h"
 
+#include <set>
 #include <utility>
 
 #include "artel/autograd/ops.h"
@@ -99,6 +100,23 @@ std::vector<float> Strategy::next_token_logits(const Tensor& ids) {
   const int64_t V = logits.size(-1);
   const float* last = logits.data<float>() + (ids.size(1) - 1) * V;
   return std::vector<float>(last, last + V);
+}
+
+void Strategy::check_init_holds_only(const nn::SafetensorsReader& file, const nn::Model& model) {
+  std::set<std::string> known;
+  for (const nn::DeclaredParameter& d : model.declared_parameters()) known.insert(d.name);
+  if (models::is_hf_gpt2(file)) return models::check_hf_gpt2_holds_only(file, known);
+  for (const auto& [alias, _] : model.aliases()) known.insert(alias);
+  for (const auto& [name, _] : model.named_buffers()) known.insert(name);
+  std::vector<std::string> extra;
+  for (const std::string& name : file.names())
+    if (!known.count(name)) extra.push_back(name);
+  if (extra.empty()) return;
+  std::string listed;
+  for (size_t i = 0; i < extra.size() && i < 3; ++i) listed += (i ? ", " : "") + extra[i];
+  if (extra.size() > 3) listed += " and " + std::to_string(extra.size() - 3) + " more";
+  throw Error("--init " + file.path() + " holds " + listed + ", which the model has not",
+              "pass weights saved from the same model");
 }
 
 Tensor Strategy::read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,

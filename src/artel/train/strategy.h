@@ -189,6 +189,11 @@ class Strategy {
   // saved as lm_head.weight); an Error when the file has neither.
   static Tensor read_init(const nn::SafetensorsReader& file, const std::map<std::string, std::string>& aliases,
                           const std::string& name);
+  // Throws naming the first tensors of the --init file that are none of the
+  // model's (parameters, aliases, buffers): a worker reading only its own
+  // parts took a file of another model's shape, and dropped what it held more,
+  // where the whole model's load refuses it.
+  static void check_init_holds_only(const nn::SafetensorsReader& file, const nn::Model& model);
 
   // Note [Gradients in place]: one buffer, allocated before the first step, that
   // backward writes each of `params`' gradients into, for a strategy whose
