@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "artel/data/dataset.h"
 #include "artel/data/token_table.h"
@@ -53,6 +54,23 @@ TEST(TokenFile, ReadsNanoGptAndLlmcLayoutsInPlace) {
   ASSERT_EQ(b.tokens.size(), 1000);
   for (int64_t i = 0; i < 1000; i += 37) EXPECT_EQ(a.tokens[i], b.tokens[i]);
   EXPECT_EQ(b.tokens[999], 999);
+}
+
+// A file cut short while mapped: the read past its new end raised SIGBUS,
+// and the run died as a bare "Bus error". Now one line names the file.
+TEST(TokenFileDeathTest, AFileCutShortWhileMappedIsNamed) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  TempDir dir;
+  const std::string path = dir.file("train.bin");
+  write_raw(path, raw_ids(counting(1 << 16, 300)));
+  EXPECT_EXIT(
+      {
+        TokenFile f = open_token_file(path, 300);
+        std::filesystem::resize_file(path, 4096);
+        volatile int64_t last = f.tokens[(1 << 16) - 1];  // past the new end
+        (void)last;
+      },
+      ::testing::ExitedWithCode(1), "token file .*train.bin shrank while the run read it");  // the child has its own TempDir
 }
 
 TEST(TokenFile, DamagedFilesAreRefusedInOneLine) {

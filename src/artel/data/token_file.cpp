@@ -7,9 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "artel/core/error.h"
 #include "artel/core/regular_file.h"
+#include "artel/data/mapped_file_guard.h"
 
 namespace artel::data {
 
@@ -19,7 +21,9 @@ namespace {
 struct Mapping {
   void* data = nullptr;
   size_t bytes = 0;
+  std::unique_ptr<MappedFileGuard> guard;  // a file cut short under the run is named, not a bare "Bus error"
   ~Mapping() {
+    guard.reset();
     if (data) ::munmap(data, bytes);
   }
 };
@@ -37,6 +41,7 @@ std::shared_ptr<Mapping> map_file(const std::string& path) {
     ::close(fd);
     if (p == MAP_FAILED) throw Error("cannot map token file " + path + ": " + std::strerror(err));
     m->data = p;
+    m->guard = std::make_unique<MappedFileGuard>(p, m->bytes, "token file " + path);
     ::madvise(p, m->bytes, MADV_SEQUENTIAL);
   } else {
     ::close(fd);
