@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace artel {
 
@@ -36,6 +37,14 @@ std::string concat(const Args&... args) {
   return os.str();
 }
 }  // namespace detail
+
+// "a, b, c and 4 more": a list of names in an error, kept to one line.
+inline std::string name_list(const std::vector<std::string>& names, size_t shown = 8) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) out.append(i ? ", " : "").append(names[i]);
+  if (names.size() > shown) out.append(" and ").append(std::to_string(names.size() - shown)).append(" more");
+  return out;
+}
 
 // ARTEL_CHECK with a hint: throws Error(what..., hint) unless `ok`.
 template <class... Args>

@@ -98,9 +98,7 @@ void check_hf_gpt2_holds_only(const nn::SafetensorsReader& file, const std::set<
     if (!mask && !head && !params.count(kPrefix + bare)) extra.push_back(stored);
   }
   if (extra.empty()) return;
-  std::string listed;
-  for (size_t i = 0; i < extra.size() && i < 3; ++i) listed += (i ? ", " : "") + extra[i];
-  if (extra.size() > 3) listed += " and " + std::to_string(extra.size() - 3) + " more";
+  const std::string listed = name_list(extra, 3);
   throw Error(file.path() + " (Hugging Face's GPT-2 layout) holds " + listed + ", which the model has not",
               "pass a GPT-2 of the model's shape (--n-layer, --n-embd, --n-head, --vocab-size)");
 }

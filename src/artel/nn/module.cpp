@@ -2,21 +2,11 @@
 
 #include <cstring>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 namespace artel::nn {
 namespace {
-
-// "a, b, c and 4 more": keeps an error about a whole model on one line.
-std::string name_list(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 8;
-  std::ostringstream os;
-  for (size_t i = 0; i < names.size() && i < kShown; ++i) os << (i ? ", " : "") << names[i];
-  if (names.size() > kShown) os << " and " << names.size() - kShown << " more";
-  return os.str();
-}
 
 bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;

@@ -112,9 +112,7 @@ void Strategy::check_init_holds_only(const nn::SafetensorsReader& file, const nn
   for (const std::string& name : file.names())
     if (!known.count(name)) extra.push_back(name);
   if (extra.empty()) return;
-  std::string listed;
-  for (size_t i = 0; i < extra.size() && i < 3; ++i) listed += (i ? ", " : "") + extra[i];
-  if (extra.size() > 3) listed += " and " + std::to_string(extra.size() - 3) + " more";
+  const std::string listed = name_list(extra, 3);
   throw Error("--init " + file.path() + " holds " + listed + ", which the model has not",
               "pass weights saved from the same model");
 }
