@@ -37,6 +37,16 @@ Tensor transposed(const Tensor& t) {
   return out;
 }
 
+// The GPT ties its head to wte: a file whose lm_head.weight differs is another model.
+void check_tied_head(const nn::SafetensorsReader& file, const Tensor& wte) {
+  if (!file.contains("lm_head.weight")) return;
+  const Tensor head = file.read("lm_head.weight");
+  if (head.shape() == wte.shape() && std::memcmp(head.raw(), wte.raw(), wte.nbytes()) != 0)
+    throw Error(file.path() + " (Hugging Face's GPT-2 layout): lm_head.weight differs from wte.weight, and the GPT ties "
+                "them",
+                "pass a GPT-2 whose head is tied to its embedding, as Hugging Face's are");
+}
+
 }  // namespace
 
 bool is_hf_gpt2(const nn::SafetensorsReader& file) {
@@ -73,20 +83,6 @@ Tensor read_hf_gpt2(const nn::SafetensorsReader& file, const std::string& name) 
   Tensor t = file.read(found);
   return is_conv1d(name) ? transposed(t) : t;
 }
-
-namespace {
-
-// The GPT ties its head to wte: a file whose lm_head.weight differs is another model.
-void check_tied_head(const nn::SafetensorsReader& file, const Tensor& wte) {
-  if (!file.contains("lm_head.weight")) return;
-  const Tensor head = file.read("lm_head.weight");
-  if (head.shape() == wte.shape() && std::memcmp(head.raw(), wte.raw(), wte.nbytes()) != 0)
-    throw Error(file.path() + " (Hugging Face's GPT-2 layout): lm_head.weight differs from wte.weight, and the GPT ties "
-                "them",
-                "pass a GPT-2 whose head is tied to its embedding, as Hugging Face's are");
-}
-
-}  // namespace
 
 void check_hf_gpt2_holds_only(const nn::SafetensorsReader& file, const std::set<std::string>& params) {
   std::vector<std::string> extra;
