@@ -120,7 +120,9 @@ void expect_bf16_matches(const AttentionDims& d, int threads) {
   if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
   const Outputs fp32 = run(d, threads);
   set_gemm_precision(GemmPrecision::bf16);
+  set_attention_products(AttentionProducts::bf16_pairs);  // on every CPU with bf16, not only where they are the faster
   const Outputs bf16 = run(d, threads);
+  set_attention_products(AttentionProducts::automatic);
   set_gemm_precision(GemmPrecision::fp32);
   const Reference ref = reference_of(d);
   EXPECT_LT(relative_error(bf16.y, ref.y), 1e-2);
@@ -166,6 +168,20 @@ TEST(Attention, OddHeadSizeMultipliesInFp32UnderBf16) {
   set_gemm_precision(GemmPrecision::bf16);
   expect_matches({1, 17, 6, 2}, 1);
   set_gemm_precision(GemmPrecision::fp32);
+}
+// Where attention multiplies in fp32 under bf16 (automatic on Intel), its
+// results are fp32's bit for bit.
+TEST(Attention, Fp32ProductsUnderBf16AreFp32sBitForBit) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  const AttentionDims d{2, 33, 64, 2};
+  const Outputs fp32 = run(d, 1);
+  set_gemm_precision(GemmPrecision::bf16);
+  set_attention_products(AttentionProducts::fp32);
+  const Outputs under_bf16 = run(d, 1);
+  set_attention_products(AttentionProducts::automatic);
+  set_gemm_precision(GemmPrecision::fp32);
+  EXPECT_EQ(under_bf16.y, fp32.y);
+  EXPECT_EQ(under_bf16.dqkv, fp32.dqkv);
 }
 TEST(Attention, ResultsDoNotDependOnTheThreadSplit) {
   const AttentionDims d{3, 33, 96, 3};  // 9 (b, h) items: uneven halves

@@ -24,6 +24,7 @@
 #include "artel/cli/bench_registry.h"
 #include "artel/cli/parse_flags.h"
 #include "artel/core/error.h"
+#include "artel/kernels/attention.h"
 #include "artel/kernels/gemm.h"
 #include "artel/launch/launcher.h"
 #include "artel/nn/model.h"
@@ -540,8 +541,9 @@ int run_bench_train(int argc, char** argv) {
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
                   "rounds and their ratio\n", a.repeat);
     if (std::find(a.precisions.begin(), a.precisions.end(), "bf16") != a.precisions.end())
-      std::printf("# bf16: artel's products on %s through oneDNN's bf16 matmul; PyTorch's under "
-                  "torch.autocast(\"cpu\", torch.bfloat16)\n", kernels::bf16_instructions().c_str());
+      std::printf("# bf16: artel's products on %s through oneDNN's bf16 matmul, attention's %s; PyTorch's under "
+                  "torch.autocast(\"cpu\", torch.bfloat16)\n", kernels::bf16_instructions().c_str(),
+                  kernels::attention_products_on_pairs() ? "on bf16 pairs (VDPBF16PS)" : "in fp32 (faster than VDPBF16PS here)");
     std::printf("%-10s %7s %-8s %-4s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "gemm", "prec", "steps",
                 "artel_ms", "torch_ms", "artel/torch", "artel_rate", "gemm_ms");
   }

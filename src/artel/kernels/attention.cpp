@@ -1,6 +1,7 @@
 #include "artel/kernels/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -443,7 +444,7 @@ void interleave_rows(int64_t rows, int64_t cols, const uint32_t* src, int64_t ld
 // The bf16 products need an even head size (pairs of channels); an odd one
 // multiplies in fp32.
 bool pairs_for(const AttentionDims& d) {
-  return gemm_precision() == GemmPrecision::bf16 && d.head_size() % 2 == 0;
+  return gemm_precision() == GemmPrecision::bf16 && attention_products_on_pairs() && d.head_size() % 2 == 0;
 }
 
 // Pointers to one (b, h) item: q, k, v rows are `ld` = 3C apart.
@@ -617,6 +618,22 @@ void attention_backward(const AttentionDims& d, const float* qkv, const float* p
       else backward_item(d, head_of(d, qkv, b, h), scale, pt, g, dq, gt, ds, rows);
     }
   });
+}
+
+namespace {
+std::atomic<AttentionProducts> g_attention_products{AttentionProducts::automatic};
+}  // namespace
+
+void set_attention_products(AttentionProducts p) { g_attention_products.store(p); }
+
+bool attention_products_on_pairs() {
+  switch (g_attention_products.load(std::memory_order_relaxed)) {
+    case AttentionProducts::fp32: return false;
+    case AttentionProducts::bf16_pairs: return true;
+    case AttentionProducts::automatic: break;
+  }
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
 }
 
 }  // namespace artel::kernels

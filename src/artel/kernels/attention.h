@@ -42,4 +42,18 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
 //   dV = Pᵀ dY,  dP = dY Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √hs,  dK = dSᵀ Q / √hs
 void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv);
 
+// How attention multiplies under bf16 precision (kernels::gemm_precision):
+// on bf16 pairs through VDPBF16PS (Note [Pair layouts]), or in fp32 as under
+// fp32 precision. `automatic` (the default) takes pairs where they are the
+// faster: on AMD, whose VDPBF16PS adds twice an FMA's products a cycle (Zen 5:
+// GPT-2's heads, forward and backward, 8.7 -> 5.7 ms a layer). Intel's issues
+// on one port against FMA's two, the same 32 products a cycle, so there the
+// pairs gain nothing and pay for their layouts: on Emerald Rapids (model 207)
+// they ran W2's heads 1.10 -> 1.40 ms and GPT-2's 26.4 -> 34.2 ms a layer.
+// Process-wide, like the precision; an odd head size always multiplies in fp32.
+enum class AttentionProducts { automatic, fp32, bf16_pairs };
+void set_attention_products(AttentionProducts p);
+// Whether attention's products run on bf16 pairs under bf16 precision here.
+bool attention_products_on_pairs();
+
 }  // namespace artel::kernels

@@ -17,6 +17,7 @@
 #include "artel/core/memory_stats.h"
 #include "artel/core/threads.h"
 #include "artel/core/trace.h"
+#include "artel/kernels/attention.h"
 #include "artel/kernels/gemm.h"
 #include "artel/models/generate.h"
 #include "artel/nn/safetensors.h"
@@ -152,7 +153,10 @@ void Trainer::announce() const {
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s), " << cfg_.gemm << " GEMM"
-        << (cfg_.precision == "bf16" ? ", bf16 products on " + kernels::bf16_instructions() : "") << "\n";
+        << (cfg_.precision == "bf16" ? ", bf16 products on " + kernels::bf16_instructions() +
+                                           (kernels::attention_products_on_pairs() ? "" : " (attention's in fp32)")
+                                     : "")
+        << "\n";
   if (const std::string layout = strategy_->describe(); !layout.empty()) out() << "  layout " << layout << "\n";
   if (const std::string sync = strategy_->describe_sync(); !sync.empty())
     out() << "  sync   " << sync << "\n";
