@@ -232,11 +232,13 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
   // An unknown command or subject: one line and exit 2, as a bad flag (was the whole usage).
   for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
            {"bench sideways", "unknown subject 'sideways' (hint: use comm or train)"},
-           {"sideways", "unknown command 'sideways' (hint: `artel --help` lists the commands)"}}) {
+           {"sideways", "unknown command 'sideways' (hint: `artel --help` lists the commands)"},
+           {"checkpoint sideways", "unknown subcommand 'sideways' (hint: use `artel checkpoint export CKPT OUT`)"}}) {
     const Result r = artel(args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_EQ(r.out, "") << args;
-    EXPECT_EQ(r.err, "artel" + std::string(args.rfind("bench", 0) == 0 ? " bench" : "") + ": " + needle + "\n");
+    const std::string command = args.find(' ') == std::string::npos ? "" : " " + args.substr(0, args.find(' '));
+    EXPECT_EQ(r.err, "artel" + command + ": error: " + needle + "\n");
   }
 }
 
@@ -423,6 +425,9 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"7 300\"");
   EXPECT_EQ(code, 1);
   EXPECT_EQ(out.rfind("artel generate: error: --prompt-ids: 300 is not below the model's vocabulary of 300", 0), 0u) << out;
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"   \"");
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out.rfind("artel generate: error: --prompt-ids holds no token id (hint: e.g. --prompt-ids", 0), 0u) << out;
 }
 
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {

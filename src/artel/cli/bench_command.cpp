@@ -28,7 +28,7 @@ int run_bench(int argc, char** argv) {
     if (s.name == argv[1]) return s.fn(argc - 1, argv + 1);
   std::string names;
   for (const auto& s : bench_subjects()) names += (names.empty() ? "" : " or ") + s.name;
-  std::cerr << "artel bench: unknown subject '" << argv[1] << "' (hint: use " << names << ")\n";
+  std::cerr << "artel bench: error: unknown subject '" << argv[1] << "' (hint: use " << names << ")\n";
   return 2;
 }
 

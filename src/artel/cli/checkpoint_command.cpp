@@ -2,6 +2,7 @@
 // directory, or OUT/checkpoints for the newest complete one — consolidated
 // into the single-worker weights file (train/checkpoint_export.h).
 #include <iostream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,12 @@ namespace artel::cli {
 namespace {
 
 int run_checkpoint(int argc, char** argv) {
+  // CLI11 would say only "A subcommand is required" of a misspelt one.
+  if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "export") {
+    std::cerr << "artel checkpoint: error: unknown subcommand '" << argv[1]
+              << "' (hint: use `artel checkpoint export CKPT OUT`)\n";
+    return 2;
+  }
   std::string ckpt, out;
   CLI::App app{"Work with sharded checkpoints (OUT/checkpoints/ckpt-<step>/: a shard per worker and a manifest).",
                "artel checkpoint"};

@@ -121,7 +121,9 @@ int run_generate(int argc, char** argv) {
     prompt = {tokens ? (table && table->end_of_text >= 0 ? table->end_of_text : (vocab > 50256 ? 50256 : 0))
                      : text->first_token()};
   }
-  if (prompt.empty()) throw Error("the prompt holds no token", "give a longer --prompt");
+  if (prompt.empty())
+    throw Error(a.prompt_ids.empty() ? "--prompt holds no token" : "--prompt-ids holds no token id",
+                a.prompt_ids.empty() ? "give a longer --prompt" : "e.g. --prompt-ids \"50256 464\"");
 
   autograd::NoGradGuard no_grad;
   model->eval();

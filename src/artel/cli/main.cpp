@@ -85,6 +85,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::cerr << "artel: unknown command '" << name << "' (hint: `artel --help` lists the commands)\n";
+  std::cerr << "artel: error: unknown command '" << name << "' (hint: `artel --help` lists the commands)\n";
   return 2;
 }
