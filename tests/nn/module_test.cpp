@@ -203,6 +203,30 @@ TEST(Module, AliasIsAcceptedInPlaceOfOrNextToItsTarget) {
   }
 }
 
+// An alias whose target is no tensor of the model (a typo), or that shadows
+// one, is named when the aliases are first read (saving, loading, a strategy).
+TEST(Module, AnAliasToNothingOrOverATensorIsRefused) {
+  struct Tied : Module {
+    Tied(const std::string& alias, const std::string& target) {
+      register_module("fc", std::make_shared<Linear>(3, 2, true));
+      register_alias(alias, target);
+    }
+  };
+  try {
+    Tied("head.weight", "fc.weights").aliases();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("alias 'head.weight' names 'fc.weights', which is no parameter or buffer"));
+  }
+  try {
+    Tied("fc.bias", "fc.weight").aliases();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("alias 'fc.bias' is also the name of a parameter or buffer"));
+  }
+  EXPECT_EQ(Tied("head.weight", "fc.weight").aliases().at("head.weight"), "fc.weight");
+}
+
 TEST(Module, TrainEvalPropagatesToChildrenAndNewChildren) {
   Toy toy(1);
   EXPECT_TRUE(toy.seq->is_training());

@@ -45,7 +45,9 @@ namespace {
 // element a 32-bit word holding the pair, a vec row 16 lanes × 2, and one
 // VDPBF16PS adds both terms into fp32 accumulators. Operands are rounded into
 // that layout once per (b, h) (Note [Pair layouts]); softmax and its backward
-// stay fp32.
+// stay fp32. Only where the pairs are the faster (attention_products_on_pairs,
+// attention.h: on AMD; Intel's VDPBF16PS adds no more products a cycle than
+// its FMAs, so there the products stay fp32).
 template <class T>
 struct Operand {
   const T* coef;

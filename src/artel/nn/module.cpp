@@ -131,6 +131,19 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
 std::map<std::string, std::string> Module::aliases() const {
   std::map<std::string, std::string> out;
   collect_aliases("", out);
+  if (out.empty()) return out;
+  // Checked here, not at registration: a target may be registered after its
+  // alias (in a child added later).
+  std::set<std::string> tensors;
+  for (const auto& [n, _] : named_parameters()) tensors.insert(n);
+  for (const auto& [n, _] : named_buffers()) tensors.insert(n);
+  for (const auto& [alias, target] : out) {
+    if (!tensors.contains(target))
+      throw Error("alias '" + alias + "' names '" + target + "', which is no parameter or buffer of the model",
+                  "register_alias a parameter's full name relative to the module that registers it");
+    if (tensors.contains(alias))
+      throw Error("alias '" + alias + "' is also the name of a parameter or buffer", "give the alias a name of its own");
+  }
   return out;
 }
 
