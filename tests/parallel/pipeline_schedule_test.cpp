@@ -111,6 +111,13 @@ TEST(PipelineSchedule, EverySmallShapeIsConsistentAndRunsWithoutDeadlock) {
           EXPECT_DOUBLE_EQ(sim.busy_time[i], 3.0 * M);
         }
         EXPECT_NEAR(sim.total_time, 3.0 * (M + P - 1), 1e-9);
+        // Without timelines (the planner's way): the same totals, bit for bit.
+        const SimulationResult totals = simulate(stages, CostModel{.forward = 1, .backward = 2}, Timelines::left_out);
+        EXPECT_EQ(totals.total_time, sim.total_time);
+        EXPECT_EQ(totals.busy_time, sim.busy_time);
+        EXPECT_EQ(totals.bubble_share, sim.bubble_share);
+        EXPECT_EQ(totals.peak_live_activations, sim.peak_live_activations);
+        for (const auto& timeline : totals.timelines) EXPECT_TRUE(timeline.empty());
       }
     }
   }
@@ -192,6 +199,9 @@ TEST(PipelineSchedule, BrokenPairingIsReported) {
   Schedule off_the_end = {Forward{0}, SendActivation{0, 1}, Backward{0}, OptimizerStep{}};
   EXPECT_THAT([&] { simulate({off_the_end}, CostModel{}); },
               ::testing::ThrowsMessage<Error>(HasSubstr("outside the pipeline")));
+  Schedule negative = {Forward{-1}, Backward{-1}, OptimizerStep{}};
+  EXPECT_THAT([&] { simulate({negative}, CostModel{}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("stage 0 at #0 Forward(mb=-1) names a negative micro-batch")));
 }
 
 TEST(PipelineSchedule, BadArgumentsAndNames) {

@@ -116,10 +116,16 @@ struct SimulationResult {
   std::vector<int> peak_live_activations;             // per stage: forwards not yet backwarded
 };
 
+// Whether simulate() writes SimulationResult::timelines: the planner, which
+// reads only the totals of thousands of layouts, leaves them out (half its
+// time was writing them).
+enum class Timelines { kept, left_out };
+
 // Runs schedules[s] on stage s for every s. Throws Error on a deadlock (naming
 // the cycle of waiting stages and their instructions), on a receive whose send
 // never comes, on a send nobody receives, on a backward without its forward,
-// and on a neighbour index outside the pipeline.
-SimulationResult simulate(const std::vector<Schedule>& schedules, const CostModel& cost);
+// on a negative micro-batch and on a neighbour index outside the pipeline.
+SimulationResult simulate(const std::vector<Schedule>& schedules, const CostModel& cost,
+                          Timelines timelines = Timelines::kept);
 
 }  // namespace artel::parallel

@@ -15,7 +15,7 @@ std::vector<parallel::Schedule> layout_schedules(const Layout& layout) {
 }
 
 parallel::SimulationResult simulate_layout(const Layout& layout, const parallel::CostModel& cost) {
-  return parallel::simulate(layout_schedules(layout), cost);
+  return parallel::simulate(layout_schedules(layout), cost, parallel::Timelines::left_out);
 }
 
 }  // namespace artel::plan

@@ -17,7 +17,7 @@ namespace artel::plan {
 // Every stage's instruction list for the layout's schedule, micro-batches and pp.
 std::vector<parallel::Schedule> layout_schedules(const Layout& layout);
 // cost.forward and cost.backward are one instruction's: a chunk's under the
-// interleaved schedule, a whole stage's otherwise.
+// interleaved schedule, a whole stage's otherwise. Totals only: no timelines.
 parallel::SimulationResult simulate_layout(const Layout& layout, const parallel::CostModel& cost);
 
 }  // namespace artel::plan

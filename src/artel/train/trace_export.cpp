@@ -112,7 +112,8 @@ std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, i
     cost.stage_forward.push_back(b / micro_batches / 3);
     cost.stage_backward.push_back(2 * b / micro_batches / 3);
   }
-  return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages), cost).bubble_share;
+  return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages), cost, parallel::Timelines::left_out)
+      .bubble_share;
 }
 
 void write_text_file(const std::string& given, const std::string& text) {
