@@ -33,8 +33,8 @@ std::string slurp(const fs::path& p) {
 }
 
 Result plan(const std::string& args, int timeout_s = 60) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("artel_plan_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const fs::path dir = fs::path(::testing::TempDir()) / ("artel_plan_" + test + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string cmd = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout " + std::to_string(timeout_s) + " " + ARTEL_BINARY + " plan " + args +
                           " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
@@ -120,8 +120,9 @@ TEST(PlanCommand, ModelGptIsTheGptArtelTrainTrainsByDefault) {
 // on any worker) against what `artel plan` predicts for the same layout under
 // artel's accounting: within 10% with and without recomputation and under tp.
 TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
-  const fs::path out = fs::path(::testing::TempDir()) / "artel_plan_activations_run";
-  const fs::path cluster = fs::path(::testing::TempDir()) / "artel_plan_activations_host.json";
+  const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_activations_run_" + std::to_string(::getpid()));
+  const fs::path cluster =
+      fs::path(::testing::TempDir()) / ("artel_plan_activations_host_" + std::to_string(::getpid()) + ".json");
   {  // one host of 2 workers: the rates do not enter the memory
     const nlohmann::json link = {{"alpha", 1e-6}, {"beta", 1e10}};
     std::ofstream(cluster) << nlohmann::json{
@@ -187,7 +188,8 @@ namespace {
 // about 100 s on 2 cores): a cluster file whose every measured number
 // says so, which `artel plan` then reads.
 TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
-  const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_calibrated.json";
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("artel_plan_calibrated_" + std::to_string(::getpid()) + ".json");
   const Result cal = plan("calibrate --workloads w2 --workers 4 --out " + file.string());
   ASSERT_EQ(cal.code, 0) << cal.err;
   const nlohmann::json c = nlohmann::json::parse(slurp(file));
@@ -240,7 +242,7 @@ TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
 TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
   if (std::system("ip netns add artel-plan-probe >/dev/null 2>&1 && ip netns del artel-plan-probe") != 0)
     GTEST_SKIP() << "no network namespaces here (needs root and CAP_NET_ADMIN)";
-  const fs::path file = fs::path(::testing::TempDir()) / "artel_plan_harness.json";
+  const fs::path file = fs::path(::testing::TempDir()) / ("artel_plan_harness_" + std::to_string(::getpid()) + ".json");
   // Each rank started through `artel launch`, as a harness of slower hosts
   // does (--cpus-per-worker; docs/PLAN.md): its lines come prefixed "[0] ".
   const std::string launch = std::string(ARTEL_BINARY) +

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -20,7 +23,7 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
 }
 
 TEST(MetricsWriter, WritesOneObjectPerLine) {
-  std::string path = ::testing::TempDir() + "artel_metrics_test.jsonl";
+  std::string path = ::testing::TempDir() + "artel_metrics_test_" + std::to_string(::getpid()) + ".jsonl";
   MetricsWriter m(path);
   m.step({.step = 1, .loss = 4.25, .lr = 1e-3, .items_per_s = 1000, .items_name = "tokens_per_s", .step_ms = 64.5});
   // The first step line is written out at once: readable before the writer closes.
@@ -44,6 +47,7 @@ TEST(MetricsWriter, WritesOneObjectPerLine) {
   EXPECT_EQ(lines[3], nlohmann::json::parse(R"({"step":3,"val_loss":3.5})"));
   EXPECT_EQ(lines[4]["val_accuracy"], 0.875);
   EXPECT_FALSE(lines[0].contains("t_sync_ms"));
+  std::remove(path.c_str());
 }
 
 TEST(MetricsWriter, NonFiniteValuesStayValidJson) {
@@ -58,7 +62,7 @@ TEST(MetricsWriter, UnwritablePathIsAnError) {
 
 }  // namespace
 TEST(MetricsWriter, ResumedRunKeepsTheLinesUpToItsCheckpoint) {
-  std::string path = ::testing::TempDir() + "artel_metrics_resume.jsonl";
+  std::string path = ::testing::TempDir() + "artel_metrics_resume_" + std::to_string(::getpid()) + ".jsonl";
   {
     MetricsWriter m(path);
     for (int64_t k = 1; k <= 3; ++k) m.step({.step = k, .loss = 1.0 * k});
@@ -75,6 +79,7 @@ TEST(MetricsWriter, ResumedRunKeepsTheLinesUpToItsCheckpoint) {
   EXPECT_EQ(lines[1]["step"], 2);
   EXPECT_EQ(lines[2]["val_loss"], 0.5);
   EXPECT_EQ(lines[3]["loss"], 7.0);
+  std::remove(path.c_str());
 }
 
 }  // namespace artel::train

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -40,7 +42,7 @@ TEST(RunReport, LongRunsAreThinnedAndAWorkerAloneShowsItsStepTime) {
 }
 
 TEST(RunReport, ARunStillWritingIsDrawnWithoutItsHalfLine) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "artel_run_report";
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("artel_run_report_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     std::ofstream f(dir / "metrics.jsonl");
@@ -57,7 +59,7 @@ TEST(RunReport, ARunStillWritingIsDrawnWithoutItsHalfLine) {
 // A line that no writer leaves behind: not the last, or not begun as a line
 // of metrics is. Drawing the rest would show a run that is not there.
 TEST(RunReport, AFileOfOtherLinesIsRefusedNamingTheLine) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "artel_run_report_bad";
+  const auto dir = std::filesystem::path(::testing::TempDir()) / ("artel_run_report_bad_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "metrics.jsonl").string();
   auto refusal = [&](const std::string& text) -> std::string {

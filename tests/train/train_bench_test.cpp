@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "artel/core/error.h"
@@ -160,7 +163,7 @@ TEST(TrainBench, ConfigFlagsResolveBackToTheSameConfig) {
 }
 
 TEST(TrainBench, RunTimesComeFromTheStepLines) {
-  std::string path = ::testing::TempDir() + "artel_run_times.jsonl";
+  std::string path = ::testing::TempDir() + "artel_run_times_" + std::to_string(::getpid()) + ".jsonl";
   std::ofstream(path) << R"({"step":1,"loss":1,"step_ms":50,"t_comp_ms":45,"t_sync_ms":5})" "\n"
                       << R"({"step":2,"loss":1,"step_ms":10,"t_comp_ms":8,"t_sync_ms":2})" "\n"
                       << R"({"step":3,"loss":1,"step_ms":12,"t_comp_ms":10,"t_sync_ms":1})" "\n"
@@ -171,6 +174,7 @@ TEST(TrainBench, RunTimesComeFromTheStepLines) {
   EXPECT_DOUBLE_EQ(t.sync_ms, 1.5);
   EXPECT_THROW(read_run_times(path, 3), Error);
   EXPECT_THROW(read_run_times(path + ".absent", 0), Error);
+  std::remove(path.c_str());
 }
 
 TEST(TrainBench, RoundsCompareTheMedianOfEachSide) {

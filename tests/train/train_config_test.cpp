@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -158,7 +160,7 @@ TEST(TrainConfig, ToJsonRoundTrips) {
 }
 
 TEST(TrainConfig, ReadsConfigFilesAndReportsBadOnes) {
-  std::string path = ::testing::TempDir() + "artel_train_config_test.json";
+  std::string path = ::testing::TempDir() + "artel_train_config_test_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"model": "mlp", "steps": 3})";
   EXPECT_EQ(read_config_file(path)["steps"], 3);
   std::ofstream(path) << "{not json";
