@@ -240,7 +240,8 @@ TEST(PlanCommand, CalibrateWritesAClusterFileThePlannerReads) {
 // bounded by the link's rate, and the hosts share this machine's cores.
 // "Mpi" in the name: the sanitizer run leaves MPI jobs out (OpenMPI's own leaks).
 TEST(PlanCommand, MpiCalibrationMeasuresTheHarnessLinks) {
-  if (std::system("ip netns add artel-plan-probe >/dev/null 2>&1 && ip netns del artel-plan-probe") != 0)
+  const std::string probe = "artel-plan-probe-" + std::to_string(::getpid());  // another suite may probe at once
+  if (std::system(("ip netns add " + probe + " >/dev/null 2>&1 && ip netns del " + probe).c_str()) != 0)
     GTEST_SKIP() << "no network namespaces here (needs root and CAP_NET_ADMIN)";
   const fs::path file = fs::path(::testing::TempDir()) / ("artel_plan_harness_" + std::to_string(::getpid()) + ".json");
   // Each rank started through `artel launch`, as a harness of slower hosts
