@@ -160,7 +160,7 @@ class Mailbox {
     std::optional<Message> first;
     for (const Channel& c : channels_)
       for (size_t mb = 0; mb < c.slots.size(); ++mb) {
-        Message m = c.first;
+        Message m = c.route;
         m.micro_batch = static_cast<int>(mb);
         if (c.slots[mb].state == 1 && (!first || m < *first)) first = m;
       }
@@ -169,7 +169,7 @@ class Mailbox {
 
  private:
   struct Channel {
-    Message first;  // kind, src and dst of the channel
+    Message route;  // its kind, src and dst (micro_batch unused)
     std::vector<Slot> slots;
   };
   std::unordered_map<uint64_t, size_t> channel_of_;
