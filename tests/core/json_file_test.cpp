@@ -11,23 +11,12 @@
 #include <thread>
 
 #include "artel/core/error.h"
+#include "temp_dir.h"
 
 namespace artel {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory of this process's own under the test temp dir, removed after:
-// two suites run at once (a release and a sanitizer build) never write each
-// other's files, nor a user's /tmp/good.json.
-struct ScratchDir {
-  fs::path path = fs::path(::testing::TempDir()) / ("artel_json_file_" + std::to_string(::getpid()));
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string error_of(const std::string& path) {
   try {
@@ -39,8 +28,8 @@ std::string error_of(const std::string& path) {
 }
 
 TEST(JsonFile, ReadsADocumentAndNamesTheFileWhenItCannot) {
-  const ScratchDir scratch;
-  const fs::path& dir = scratch.path;
+  const test_support::TempDir scratch;
+  const fs::path& dir = scratch.path();
   std::ofstream(dir / "good.json") << R"({"hosts": 2})";
   EXPECT_EQ(read_json_file((dir / "good.json").string(), "cluster file", "")["hosts"], 2);
   EXPECT_EQ(error_of((dir / "none.json").string()),
@@ -80,8 +69,8 @@ TEST(JsonFile, ReadsAPipeAndStopsAtADevicesFirstByte) {
 // A key given twice in one object is refused (nlohmann, like Python, kept
 // the last); the same key in different objects is not a repeat.
 TEST(JsonFile, AKeyGivenTwiceInOneObjectIsRefused) {
-  const ScratchDir scratch;
-  const fs::path& dir = scratch.path;
+  const test_support::TempDir scratch;
+  const fs::path& dir = scratch.path();
   std::ofstream(dir / "twice.json") << R"({"lr": 0.1, "steps": 3, "lr": 0.01})";
   EXPECT_EQ(error_of((dir / "twice.json").string()),
             "cluster file " + (dir / "twice.json").string() +

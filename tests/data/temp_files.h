@@ -1,5 +1,6 @@
-// Test helpers: a temporary directory removed at the end of the test, and
-// small files written into it, plain or gzip-compressed with zlib.
+// Test helpers: a temporary directory removed at the end of the test
+// (temp_dir.h), and small files written into it, plain or gzip-compressed
+// with zlib.
 #pragma once
 
 #include <zlib.h>
@@ -12,25 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace artel::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "artel_data_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test_support::TempDir;
 
 inline void write_raw(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);

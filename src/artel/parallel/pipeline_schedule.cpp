@@ -228,9 +228,8 @@ class Simulator {
   }
 
  private:
-  // Micro-batches forwarded but not yet backwarded. The planner simulates
-  // thousands of layouts, up to 64 stages x 256 micro-batches each: a flag per
-  // micro-batch, not a tree, keeps a whole `artel plan --search` in seconds.
+  // Micro-batches forwarded but not yet backwarded, a flag each (as Mailbox,
+  // dense; simulate() has refused negative micro-batches).
   struct LiveSet {
     std::vector<char> in;
     int count = 0;
@@ -241,7 +240,7 @@ class Simulator {
       return true;
     }
     bool erase(int mb) {
-      if (mb < 0 || mb >= static_cast<int>(in.size()) || !in[static_cast<size_t>(mb)]) return false;
+      if (mb >= static_cast<int>(in.size()) || !in[static_cast<size_t>(mb)]) return false;
       in[static_cast<size_t>(mb)] = 0, --count;
       return true;
     }
