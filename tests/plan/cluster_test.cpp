@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "artel/core/error.h"
 #include "artel/plan/memory_model.h"
@@ -57,6 +58,30 @@ TEST(Cluster, AnUnknownKeyIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("c.json: device: unknown key \"peak_flop\""), std::string::npos) << e.what();
   }
+}
+
+// A value of the wrong type is named with its place, where nlohmann said
+// only "[json.exception.type_error.302] type must be string, but is number";
+// a fractional matrix size is refused, not truncated.
+TEST(Cluster, AValueOfTheWrongTypeIsRefusedByName) {
+  const nlohmann::json good = nlohmann::json::parse(to_json(testing::test_cluster(64e9, 1, 8)).dump());
+  auto error = [&](const std::function<void(nlohmann::json&)>& spoil) {
+    nlohmann::json j = good;
+    spoil(j);
+    try {
+      parse_cluster(j, "c.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error([](nlohmann::json& j) { j["name"] = 5; }), "c.json: \"name\" must be a string, got number 5");
+  EXPECT_EQ(error([](nlohmann::json& j) { j["device"]["memory_bytes"] = {{"value", 1e9}, {"source", 3}}; }),
+            "c.json: device: memory_bytes: \"source\" must be a string, got number 3");
+  EXPECT_EQ(error([](nlohmann::json& j) {
+              j["device"]["gemm_table"] = {{{"m", 1.5}, {"n", 8}, {"k", 8}, {"flops_per_s", 1e9}}};
+            }),
+            "c.json: device: gemm_table[0]: \"m\" must be a whole number, got 1.5");
 }
 
 TEST(Cluster, WorkersShareTheHostsCores) {

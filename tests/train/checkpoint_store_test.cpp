@@ -12,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "artel/optim/sgd.h"
 #include "artel/train/checkpoint_reader.h"
+#include "artel/train/held_part.h"
 #include "train/expect_error.h"
+#include "temp_dir.h"
 
 namespace artel::train {
 namespace {
@@ -22,12 +25,6 @@ namespace fs = std::filesystem;
 
 class CheckpointStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "artel-store-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Step `step` written by two tensor-parallel "workers", each holding half
   // of W's rows, the second also W's step count; worker 0 the dropout state.
@@ -79,7 +76,8 @@ class CheckpointStoreTest : public ::testing::Test {
     return {all.begin() + range.begin, all.begin() + range.end};
   }
 
-  std::string dir_;
+  test_support::TempDir temp_;
+  const std::string dir_ = temp_.str();
 };
 
 using artel_test::expect_error;
@@ -247,6 +245,40 @@ TEST_F(CheckpointStoreTest, DebrisAtACheckpointsNamesIsClearedOrSkipped) {
   fs::create_directories(store.path_for(7));  // torn, newer than the next one written
   write_rows_split(store, 4);
   EXPECT_EQ(store.list(), (std::vector<std::string>{store.path_for(3), store.path_for(4)}));
+}
+
+// A resume reads the manifest's model and layout records as they are: one
+// of the wrong type is refused as damage, naming the field, where it was
+// nlohmann's "[json.exception.type_error.302] type must be number".
+TEST_F(CheckpointStoreTest, AManifestRecordOfTheWrongTypeIsRefusedByName) {
+  CheckpointStore store(dir_, 3);
+  write_rows_split(store, 1);
+  const std::string path = (fs::path(store.path_for(1)) / kManifestName).string();
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(path));
+  manifest_from_json(good, path);
+  auto refused = [&](const std::function<void(nlohmann::json&)>& spoil, const std::string& why) {
+    nlohmann::json j = good;
+    spoil(j);
+    expect_error([&] { manifest_from_json(j, path); }, {path, why});
+  };
+  refused([](nlohmann::json& j) { j["layout"]["zero"] = "1"; }, "layout: field \"zero\" is not an integer");
+  refused([](nlohmann::json& j) { j["model"]["parameters"] = {1}; }, "model: field \"parameters\" is not an object");
+  refused([](nlohmann::json& j) { j["model"]["optimizer"] = {{"name", 5}}; }, "the optimizer's \"name\" is not a string");
+  refused([](nlohmann::json& j) { j["model"]["optimizer"] = {{"name", "sgd"}, {"state", {"momentum_buffer", 2}}}; },
+          "the optimizer's \"state\" is not an array of names");
+}
+
+// A parameter's momentum without its step count would have been dropped, the
+// parameter taken as never stepped and its momentum started over: refused.
+TEST_F(CheckpointStoreTest, AnOptimizerBufferWithoutItsStepCountIsRefused) {
+  autograd::Variable w(Tensor::zeros({2}), true);
+  optim::Sgd sgd(optim::one_group({{"w", w}}, 0.1f), {.momentum = 0.9f});
+  const HeldPart step{"optim/step.w", DType::i64, {}, nn::Split{}, 0, 1, {0, 1}, Tensor::empty({}, DType::i64)};
+  const HeldPart momentum{"optim/momentum_buffer.w", DType::f32, {2}, nn::Split{}, 0, 1, {0, 2}, Tensor::zeros({2})};
+  expect_error([&] { load_optimizer_parts({step, momentum}, {false, true}, sgd, dir_); },
+               {"checkpoint " + dir_, "momentum_buffer for w but no step count"});
+  load_optimizer_parts({step, momentum}, {false, false}, sgd, dir_);  // neither: never stepped
+  EXPECT_EQ(sgd.steps("w"), 0);
 }
 
 }  // namespace

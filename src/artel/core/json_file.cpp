@@ -1,5 +1,7 @@
 #include "artel/core/json_file.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -53,6 +55,59 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
     if (const size_t tag = why.find("] "); why.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
       why.erase(0, tag + 2);
     throw Error(what + " " + path + " is not valid JSON: " + printable(why), format_hint);
+  }
+}
+
+namespace {
+
+// A value as an error quotes it: its JSON, cut to a line's worth.
+std::string quoted(const nlohmann::json& v) {
+  std::string text = printable(v.dump());
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+// obj[key] when obj holds it and `is_type` says it has the wanted type; null
+// where it is absent; an Error naming the place otherwise.
+const nlohmann::json* member(const nlohmann::json& obj, const char* key, bool (nlohmann::json::*is_type)() const,
+                             const char* type, const std::string& where) {
+  if (!obj.is_object() || !obj.contains(key)) return nullptr;
+  const nlohmann::json& v = obj[key];
+  if (!(v.*is_type)())
+    throw Error(where + ": \"" + key + "\" must be " + type + ", got " + v.type_name() + " " + quoted(v));
+  return &v;
+}
+
+}  // namespace
+
+std::string json_string_or(const nlohmann::json& obj, const char* key, const std::string& fallback,
+                           const std::string& where) {
+  const nlohmann::json* v = member(obj, key, &nlohmann::json::is_string, "a string", where);
+  return v ? v->get<std::string>() : fallback;
+}
+
+double json_number_or(const nlohmann::json& obj, const char* key, double fallback, const std::string& where) {
+  const nlohmann::json* v = member(obj, key, &nlohmann::json::is_number, "a number", where);
+  return v ? v->get<double>() : fallback;
+}
+
+int64_t json_integer_or(const nlohmann::json& obj, const char* key, int64_t fallback, const std::string& where) {
+  const nlohmann::json* v = member(obj, key, &nlohmann::json::is_number, "a whole number", where);
+  if (!v) return fallback;
+  if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX}))
+    return v->get<int64_t>();
+  // 2^63 is the first double past int64 (INT64_MAX itself does not convert exactly).
+  const double d = v->get<double>();
+  if (v->is_number_float() && d == std::floor(d) && std::abs(d) < 9.2233720368547758e18) return static_cast<int64_t>(d);
+  throw Error(where + ": \"" + key + "\" must be a whole number, got " + quoted(*v));
+}
+
+void check_json_keys(const nlohmann::json& obj, std::initializer_list<std::string_view> known,
+                     const std::string& where, const std::string& format_hint) {
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::string names;
+    for (std::string_view k : known) names.append(names.empty() ? "" : ", ").append(k);
+    throw Error(where + ": unknown key \"" + printable(key) + "\"", "the keys are " + names + " (" + format_hint + ")");
   }
 }
 

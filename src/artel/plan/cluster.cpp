@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string_view>
 
 #include "artel/core/error.h"
 #include "artel/core/json_file.h"
@@ -20,6 +19,8 @@ const char* precision_name(Precision p) { return p == Precision::fp32 ? "fp32" :
 
 namespace {
 
+constexpr const char* kFormat = "docs/PLAN.md";
+
 // `key` of object `j`: a number, or {"value": number, "source": text}.
 Sourced sourced(const nlohmann::json& j, const char* key, const std::string& where) {
   ARTEL_CHECK(j.is_object() && j.contains(key), where, ": needs \"", key, "\"",
@@ -28,7 +29,8 @@ Sourced sourced(const nlohmann::json& j, const char* key, const std::string& whe
   if (v.is_number()) return {v.get<double>(), ""};
   ARTEL_CHECK(v.is_object() && v.contains("value") && v["value"].is_number(), where, ": \"", key,
               "\" must be a number or {\"value\": number, \"source\": text}");
-  return {v["value"].get<double>(), v.value("source", std::string())};
+  check_json_keys(v, {"value", "source"}, where + ": " + key, kFormat);
+  return {v["value"].get<double>(), json_string_or(v, "source", "", where + ": " + key)};
 }
 
 Link parse_link(const nlohmann::json& j, const char* key, const std::string& where) {
@@ -46,17 +48,6 @@ nlohmann::ordered_json sourced_json(const Sourced& s) {
 }
 
 constexpr int64_t kMaxClusterWorkers = int64_t{1} << 20;
-
-// A key the format does not have is a typing slip ("worker_per_host") that
-// would leave a number unset: refused, as `artel train --config` refuses one.
-void check_keys(const nlohmann::json& j, std::initializer_list<std::string_view> known, const std::string& where) {
-  for (const auto& [key, value] : j.items()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    std::string names;
-    for (std::string_view k : known) names += std::string(names.empty() ? "" : ", ") + std::string(k);
-    throw Error(where + ": unknown key \"" + key + "\"", "the keys are " + names + " (docs/PLAN.md)");
-  }
-}
 
 void check_positive(const Sourced& s, const char* what) {
   ARTEL_CHECK(std::isfinite(s.value) && s.value > 0, "cluster: ", what, " must be positive, got ", s.value);
@@ -187,20 +178,24 @@ double gemm_seconds(const Device& device, Precision precision, double m, double 
 
 Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   ARTEL_CHECK(j.is_object(), origin, ": a cluster file holds one JSON object");
-  check_keys(j, {"name", "description", "hosts", "workers_per_host", "cores_per_host", "device", "links"}, origin);
+  check_json_keys(j, {"name", "description", "hosts", "workers_per_host", "cores_per_host", "device", "links"}, origin,
+                  kFormat);
   Cluster c;
-  c.name = j.value("name", origin);
+  c.name = json_string_or(j, "name", origin, origin);
+  json_string_or(j, "description", "", origin);  // prose: read by people only, but a string
   c.hosts = sourced(j, "hosts", origin);
   c.workers_per_host = sourced(j, "workers_per_host", origin);
   if (j.contains("cores_per_host")) c.cores_per_host = sourced(j, "cores_per_host", origin);
   ARTEL_CHECK(j.contains("device") && j["device"].is_object(), origin, ": needs an object \"device\"");
   const nlohmann::json& d = j["device"];
   const std::string dw = origin + ": device";
-  check_keys(d,
-             {"name", "description", "peak_flops", "gemm_efficiency", "memory_bytes", "runtime_bytes",
-              "runtime_bytes_with_peers", "memory_bandwidth", "memory_efficiency", "gemm_table", "attention_table"},
-             dw);
-  c.device.name = d.value("name", std::string("worker"));
+  check_json_keys(d,
+                  {"name", "description", "peak_flops", "gemm_efficiency", "memory_bytes", "runtime_bytes",
+                   "runtime_bytes_with_peers", "memory_bandwidth", "memory_efficiency", "gemm_table",
+                   "attention_table"},
+                  dw, kFormat);
+  c.device.name = json_string_or(d, "name", "worker", dw);
+  json_string_or(d, "description", "", dw);
   ARTEL_CHECK(d.contains("peak_flops") && d["peak_flops"].is_object(), dw,
               ": needs \"peak_flops\" with \"fp32\" and \"bf16\"");
   c.device.peak_fp32 = sourced(d["peak_flops"], "fp32", dw + ".peak_flops");
@@ -214,21 +209,28 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
   c.device.memory_efficiency = sourced(d, "memory_efficiency", dw);
   if (d.contains("gemm_table")) {
     ARTEL_CHECK(d["gemm_table"].is_array(), dw, ": \"gemm_table\" must be an array");
-    for (const nlohmann::json& g : d["gemm_table"]) {
-      ARTEL_CHECK(g.is_object(), dw, ": every gemm_table entry is an object {precision, m, n, k, flops_per_s}");
-      c.device.gemm_table.push_back({parse_precision(g.value("precision", std::string("bf16"))),
-                                     g.value("m", int64_t{0}), g.value("n", int64_t{0}), g.value("k", int64_t{0}),
-                                     g.value("flops_per_s", 0.0), g.value("source", std::string())});
+    for (size_t i = 0; i < d["gemm_table"].size(); ++i) {
+      const nlohmann::json& g = d["gemm_table"][i];
+      const std::string gw = detail::concat(dw, ": gemm_table[", i, "]");
+      ARTEL_CHECK(g.is_object(), gw, " must be an object {precision, m, n, k, flops_per_s}");
+      check_json_keys(g, {"precision", "m", "n", "k", "flops_per_s", "source"}, gw, kFormat);
+      c.device.gemm_table.push_back({parse_precision(json_string_or(g, "precision", "bf16", gw)),
+                                     json_integer_or(g, "m", 0, gw), json_integer_or(g, "n", 0, gw),
+                                     json_integer_or(g, "k", 0, gw), json_number_or(g, "flops_per_s", 0, gw),
+                                     json_string_or(g, "source", "", gw)});
     }
   }
   if (d.contains("attention_table")) {
     ARTEL_CHECK(d["attention_table"].is_array(), dw, ": \"attention_table\" must be an array");
-    for (const nlohmann::json& a : d["attention_table"]) {
-      ARTEL_CHECK(a.is_object(), dw, ": every attention_table entry is an object {seq, head_size, forward_s, backward_s}");
-      c.device.attention_table.push_back({a.value("seq", int64_t{0}), a.value("head_size", int64_t{0}),
-                                          a.value("forward_s", 0.0), a.value("backward_s", 0.0),
-                                          a.value("source", std::string()),
-                                          parse_precision(a.value("precision", std::string("fp32")))});
+    for (size_t i = 0; i < d["attention_table"].size(); ++i) {
+      const nlohmann::json& a = d["attention_table"][i];
+      const std::string aw = detail::concat(dw, ": attention_table[", i, "]");
+      ARTEL_CHECK(a.is_object(), aw, " must be an object {seq, head_size, forward_s, backward_s}");
+      check_json_keys(a, {"seq", "head_size", "forward_s", "backward_s", "source", "precision"}, aw, kFormat);
+      c.device.attention_table.push_back({json_integer_or(a, "seq", 0, aw), json_integer_or(a, "head_size", 0, aw),
+                                          json_number_or(a, "forward_s", 0, aw), json_number_or(a, "backward_s", 0, aw),
+                                          json_string_or(a, "source", "", aw),
+                                          parse_precision(json_string_or(a, "precision", "fp32", aw))});
     }
   }
   ARTEL_CHECK(j.contains("links") && j["links"].is_object(), origin,

@@ -28,6 +28,8 @@ namespace {
 // overflow the planner's sums into nonsense.
 constexpr double kMaxLayerCost = 1e18;
 
+constexpr const char* kFormat = "docs/PLAN.md";
+
 double layer_cost(const nlohmann::json& layer, const char* key, const std::string& where) {
   ARTEL_CHECK(layer.contains(key) && layer[key].is_number(), where, ": needs a number \"", key, "\"");
   const double v = layer[key].get<double>();
@@ -41,13 +43,16 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
   ARTEL_CHECK(j.is_object(), origin, ": a model-costs file holds one JSON object");
   ARTEL_CHECK(j.contains("layers") && j["layers"].is_array() && !j["layers"].empty(), origin,
               ": needs a non-empty array \"layers\"");
+  check_json_keys(j, {"name", "description", "source", "layers"}, origin, kFormat);
   ModelDescription m;
-  m.name = j.value("name", std::string("model"));
+  m.name = json_string_or(j, "name", "model", origin);
+  for (const char* prose : {"description", "source"}) json_string_or(j, prose, "", origin);
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json& l = j["layers"][i];
     const std::string where = detail::concat(origin, ": layers[", i, "]");
     ARTEL_CHECK(l.is_object(), where, " must be an object");
-    m.layers.push_back({.name = l.value("name", detail::concat("layer", i)),
+    check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes"}, where, kFormat);
+    m.layers.push_back({.name = json_string_or(l, "name", detail::concat("layer", i), where),
                         .forward_flops = layer_cost(l, "forward_flops", where),
                         .parameters = layer_cost(l, "parameters", where),
                         .activation_bytes = layer_cost(l, "activation_bytes", where),

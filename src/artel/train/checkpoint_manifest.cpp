@@ -57,6 +57,24 @@ ManifestPart parse_part(const std::string& path, const json& j, const ManifestTe
   return p;
 }
 
+// The model record's parts a resume compares (check_compatible) have their
+// types: a resume never meets a record it cannot read. Older checkpoints lack
+// some of them, which is not corruption.
+void check_model_record(const std::string& path, const json& model) {
+  for (const char* key : {"model_config", "parameters", "buffers", "optimizer"})
+    if (model.contains(key) && !model[key].is_object())
+      checkpoint_corrupt(path, std::string("model: field \"") + key + "\" is not an object");
+  if (model.contains("model_kind") && !model["model_kind"].is_string())
+    checkpoint_corrupt(path, "model: field \"model_kind\" is not a string");
+  if (!model.contains("optimizer")) return;
+  const json& opt = model["optimizer"];
+  if (opt.contains("name") && !opt["name"].is_string())
+    checkpoint_corrupt(path, "model: the optimizer's \"name\" is not a string");
+  if (opt.contains("state") && (!opt["state"].is_array() ||
+                                std::any_of(opt["state"].begin(), opt["state"].end(), [](const json& k) { return !k.is_string(); })))
+    checkpoint_corrupt(path, "model: the optimizer's \"state\" is not an array of names");
+}
+
 }  // namespace
 
 ManifestTensor tensor_from_json(const json& j, const std::string& path) {
@@ -114,6 +132,9 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   m.global_batch = get_int(path, j, "global_batch", "manifest", 1, kMax);
   for (const char* key : {"model", "layout"})
     if (!j.contains(key) || !j[key].is_object()) checkpoint_corrupt(path, std::string("field \"") + key + "\" is not an object");
+  check_model_record(path, j["model"]);
+  for (const auto& [key, value] : j["layout"].items())
+    if (!value.is_number_integer()) checkpoint_corrupt(path, "layout: field \"" + key + "\" is not an integer");
   m.model = j["model"];
   m.layout = j["layout"];
   for (const char* key : {"dropout", "shards", "tensors"})

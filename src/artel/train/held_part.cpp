@@ -3,6 +3,7 @@
 #include <map>
 
 #include "artel/core/error.h"
+#include "artel/train/checkpoint_format.h"
 
 namespace artel::train {
 
@@ -71,6 +72,7 @@ void load_optimizer_parts(const std::vector<HeldPart>& parts, const std::vector<
                           optim::Optimizer& optimizer, const std::string& source) {
   ARTEL_CHECK(parts.size() == found.size(), "load_optimizer_parts: ", parts.size(), " parts, ", found.size(), " flags");
   struct State {
+    bool counted = false;  // the checkpoint holds its step count
     int64_t steps = 0;
     std::map<std::string, Tensor> buffers;  // kind -> owned elements
   };
@@ -89,10 +91,18 @@ void load_optimizer_parts(const std::vector<HeldPart>& parts, const std::vector<
     const size_t dot = rest.find('.');
     const std::string kind = rest.substr(0, dot), name = rest.substr(dot + 1);
     State& s = by_param[name];
-    if (kind == kStepKind) s.steps = found[i] ? p.data.data<int64_t>()[0] : 0;
-    else if (found[i]) s.buffers[kind] = p.data;
+    if (kind == kStepKind) {
+      s.counted = found[i];
+      s.steps = found[i] ? p.data.data<int64_t>()[0] : 0;
+    } else if (found[i]) {
+      s.buffers[kind] = p.data;
+    }
   }
   for (auto& [name, s] : by_param) {
+    // A buffer without its step count: taken as never stepped, the buffer
+    // would be dropped and the optimizer start over for this parameter.
+    if (!s.counted && !s.buffers.empty())
+      checkpoint_corrupt(source, "it holds " + s.buffers.begin()->first + " for " + name + " but no step count");
     std::vector<Tensor> buffers;
     if (s.steps > 0 && optimizer.owned(name).size() > 0)
       for (const std::string& kind : optimizer.buffer_kinds()) {
