@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "artel/nn/linear.h"
+#include "temp_dir.h"
 
 namespace artel::nn {
 namespace {
@@ -17,12 +18,6 @@ namespace fs = std::filesystem;
 
 class Safetensors : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "artel_st_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
 
   // A file with this header text (length-prefixed, unpadded) and data bytes.
@@ -46,7 +41,8 @@ class Safetensors : public ::testing::Test {
     return "";
   }
 
-  std::string dir_;
+  test_support::TempDir temp_;
+  const std::string dir_ = temp_.str();
 };
 
 TEST_F(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {

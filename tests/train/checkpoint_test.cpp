@@ -12,6 +12,7 @@
 
 #include "artel/core/rng.h"
 #include "train/expect_error.h"
+#include "temp_dir.h"
 
 namespace artel::train {
 namespace {
@@ -21,12 +22,6 @@ using nlohmann::json;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "artel-ckpt-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string file(const std::string& name) const { return (fs::path(dir_) / name).string(); }
   std::vector<std::string> names() const {
@@ -36,7 +31,8 @@ class CheckpointTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  test_support::TempDir temp_;
+  const std::string dir_ = temp_.str();
 };
 
 Compatibility gpt_compat(int64_t n_embd = 64) {
