@@ -173,6 +173,30 @@ TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
 }
 
+// A model of 3 outputs on data of 5 classes is named at the first step: the
+// rows' targets reach only 2, so cross-entropy alone would have trained it
+// without a word, a model that can never predict classes 3 and 4.
+TEST_F(TrainerTest, AModelWithFewerOutputsThanTheDataHasClassesIsNamed) {
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 2, c.batch_size = 8, c.threads = 1, c.eval_batches = 0;
+  try {
+    Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(64, 5), quiet()).run();
+    ADD_FAILURE() << "3 outputs trained on 5 classes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model gives 3 logits a row, but the data has 5 classes"), std::string::npos)
+        << e.what();
+  }
+  TwoLayer model;  // evaluation alone, as a program of the user's own may call it
+  nn::materialize(model, 1);
+  try {
+    evaluate(model, *argmax_rows(64, 5), {.batch_size = 8});
+    ADD_FAILURE() << "3 outputs evaluated on 5 classes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model gives 3 logits a row, but the data has 5 classes"), std::string::npos)
+        << e.what();
+  }
+}
+
 // A program of the user's own under mpirun reads its flags per rank, as
 // `artel train` does: ranks started differently are named before the first
 // step (a differing --lr trained the replicas apart without a word), and a

@@ -29,8 +29,9 @@ class TwoLayer : public nn::Model {
   std::shared_ptr<nn::ReLU> relu_;
 };
 
-// Rows whose class is the index of their largest of the first three features.
-inline std::unique_ptr<data::Dataset> argmax_rows(int64_t n) {
+// Rows whose class is the index of their largest of the first three features
+// (said to be of `classes` classes: more than 3 describes a model's data wrongly).
+inline std::unique_ptr<data::Dataset> argmax_rows(int64_t n, int64_t classes = 3) {
   Rng rng(3);
   auto split = [&](int64_t rows) {
     Tensor x = Tensor::empty({rows, 4}), y = Tensor::empty({rows}, DType::i64);
@@ -43,7 +44,7 @@ inline std::unique_ptr<data::Dataset> argmax_rows(int64_t n) {
   };
   auto [tx, ty] = split(n);
   auto [vx, vy] = split(n / 4);
-  return std::make_unique<data::TensorDataset>(tx, ty, vx, vy, 3, "argmax rows");
+  return std::make_unique<data::TensorDataset>(tx, ty, vx, vy, classes, "argmax rows");
 }
 
 }  // namespace artel::train

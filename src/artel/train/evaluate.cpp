@@ -21,6 +21,13 @@ int64_t count_correct(const Tensor& logits, const Tensor& targets) {
   return correct;
 }
 
+void check_logits_cover(const Tensor& logits, int64_t classes) {
+  const int64_t columns = logits.dim() == 0 ? 0 : logits.size(-1);
+  if (classes > 0 && columns < classes)
+    throw Error(detail::concat("the model gives ", columns, " logits a row, but the data has ", classes, " classes"),
+                "the model's last layer needs one output per class of the data");
+}
+
 EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
   ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
   nn::EvalMode eval_mode(model);
@@ -33,6 +40,7 @@ EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions
     data::Batch b = ds.val_batch(opts.batch_size, i);
     Tensor y = b.y.view({-1});
     autograd::Variable logits = model.forward(b.x);
+    check_logits_cover(logits.value(), ds.num_classes());
     autograd::Variable loss = autograd::cross_entropy(logits, y);
     loss_sum += static_cast<double>(loss.item()) * static_cast<double>(y.numel());
     targets += y.numel();

@@ -33,6 +33,12 @@ struct EvalResult {
 
 EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts);
 
+// Throws naming both when `logits` (…, V) have fewer columns than the data
+// has classes: cross-entropy would name only a target "outside [0, V)", and
+// only once such a target came, so a model that can never predict the other
+// classes trained on without a word until then.
+void check_logits_cover(const Tensor& logits, int64_t classes);
+
 // Targets whose largest logit is the target: logits (N, C), targets (N) int64.
 int64_t count_correct(const Tensor& logits, const Tensor& targets);
 

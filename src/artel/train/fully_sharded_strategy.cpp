@@ -14,9 +14,10 @@ FullyShardedStrategy::~FullyShardedStrategy() = default;
 
 // Each parameter's whole value only while its unit is being cut: drawn as the
 // whole model would draw it (Note [Declared parameters]), or read from --init.
-nn::NamedParameters FullyShardedStrategy::build(nn::Model& model, const data::Dataset&, uint64_t seed,
+nn::NamedParameters FullyShardedStrategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                                 const std::string& init) {
   model_ = &model;
+  data_classes_ = data.num_classes();
   std::unique_ptr<nn::SafetensorsReader> file = init.empty() ? nullptr : std::make_unique<nn::SafetensorsReader>(init);
   if (file) check_init_holds_only(*file, model);
   const std::map<std::string, std::string> aliases = model.aliases();

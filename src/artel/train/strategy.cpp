@@ -16,6 +16,7 @@ namespace artel::train {
 nn::NamedParameters Strategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                     const std::string& init) {
   model_ = &model;
+  data_classes_ = data.num_classes();
   if (init.empty()) nn::materialize(model, seed);
   else if (models::is_hf_gpt2(init)) models::load_hf_gpt2(model, init);
   else nn::load_weights(model, init);
@@ -35,6 +36,7 @@ double Strategy::forward_backward(std::span<const data::Batch> micro_batches) {
     {
       trace::Scope span("forward", "compute", "compute", static_cast<int>(m));
       autograd::Variable logits = model_->forward(batch.x);                 // (B, V) or (B, T, V)
+      check_logits_cover(logits.value(), data_classes_);
       loss = autograd::cross_entropy(logits, batch.y.view({-1}));           // mean over B or B·T targets
     }
     local_loss += loss.item();

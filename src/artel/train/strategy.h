@@ -201,6 +201,7 @@ class Strategy {
   void keep_gradients_in_place(const nn::NamedParameters& params);
 
   nn::Model* model_ = nullptr;  // set by build()
+  int64_t data_classes_ = 0;       // build()'s data's classes: a step's logits must have as many
   nn::NamedParameters params_;      // what build() returned
   float clip_scale_ = 1.0f;         // clip_grad_norm's coefficient for the next optimizer_step
   Tensor gradients_;                // keep_gradients_in_place's buffer
