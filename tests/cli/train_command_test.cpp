@@ -215,6 +215,9 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
            {"bench comm -n 2 --max-bytes -1", "cannot read '-1' as a size"},  // was 2^64 - 1, until killed
            {"bench comm -n 2 --max-bytes 99999999999G", "cannot read '99999999999G' as a size"},
            {"bench comm -n 2 --min-bytes 3 --max-bytes 3", "holds no float32 element"},
+           // A header and no rows, exit 0: 8 bytes are 2 elements, no block for each of 3 ranks.
+           {"bench comm -n 3 --op reduce_scatter --min-bytes 8 --max-bytes 8",
+            "no size from 8 to 8 bytes holds a float32 element for each of the 3 ranks, which reduce_scatter needs"},
            {"bench comm -n 100000", "--nproc: Value 100000 not in range 1 to 4096"},
            {"bench comm -n 2 --timeout 0", "--timeout: must be > 0, got 0"},
            {"bench comm -n 2 --iters -1", "--iters: must be >= 0, got -1"},

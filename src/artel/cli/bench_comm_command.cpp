@@ -214,7 +214,8 @@ int run_bench_comm(int argc, char** argv) {
   a.bench.dtype = parse_dtype(dtype);
   a.bench.redop = comm::parse_reduce_op(redop);
   a.bench.registered = !unregistered;
-  comm::check_bench_options(a.bench);
+  const bool forks = !comm::launched_as_worker() && a.backend != "mpi";  // else the ranks are known once started
+  comm::check_bench_options(a.bench, forks ? a.ranks : 0);
   if (comm::launched_as_worker()) return run_rank(comm::group_options_from_env(group_options(a)), a);
   if (a.backend == "mpi") {  // under mpirun: the mpi backend takes rank and size from MPI itself
     comm::GroupOptions g = group_options(a);

@@ -107,11 +107,24 @@ Case make_case(ProcessGroup& pg, const BenchOptions& o, int64_t count) {
   return c;
 }
 
+// Each size measured: the bytes asked (min, 2·min, ... up to max) and the
+// elements that fill them, whole blocks of `ranks` for a collective of blocks.
+std::vector<std::pair<size_t, int64_t>> measured_sizes(const BenchOptions& o, int ranks) {
+  const bool blocks = o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_to_all";
+  std::vector<std::pair<size_t, int64_t>> sizes;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    int64_t count = static_cast<int64_t>(bytes / dtype_size(o.dtype));
+    if (blocks) count -= count % ranks;
+    if (count > 0) sizes.emplace_back(bytes, count);
+  }
+  return sizes;
+}
+
 int auto_iters(size_t bytes) { return static_cast<int>(std::clamp<size_t>((256ull << 20) / std::max<size_t>(bytes, 1), 5, 1000)); }
 
 }  // namespace
 
-void check_bench_options(const BenchOptions& o) {
+void check_bench_options(const BenchOptions& o, int ranks) {
   if (std::find(bench_ops().begin(), bench_ops().end(), o.op) == bench_ops().end()) {
     std::string names;
     for (const auto& op : bench_ops()) names += (names.empty() ? "" : "|") + op;
@@ -125,6 +138,10 @@ void check_bench_options(const BenchOptions& o) {
     throw Error("the largest size (" + std::to_string(o.max_bytes) + " bytes) holds no " + dtype_name(o.dtype) +
                     " element (" + std::to_string(dtype_size(o.dtype)) + " bytes), so no size would be measured",
                 "raise --max-bytes");
+  if (ranks > 1 && measured_sizes(o, ranks).empty())
+    throw Error(detail::concat("no size from ", o.min_bytes, " to ", o.max_bytes, " bytes holds a ", dtype_name(o.dtype),
+                               " element for each of the ", ranks, " ranks, which ", o.op, " needs"),
+                detail::concat("raise --max-bytes to at least ", static_cast<size_t>(ranks) * dtype_size(o.dtype)));
 }
 
 double bus_factor(const std::string& op, int n) {
@@ -134,16 +151,12 @@ double bus_factor(const std::string& op, int n) {
 }
 
 std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& o) {
-  check_bench_options(o);
+  check_bench_options(o, pg.size());  // each rank alike: every one refuses, none waits
   ARTEL_CHECK(o.op != "sendrecv" || pg.size() >= 2, "bench: sendrecv needs at least 2 ranks");
   const int n = pg.size();
   const size_t e = dtype_size(o.dtype);
-  const bool blocks = o.op == "all_gather" || o.op == "reduce_scatter" || o.op == "all_to_all";
   std::vector<BenchRow> rows;
-  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
-    int64_t count = static_cast<int64_t>(bytes / e);
-    if (blocks) count -= count % n;
-    if (count == 0) continue;
+  for (const auto& [bytes, count] : measured_sizes(o, n)) {
     Case c = make_case(pg, o, count);
     int iters = o.iters > 0 ? o.iters : auto_iters(bytes);
     int warmup = o.warmup > 0 ? o.warmup : std::max(2, iters / 10);

@@ -52,8 +52,9 @@ struct BenchRow {
 std::vector<BenchRow> bench_collective(ProcessGroup& pg, const BenchOptions& opts);
 double bus_factor(const std::string& op, int ranks);
 // Throws Error naming what is wrong: an op that is not benchmarkable (with
-// the choices), or sizes out of order. What a launcher checks before it
+// the choices), sizes out of order, or none that holds an element for each
+// of `ranks` ranks (0: not known yet). What a launcher checks before it
 // starts ranks, so that a bad flag is one line and not one a rank.
-void check_bench_options(const BenchOptions& opts);
+void check_bench_options(const BenchOptions& opts, int ranks);
 
 }  // namespace artel::comm
