@@ -111,17 +111,6 @@ ArtelProcess::Result ArtelProcess::finish(std::chrono::milliseconds timeout) {
   return result_;
 }
 
-TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "artel_launch_test.XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -129,8 +118,8 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::vector<std::string> TempDir::read_lines(const std::string& name) const {
-  std::ifstream in(path_ + "/" + name);
+std::vector<std::string> read_lines(const TempDir& dir, const std::string& name) {
+  std::ifstream in(dir.file(name));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;

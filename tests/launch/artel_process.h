@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace artel::launch::testing {
 
 class ArtelProcess {
@@ -49,17 +51,9 @@ class ArtelProcess {
 // `text` split into lines (a program's stdout, a file's contents).
 std::vector<std::string> lines_of(const std::string& text);
 
-// A fresh temporary directory, removed (with its files) at destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  // The contents of path()/name split into lines; empty when it does not exist.
-  std::vector<std::string> read_lines(const std::string& name) const;
+using test_support::TempDir;
 
- private:
-  std::string path_;
-};
+// The contents of dir/name split into lines; empty when it does not exist.
+std::vector<std::string> read_lines(const TempDir& dir, const std::string& name);
 
 }  // namespace artel::launch::testing

@@ -195,7 +195,7 @@ TEST(LaunchCommand, AFailedJobLeavesNoSharedMemoryBehind) {
 
 TEST(LaunchCommand, AWorkerThatNeverStopsWritingCannotStallTheLauncher) {
   TempDir dir;
-  std::string fifo = dir.path() + "/flooding";
+  std::string fifo = dir.file("flooding");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Rank 1 floods its stdout; rank 0 fails once the flood has begun.
   auto r = launch({"-n", "2"}, "if [ $ARTEL_RANK = 0 ]; then read x < " + fifo + "; exit 2; fi; "
@@ -207,7 +207,7 @@ TEST(LaunchCommand, AWorkerThatNeverStopsWritingCannotStallTheLauncher) {
 
 TEST(LaunchCommand, AWorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   TempDir dir;
-  std::string fifo = dir.path() + "/ready";
+  std::string fifo = dir.file("ready");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Rank 1 ignores SIGTERM, then tells rank 0 (through the fifo), which fails.
   auto r = launch({"-n", "2", "--timeout-grace", "0.5"},
@@ -222,17 +222,17 @@ TEST(LaunchCommand, RestartsOnceAndSucceedsOnTheSecondAttempt) {
   TempDir dir;
   // Every attempt of rank 0 leaves a line; rank 0 fails the first attempt only.
   auto r = launch({"-n", "2", "--max-restarts", "1"},
-                  "echo \"$ARTEL_RESTART_COUNT $ARTEL_JOB_ID\" >> " + dir.path() +
+                  "echo \"$ARTEL_RESTART_COUNT $ARTEL_JOB_ID\" >> " + dir.str() +
                       "/attempts.$ARTEL_RANK; if [ $ARTEL_RESTART_COUNT = 0 ] && [ $ARTEL_RANK = 0 ]; then exit 5; fi");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("artel launch: worker 0 exited with status 5"));
   EXPECT_THAT(r.err, HasSubstr("artel launch: restarting all 2 workers (restart 1 of 1)"));
-  auto attempts = dir.read_lines("attempts.0");
+  auto attempts = read_lines(dir, "attempts.0");
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_EQ(attempts[0].substr(0, 2), "0 ");
   EXPECT_EQ(attempts[1].substr(0, 2), "1 ");
   EXPECT_NE(attempts[0].substr(2), attempts[1].substr(2)) << "each attempt gets its own job id";
-  auto rank1 = dir.read_lines("attempts.1");
+  auto rank1 = read_lines(dir, "attempts.1");
   ASSERT_FALSE(rank1.empty());
   EXPECT_EQ(rank1.back(), attempts[1]) << "both ranks ran in the second attempt";
 }
@@ -240,9 +240,9 @@ TEST(LaunchCommand, RestartsOnceAndSucceedsOnTheSecondAttempt) {
 TEST(LaunchCommand, GivesUpWhenTheRestartsAreUsedUp) {
   TempDir dir;
   auto r = launch({"-n", "2", "--max-restarts", "2"},
-                  "echo x >> " + dir.path() + "/attempts.$ARTEL_RANK; [ $ARTEL_RANK = 1 ] && exit 4; sleep 60");
+                  "echo x >> " + dir.file("attempts.$ARTEL_RANK; [ $ARTEL_RANK = 1 ] && exit 4; sleep 60"));
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_EQ(dir.read_lines("attempts.1").size(), 3u);
+  EXPECT_EQ(read_lines(dir, "attempts.1").size(), 3u);
   EXPECT_THAT(r.err, HasSubstr("restart 2 of 2"));
   EXPECT_THAT(r.err, HasSubstr("artel launch: giving up after 2 restarts; the last failure: worker 1 exited with status 4"));
   EXPECT_LT(r.seconds, 30.0);
@@ -250,7 +250,7 @@ TEST(LaunchCommand, GivesUpWhenTheRestartsAreUsedUp) {
 
 TEST(LaunchCommand, ForwardsSigtermToEveryWorker) {
   TempDir dir;
-  std::string script = "trap 'echo term > " + dir.path() + "/term.$ARTEL_RANK; exit 0' TERM; echo ready; sleep 60 & wait";
+  std::string script = "trap 'echo term > " + dir.file("term.$ARTEL_RANK; exit 0' TERM; echo ready; sleep 60 & wait");
   ArtelProcess p({"launch", "-n", "3", "--", "sh", "-c", script});
   ASSERT_TRUE(p.wait_for_stdout("ready", 3, std::chrono::seconds(30))) << "the workers did not start";
   p.signal(SIGTERM);
@@ -258,7 +258,7 @@ TEST(LaunchCommand, ForwardsSigtermToEveryWorker) {
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
   EXPECT_THAT(r.err, HasSubstr("artel launch: received SIGTERM; passing it on to 3 workers"));
   for (const char* rank : {"0", "1", "2"})
-    EXPECT_EQ(dir.read_lines(std::string("term.") + rank), std::vector<std::string>{"term"}) << "rank " << rank;
+    EXPECT_EQ(read_lines(dir, std::string("term.") + rank), std::vector<std::string>{"term"}) << "rank " << rank;
   EXPECT_LT(r.seconds, 30.0);
 }
 

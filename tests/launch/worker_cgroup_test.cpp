@@ -269,11 +269,11 @@ TEST(MemoryPerWorker, WithoutWritableCgroupsItIsAnErrorBeforeAnyWorkerStarts) {
   if (!as_nobody.empty() && std::system("command -v setpriv >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "setpriv (util-linux) is missing";
   TempDir dir;
-  fs::permissions(dir.path(), fs::perms::all);  // nobody writes the output here
-  std::string cmd = "cd " + dir.path() + " && " + as_nobody + ARTEL_BINARY +
+  fs::permissions(dir.str(), fs::perms::all);  // nobody writes the output here
+  std::string cmd = "cd " + dir.str() + " && " + as_nobody + ARTEL_BINARY +
                     " launch -n 2 --memory-per-worker 64M -- sh -c 'echo started' >out 2>err";
   int status = std::system(cmd.c_str());
-  std::string out = read_file(dir.path() + "/out"), err = read_file(dir.path() + "/err");
+  std::string out = read_file(dir.file("out")), err = read_file(dir.file("err"));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) GTEST_SKIP() << "this user may make memory cgroups (delegated)";
   EXPECT_EQ(WEXITSTATUS(status), 1) << err;
   EXPECT_EQ(out, "") << "a worker started";
@@ -397,7 +397,7 @@ TEST(MemoryPerWorker, TrainingOverTheLimitStopsWithOneLineNamingTheWorker) {
   // Batches of 2000 MNIST rows hold more than 200 MiB on rank 0, which also
   // carries the job's shared memory; rank 1 fits.
   ArtelProcess p({"train", "--model", "mlp", "--nproc", "2", "--steps", "3", "--batch-size", "2000",
-                  "--memory-per-worker", "200M", "--out", dir.path() + "/run"});
+                  "--memory-per-worker", "200M", "--out", dir.file("run")});
   auto r = run_and_check_cleanup(p);
   EXPECT_NE(r.exit_code, 0);
   std::vector<std::string> oom = oom_lines(r);
@@ -424,11 +424,11 @@ TEST(MemoryPerWorker, TrainingUnderGenerousLimitsSucceeds) {
   REQUIRE_CPU_CGROUPS();
   TempDir dir;
   ArtelProcess p({"train", "--model", "mlp", "--nproc", "2", "--steps", "3", "--batch-size", "100",
-                  "--memory-per-worker", "1G", "--cpus-per-worker", "0.5", "--out", dir.path() + "/run"});
+                  "--memory-per-worker", "1G", "--cpus-per-worker", "0.5", "--out", dir.file("run")});
   auto r = run_and_check_cleanup(p);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(oom_lines(r), ::testing::IsEmpty());
-  EXPECT_TRUE(fs::exists(dir.path() + "/run/final.safetensors"));
+  EXPECT_TRUE(fs::exists(dir.file("run/final.safetensors")));
 }
 
 TEST(MemoryPerWorker, TrainingRefusesALimitNoWorkerCouldStartIn) {
