@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "artel/core/error.h"
+#include "error_of.h"
 #include "temp_dir.h"
 
 namespace artel {
@@ -90,15 +91,6 @@ TEST(JsonFile, PrintableEscapesEveryByteOutsidePrintableAscii) {
   EXPECT_EQ(printable(std::string("\n\x7f\x80", 3)), "\\x0a\\x7f\\x80");
 }
 
-std::string field_error(const std::function<void()>& read) {
-  try {
-    read();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A member of the wrong type names the place and the key, where nlohmann
 // would say "[json.exception.type_error.302] type must be string".
 TEST(JsonFile, AFieldIsItsValueItsFallbackOrAnErrorNamingIt) {
@@ -110,18 +102,18 @@ TEST(JsonFile, AFieldIsItsValueItsFallbackOrAnErrorNamingIt) {
   EXPECT_EQ(json_integer_or(j, "big", 0, "f.json"), 1000);  // a whole number written as a float
   EXPECT_EQ(json_integer_or(j, "absent", -1, "f.json"), -1);
   EXPECT_EQ(json_number_or(j, "half", 0, "f.json"), 1.5);
-  EXPECT_EQ(field_error([&] { json_string_or(j, "count", "", "f.json: device"); }),
+  EXPECT_EQ(test_support::error_of([&] { json_string_or(j, "count", "", "f.json: device"); }),
             "f.json: device: \"count\" must be a string, got number 3");
-  EXPECT_EQ(field_error([&] { json_number_or(j, "list", 0, "f.json"); }), "f.json: \"list\" must be a number, got array [1,2]");
+  EXPECT_EQ(test_support::error_of([&] { json_number_or(j, "list", 0, "f.json"); }), "f.json: \"list\" must be a number, got array [1,2]");
   for (const char* key : {"half", "huge", "top"})  // not truncated, nor wrapped past int64
-    EXPECT_NE(field_error([&] { json_integer_or(j, key, 0, "f.json"); }).find("must be a whole number"), std::string::npos)
+    EXPECT_NE(test_support::error_of([&] { json_integer_or(j, key, 0, "f.json"); }).find("must be a whole number"), std::string::npos)
         << key;
 }
 
 TEST(JsonFile, AnUnknownKeyIsRefusedWithTheKnownOnes) {
   const nlohmann::json j = nlohmann::json::parse(R"({"name": "a", "nmae": "b"})");
   check_json_keys(j, {"name", "nmae"}, "f.json", "docs/X.md");
-  EXPECT_EQ(field_error([&] { check_json_keys(j, {"name", "layers"}, "f.json", "docs/X.md"); }),
+  EXPECT_EQ(test_support::error_of([&] { check_json_keys(j, {"name", "layers"}, "f.json", "docs/X.md"); }),
             "f.json: unknown key \"nmae\" (hint: the keys are name, layers (docs/X.md))");
 }
 

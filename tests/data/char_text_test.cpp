@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "data/error_of.h"
+#include "error_of.h"
 #include "data/temp_files.h"
 
 namespace artel::data {
@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace artel::data::testing;
+using test_support::error_of;
 
 TEST(CharText, TinyShakespeareVocabularyAndSplit) {
   CharText t = load_char_text(std::string(ARTEL_SOURCE_DIR) + "/data/tinyshakespeare.txt");

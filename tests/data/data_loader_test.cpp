@@ -5,13 +5,13 @@
 
 #include <atomic>
 
-#include "data/error_of.h"
+#include "error_of.h"
 
 namespace artel::data {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::error_of;
+using test_support::error_of;
 
 std::vector<int64_t> ids(const Tensor& t) { return {t.data<int64_t>(), t.data<int64_t>() + t.numel()}; }
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "data/error_of.h"
+#include "error_of.h"
 #include "data/temp_files.h"
 
 namespace artel::data {
@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace artel::data::testing;
+using test_support::error_of;
 
 // n bytes cycling through 200 distinct values: id == position mod 200.
 std::string cycling_text(size_t n) {

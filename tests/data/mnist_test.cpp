@@ -8,7 +8,7 @@
 
 #include "artel/core/error.h"
 #include "artel/data/gz_file.h"
-#include "data/error_of.h"
+#include "error_of.h"
 #include "data/temp_files.h"
 
 namespace artel::data {
@@ -17,6 +17,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace artel::data::testing;
+using test_support::error_of;
 
 const std::string kMnistDir = std::string(ARTEL_SOURCE_DIR) + "/data/mnist-t10k";
 

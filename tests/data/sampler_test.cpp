@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "artel/core/rng.h"
-#include "data/error_of.h"
+#include "error_of.h"
 
 namespace artel::data {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::error_of;
+using test_support::error_of;
 
 bool is_permutation_of_range(std::vector<int64_t> p) {
   std::sort(p.begin(), p.end());

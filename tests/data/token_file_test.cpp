@@ -10,7 +10,7 @@
 
 #include "artel/data/dataset.h"
 #include "artel/data/token_table.h"
-#include "data/error_of.h"
+#include "error_of.h"
 #include "data/temp_files.h"
 
 namespace artel::data {
@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace artel::data::testing;
+using test_support::error_of;
 
 std::vector<uint8_t> raw_ids(const std::vector<uint16_t>& ids) {
   std::vector<uint8_t> b(ids.size() * 2);

@@ -5,14 +5,14 @@
 
 #include "artel/core/error.h"
 #include "artel/data/dataset.h"
-#include "data/error_of.h"
+#include "error_of.h"
 
 namespace artel::data {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using namespace artel::data::testing;
+using test_support::error_of;
 
 std::vector<std::string> words_of(std::string_view text) {
   std::vector<std::string> out;

@@ -15,18 +15,11 @@
 #include "artel/core/error.h"
 #include "artel/core/rng.h"
 #include "artel/core/tensor.h"
+#include "error_of.h"
 
 namespace artel::parallel::parallel_testing {
 
-// What `f` threw as an artel Error; "" when it threw nothing.
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 inline Tensor randn(const Shape& s, uint64_t seed, float scale = 1.0f) {
   Tensor t = Tensor::empty(s);

@@ -22,12 +22,14 @@
 #include "artel/train/trainer.h"
 #include "artel/nn/layer.h"
 #include "artel/nn/linear.h"
+#include "error_of.h"
 #include "user_model.h"
 
 namespace artel::train {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::error_of;
 
 // TwoLayer and a parameter with no elements, which has nothing to write.
 class WithEmptyParameter : public TwoLayer {
@@ -89,14 +91,6 @@ class TrainerResumeTest : public ::testing::Test {
         all[e.path().string()] = std::string(std::istreambuf_iterator<char>(f), {});
       }
     return all;
-  }
-  std::string error_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
   }
 
   std::string out_;
