@@ -21,6 +21,8 @@
 # inside host 1 (so its ranks start locally, the others through the agent),
 # with the job's environment. Exit status: the command's; 77 (ctest's skip)
 # when this machine does not permit network namespaces, said in one line.
+# Runs on one machine take turns (a lock in $TMPDIR or /tmp): a second waits,
+# saying so, until the first has ended.
 set -euo pipefail
 
 usage() {
@@ -82,6 +84,17 @@ if [ "$(id -u)" != 0 ] || ! ip netns add "artel-probe-$$" 2>/dev/null; then
   exit 77
 fi
 ip netns del "artel-probe-$$"
+
+# One cluster at a time on this machine. Two at once (9 ranks on CI's 2
+# cores) now and then left a rank's TCP connect timing out inside OpenMPI
+# ("failed to TCP connect ... Operation now in progress", open-mpi/ompi#11508)
+# and the run hung until its timeout: seen in ctest -j2, where two tests'
+# clusters overlapped. Hosts that share cores measure nothing apart anyway.
+exec {lock}>"${TMPDIR:-/tmp}/artel-cluster.lock"
+if ! flock -n "$lock"; then
+  echo "cluster.sh: waiting for another cluster run on this machine to end" >&2
+  flock "$lock"
+fi
 
 # Namespaces left by a run that was killed outright (SIGKILL skips its teardown): its pid is gone.
 for ns in $(ip netns list | awk '/^artel-[0-9]+-/ {print $1}'); do
@@ -177,4 +190,4 @@ ${pin[@]+"${pin[@]}"} nsenter --net="/run/netns/$tag-h1" unshare --uts sh -c 'ho
   --mca plm rsh --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
   --mca mpi_yield_when_idle 1 --mca mpi_preconnect_mpi 1 \
-  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE -x ARTEL_CLUSTER_CORES $extra "$@"
+  -x ARTEL_CLUSTER_TAG -x ARTEL_CLUSTER_NET -x ARTEL_CLUSTER_RATE -x ARTEL_CLUSTER_CORES $extra "$@" {lock}>&-
