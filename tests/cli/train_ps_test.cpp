@@ -190,6 +190,19 @@ TEST_F(TrainPs, BspResumesExactlyFromTheServersCheckpoints) {
   EXPECT_NE(dead.err.find("parameter server 0 (rank 4)"), std::string::npos) << dead.err;
 }
 
+// A run's config.json trains the same run again (README: `--config run.json`).
+// A parameter-server run recorded ZeRO's data-parallel default, 1, and its
+// own config was then refused as "--zero with --ps-servers".
+TEST_F(TrainPs, ARunsConfigFileRunsItAgain) {
+  const std::string m = std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 1";
+  ok(train(m + out("first")));
+  const nlohmann::json cfg = nlohmann::json::parse(slurp(dir_ / "first" / "config.json"));
+  EXPECT_EQ(cfg["zero"], 0);  // the servers shard the optimizer state, not ZeRO
+  ok(train("--config " + (dir_ / "first" / "config.json").string() + " --nproc 2" + out("again")));  // a launch flag
+  EXPECT_EQ(max_weight_diff("first", "again"), 0.0);
+  ok(train(m + " --zero 0" + out("zero0")));  // asking for no ZeRO stage is no conflict
+}
+
 TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
   const std::string m = std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 1";
   auto refused = [&](const std::string& args, const std::string& env, const std::string& says) {
@@ -202,7 +215,7 @@ TEST_F(TrainPs, SettingsItCannotHonourAreRefusedInOneLine) {
   };
   refused("--staleness soon", "", "--staleness 'soon' is not a clock count");
   refused("--staleness -2", "", "--staleness '-2' is not a clock count");
-  refused("--zero 2", "", "--zero with --ps-servers");
+  refused("--zero 2", "", "--zero 2 with --ps-servers");
   refused("--micro-batches 2 --batch-size 4", "", "--ps-servers with --tp / --pp / --micro-batches");
   refused("", "ARTEL_TEST_SLOW=fast", "ARTEL_TEST_SLOW='fast' is malformed");  // said by every worker
   refused("", "ARTEL_TEST_SLOW=turns:0.5", "ARTEL_TEST_SLOW='turns:0.5' is malformed");

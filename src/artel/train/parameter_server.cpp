@@ -42,8 +42,9 @@ void check_parameter_server(const TrainConfig& cfg) {
   if (cfg.model_parallel())
     throw Error("--ps-servers with --tp / --pp / --micro-batches: a parameter server's workers each run the whole model",
                 "use --accum for micro-steps, or drop --ps-servers for a model-parallel mesh");
-  if (cfg.was_given("zero"))
-    throw Error("--zero with --ps-servers: the servers already hold the optimizer state, sharded over them",
+  if (cfg.was_given("zero") && cfg.zero != 0)  // 0, as a parameter-server run's config.json records it
+    throw Error(detail::concat("--zero ", cfg.zero,
+                               " with --ps-servers: the servers already hold the optimizer state, sharded over them"),
                 "drop --zero");
 }
 

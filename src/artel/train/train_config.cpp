@@ -423,6 +423,10 @@ TrainConfig resolve_config(const ConfigSources& src) {
   }
   ARTEL_CHECK(!(steps_set && epochs_set && cfg.epochs > 0), "both steps (", cfg.steps, ") and epochs (", cfg.epochs,
               ") are set; give one of them");
+  // Parameter servers shard the optimizer state themselves: no ZeRO stage
+  // among the workers, and the run's config.json says so (it recorded the
+  // data-parallel default, 1, which `--config` of that file then refused).
+  if (cfg.ps_servers > 0 && !cfg.was_given("zero")) cfg.zero = 0;
   cfg.validate();
   return cfg;
 }
