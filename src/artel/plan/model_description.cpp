@@ -46,7 +46,7 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
   check_json_keys(j, {"name", "description", "source", "layers"}, origin, kFormat);
   ModelDescription m;
   m.name = json_string_or(j, "name", "model", origin);
-  for (const char* prose : {"description", "source"}) json_string_or(j, prose, "", origin);
+  for (const char* prose : {"description", "source"}) json_string_or(j, prose, "", origin);  // read by people only, but strings
   for (size_t i = 0; i < j["layers"].size(); ++i) {
     const nlohmann::json& l = j["layers"][i];
     const std::string where = detail::concat(origin, ": layers[", i, "]");
