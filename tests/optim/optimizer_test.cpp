@@ -14,11 +14,13 @@
 #include "artel/optim/adamw.h"
 #include "artel/optim/clip.h"
 #include "artel/optim/sgd.h"
+#include "error_of.h"
 
 namespace artel::optim {
 namespace {
 
 using ::testing::HasSubstr;
+using test_support::error_of;
 using Steps = std::vector<std::vector<float>>;
 
 const Steps kGrads = {{0.5f, -0.25f, 1.0f, 0.0f}, {-0.25f, 0.5f, 0.1f, 2.0f}, {0.3f, 0.3f, -1.0f, -0.5f}};
@@ -148,6 +150,40 @@ TEST(Optimizer, SkipsParametersWithoutGradient) {
   EXPECT_FALSE(opt.state_dict().count("exp_avg.b"));
   opt.zero_grad();
   EXPECT_FALSE(a.grad().defined());
+}
+
+// A sharded wrapper updates bucket by bucket and starts each bucket's gather
+// once it is done: in any order of batches the update is the step's, each
+// batch is done before `done` names it, and a list that leaves a parameter
+// out or names one twice is refused.
+TEST(Optimizer, AStepInBatchesIsTheStepDoneBatchByBatch) {
+  Variable a = make_param(), b = make_param(), c = make_param(), a2 = make_param(), b2 = make_param(),
+           c2 = make_param();
+  auto groups = [](Variable& x, Variable& y, Variable& z) {
+    return std::vector<ParamGroup>{{{{"c", z}}, 0.1f, 0.1f}, {{{"a", x}, {"b", y}}, 0.1f, 0}};
+  };
+  AdamW batched(groups(a, b, c)), whole(groups(a2, b2, c2));
+  for (AdamW* opt : {&batched, &whole}) opt->shard({{"a", {0, 4}}, {"b", {0, 0}}, {"c", {1, 3}}});
+  for (size_t s = 0; s < kGrads.size(); ++s) {
+    for (Variable* v : {&a, &b, &c, &a2, &b2, &c2}) v->set_grad(Tensor::from_vector(kGrads[s], {2, 2}));
+    std::vector<size_t> done;
+    const std::vector<float> a_before = a.value().to_vector(), c_before = c.value().to_vector();
+    batched.step(0.5f, {{"b", "a"}, {"c"}}, [&](size_t batch) {
+      done.push_back(batch);
+      if (batch == 0) {
+        EXPECT_NE(a.value().to_vector(), a_before) << "batch 0 named before its update";
+        EXPECT_EQ(c.value().to_vector(), c_before) << "batch 1 updated before batch 0 was named";
+      }
+    });
+    whole.step(0.5f);
+    EXPECT_EQ(done, (std::vector<size_t>{0, 1}));
+    EXPECT_EQ(a.value().to_vector(), a2.value().to_vector());
+    EXPECT_EQ(c.value().to_vector(), c2.value().to_vector());
+  }
+  auto none = [](size_t) {};
+  EXPECT_THAT(error_of([&] { batched.step(1.0f, {{"a", "b"}}, none); }), HasSubstr("leaves out 'c'"));
+  EXPECT_THAT(error_of([&] { batched.step(1.0f, {{"a", "b", "c"}, {"a"}}, none); }), HasSubstr("names 'a' twice"));
+  EXPECT_THAT(error_of([&] { batched.step(1.0f, {{"a", "b", "c", "d"}}, none); }), HasSubstr("'d', which it does not"));
 }
 
 TEST(Optimizer, StateRoundTripContinuesExactly) {

@@ -4,6 +4,8 @@
 // is exposed even when the whole reduction is shorter than backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "artel/models/model.h"
 #include "artel/parallel/model_shard.h"
 #include "artel/plan/collective_cost.h"
@@ -108,6 +110,34 @@ TEST(DataParallelOverlap, ZeroOneWithPowerSgdStillGathersTheWholeWeights) {
   const Prediction p = predict(model, c, l, overlap_workload(true));
   const double weights = total_parameters(kWideVocabulary) * overlap_workload(true).state.weight;
   EXPECT_GE(p.time.data_parallel, all_gather_seconds(c, place_group(c, 2, 1, Route::hierarchical), weights));
+}
+
+// ZeRO-1 gathers each bucket's updated weights as the update finishes it.
+// On a CPU host with a core to spare for the progress thread the gathers run
+// beside the update, so only what outlasts it is exposed; on one whose
+// workers fill every core they follow it. 2 workers of 1 thread run at the
+// same speed on 2 cores as on 16, so the two differ by that overlap alone.
+TEST(DataParallelOverlap, ZeroOneGathersOverlapTheUpdateOnlyWithACoreToSpare) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  Workload w = overlap_workload(false);
+  w.threads = 1;
+  const Layout l{.dp = 2, .zero = 1};
+  auto on_cores = [&](double cores) {
+    Cluster c = test_cluster(64e9, 1, 2);
+    c.cores_per_host = {cores, "test"};
+    return c;
+  };
+  const Cluster full = on_cores(2), spare = on_cores(16);
+  EXPECT_FALSE(spare_core(full, 1));
+  EXPECT_TRUE(spare_core(spare, 1));
+  EXPECT_FALSE(spare_core(spare, 0));  // --nproc's threads take every core
+  const Prediction after = predict(model, full, l, w), beside = predict(model, spare, l, w);
+  ASSERT_EQ(after.time.optimizer, beside.time.optimizer);
+  const double gathers = all_gather_seconds(full, place_group(full, 2, 1, Route::hierarchical),
+                                            total_parameters(kWideVocabulary) * w.state.weight);
+  const double hidden = std::min(gathers, after.time.optimizer);
+  EXPECT_GT(hidden, 0);
+  EXPECT_NEAR(after.time.data_parallel - beside.time.data_parallel, hidden, 1e-9 + 1e-6 * hidden);
 }
 
 // A bf16 wire halves the bytes but converts on the cores backward computes

@@ -55,22 +55,48 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::vector<std::string> bu
 void Optimizer::step(float grad_scale) {
   if (step_check_) step_check_();
   autograd::NoGradGuard no_grad;
-  for (Slot& s : slots_) {
-    const Tensor& grad = s.grad.defined() ? s.grad : s.param.grad();
-    if (!grad.defined()) continue;
-    const bool whole = !s.grad.defined();
-    ARTEL_CHECK(!whole || (grad.numel() == s.param.numel() && grad.dtype() == DType::f32), "optimizer: gradient of '",
-                s.name, "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
-    ++s.steps;
-    if (s.owned.size() == 0) continue;  // another rank's: no state here
-    bool first = s.buffers.empty();
-    if (first) {
-      AllocationPurpose purpose("the optimizer state");
-      for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
+  for (Slot& s : slots_) update_slot(s, grad_scale);
+}
+
+void Optimizer::step(float grad_scale, const std::vector<std::vector<std::string>>& batches,
+                     const std::function<void(size_t batch)>& done) {
+  std::map<std::string, size_t> slot_named;
+  for (size_t i = 0; i < slots_.size(); ++i) slot_named[slots_[i].name] = i;
+  std::vector<std::vector<size_t>> order(batches.size());
+  std::vector<bool> named(slots_.size(), false);
+  for (size_t b = 0; b < batches.size(); ++b)
+    for (const std::string& name : batches[b]) {
+      const auto it = slot_named.find(name);
+      ARTEL_CHECK(it != slot_named.end(), "optimizer: step() in batches names '", name, "', which it does not update");
+      ARTEL_CHECK(!named[it->second], "optimizer: step() in batches names '", name, "' twice");
+      named[it->second] = true;
+      order[b].push_back(it->second);
     }
-    float* value = s.value.defined() ? s.value.data<float>() : s.param.value().data<float>() + s.owned.begin;
-    update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), grad_scale, first);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    ARTEL_CHECK(named[i], "optimizer: step() in batches leaves out '", slots_[i].name, "'");
+  if (step_check_) step_check_();
+  autograd::NoGradGuard no_grad;
+  for (size_t b = 0; b < order.size(); ++b) {
+    for (size_t i : order[b]) update_slot(slots_[i], grad_scale);
+    done(b);
   }
+}
+
+void Optimizer::update_slot(Slot& s, float grad_scale) {
+  const Tensor& grad = s.grad.defined() ? s.grad : s.param.grad();
+  if (!grad.defined()) return;
+  const bool whole = !s.grad.defined();
+  ARTEL_CHECK(!whole || (grad.numel() == s.param.numel() && grad.dtype() == DType::f32), "optimizer: gradient of '",
+              s.name, "' has shape ", shape_str(grad.shape()), ", parameter has ", shape_str(s.param.shape()));
+  ++s.steps;
+  if (s.owned.size() == 0) return;  // another rank's: no state here
+  bool first = s.buffers.empty();
+  if (first) {
+    AllocationPurpose purpose("the optimizer state");
+    for (size_t k = 0; k < kinds_.size(); ++k) s.buffers.push_back(Tensor::zeros({s.owned.size()}));
+  }
+  float* value = s.value.defined() ? s.value.data<float>() : s.param.value().data<float>() + s.owned.begin;
+  update(s, groups_[s.group], value, grad.data<float>() + (whole ? s.owned.begin : 0), grad_scale, first);
 }
 
 void Optimizer::shard(const std::map<std::string, ElementRange>& owned, const std::map<std::string, Tensor>& values,

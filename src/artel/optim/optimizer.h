@@ -58,6 +58,13 @@ class Optimizer {
   // gradient, which saves clipping's own pass over them (and bit for bit the
   // same as scaling the gradients first).
   void step(float grad_scale = 1.0f);
+  // The same update in `batches`: lists of parameter names that together
+  // name every parameter once, updated batch by batch, calling `done(i)`
+  // once batch i is updated. Each parameter's update is the same in any
+  // order; a sharded wrapper starts a bucket's gather from `done` while the
+  // next buckets update.
+  void step(float grad_scale, const std::vector<std::vector<std::string>>& batches,
+            const std::function<void(size_t batch)>& done);
   void zero_grad();
   void set_lr(float lr);                // every group (what an LR schedule does)
   void set_lr(size_t group, float lr);  // one group
@@ -134,6 +141,8 @@ class Optimizer {
                       bool first) = 0;
 
  private:
+  void update_slot(Slot& s, float grad_scale);
+
   std::vector<ParamGroup> groups_;
   std::vector<std::string> kinds_;
   std::vector<Slot> slots_;

@@ -442,21 +442,52 @@ std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& op
   // their all-reduces could still be writing them: replicas drifted apart.
   ARTEL_CHECK(!backward_since_finish_, "DistributedDataParallel::step() after a backward that finish() has not "
               "averaged yet (hint: call ddp.finish() between backward and step)");
+  // Note [Gathers while the optimizer steps]: sharded, the optimizer updates
+  // bucket by bucket, and each bucket's updated block is all-gathered on the
+  // progress thread while the next buckets update (other memory). GPT-2 124M
+  // on 2 workers (16-core Emerald Rapids) spent 91 ms a step in its 13
+  // gathers after a 67 ms sharded AdamW, one after the other; in the
+  // optimizer's own order (every matrix, then every vector) no bucket was
+  // done before the matrices all were. Smallest buckets first: the gathers
+  // then start early and the largest update overlaps the others' gathers
+  // (Johnson's rule for two stages). The order is the plan's, the same on
+  // every rank, so every rank starts the gathers in the same order.
+  std::vector<size_t> order(plan_.size());
+  std::vector<std::vector<std::string>> batches;
+  if (sharded()) {
+    for (size_t b = 0; b < order.size(); ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return plan_[x].numel < plan_[y].numel; });
+    for (size_t b : order) {
+      batches.emplace_back();
+      for (int i : plan_[b].params) batches.back().push_back(params_[static_cast<size_t>(i)].first);
+    }
+  }
+  auto gather = [&](size_t batch) {
+    const size_t b = order[batch];
+    if (!sharded(b)) return;
+    const optim::ElementRange block = block_of(b);
+    work_[b] = group_.all_gather(weights_[b].slice0(block.begin, block.end), weights_[b]);
+  };
   *stepping_ = true;
   try {
-    opt.step(grad_scale);
+    if (sharded()) opt.step(grad_scale, batches, gather);
+    else opt.step(grad_scale);
   } catch (...) {
     *stepping_ = false;
+    for (comm::WorkPtr& w : work_) {  // the gathers started before the failure: theirs is not the error to report
+      if (!w) continue;
+      try {
+        w->wait();
+      } catch (...) {
+      }
+      w.reset();
+    }
     throw;
   }
   *stepping_ = false;
   if (!sharded()) return {};
   auto start = Clock::now();
-  for (size_t b = 0; b < plan_.size(); ++b) {
-    if (!sharded(b)) continue;
-    const optim::ElementRange block = block_of(b);
-    work_[b] = group_.all_gather(weights_[b].slice0(block.begin, block.end), weights_[b]);
-  }
   for (comm::WorkPtr& w : work_) {
     if (!w) continue;
     w->wait();

@@ -120,6 +120,14 @@ bool time_sliced(const Cluster& c) {
   return c.cores_per_host.value > 0 && c.cores_per_host.value < static_cast<double>(c.per_host());
 }
 
+bool spare_core(const Cluster& c, int64_t threads) {
+  const double cores = c.cores_per_host.value;
+  if (cores <= 0) return false;
+  const double per_host = static_cast<double>(c.per_host());
+  const double t = threads > 0 ? static_cast<double>(threads) : std::max(1.0, std::floor(cores / per_host));
+  return per_host * t < cores;
+}
+
 double streaming_seconds(const Device& device, double bytes) {
   return bytes / (device.memory_bandwidth.value * device.memory_efficiency.value);
 }

@@ -119,6 +119,12 @@ Cluster with_worker_speed(const Cluster& c, double speed);
 // could run, and work it does beside its computation (a collective's
 // copies) lengthens its step (Note [A collective's copies], collective_cost.h).
 bool time_sliced(const Cluster& c);
+// Whether a CPU host leaves a core free of its workers' `threads` (threads
+// 0 as in worker_speed), where their collectives' progress thread runs
+// beside the computation, as comm/progress.h decides: workers × threads <
+// cores. Hosts of whole devices: no (their published runs, DeepSpeed's and
+// Megatron's, gather ZeRO's weights after the update).
+bool spare_core(const Cluster& c, int64_t threads);
 // Seconds to read or write `bytes` once at the device's streaming rate
 // (memory bandwidth × memory efficiency): a memory-bound pass.
 double streaming_seconds(const Device& device, double bytes);

@@ -160,6 +160,12 @@ double bucketed_finish(const StageWork& st, double window, const parallel::Bucke
   return finish;
 }
 
+double optimizer_seconds(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
+  const double updated = st.parameters / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
+  const double bytes = updated * (2 * (w.state.weight + w.state.optimizer) + w.state.gradient);
+  return streaming_seconds(c.device, bytes);
+}
+
 double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
   if (l.dp <= 1 || l.zero > 2 || st.parameters <= 0) return 0;
   const GroupPlacement g = place_group(c, l.dp, l.tp * l.pp,
@@ -175,8 +181,15 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
     return l.zero == 0 ? all_reduce_seconds(links, g, params * first) : reduce_scatter_seconds(links, g, params * first);
   };
   double after_step = 0;
-  // ZeRO 1/2 (with PowerSGD too): the updated shards' weights are all-gathered whole.
-  if (l.zero >= 1) after_step += all_gather_seconds(c, g, st.parameters * w.state.weight);
+  // ZeRO 1/2 (with PowerSGD too): the updated shards' weights are
+  // all-gathered whole, each bucket's as the update finishes it (Note
+  // [Gathers while the optimizer steps], distributed_data_parallel.cpp).
+  // With a core to spare for the progress thread they run beside the
+  // update and only what outlasts it is exposed; without one, after it.
+  if (l.zero >= 1) {
+    const double gathers = all_gather_seconds(c, g, st.parameters * w.state.weight);
+    after_step += spare_core(c, w.threads) ? std::max(0.0, gathers - optimizer_seconds(st, c, l, w)) : gathers;
+  }
   // Compressing runs on the cores (or the stream) backward computes on: never hidden.
   after_step += b.compression_flops / achieved_flops(c.device, Precision::fp32) +
                 streaming_seconds(c.device, b.compression_bytes);
@@ -217,12 +230,6 @@ double tied_embedding_seconds(const std::vector<StageWork>& stages, const ModelD
   const GroupPlacement pair{2, pipeline.crosses_hosts() ? 1 : 2, pipeline.crosses_hosts() ? 2 : 1};
   const double rows = static_cast<double>(model.transformer->vocab) / static_cast<double>(l.tp);
   return all_reduce_seconds(c, pair, rows * static_cast<double>(model.transformer->n_embd) * w.state.gradient);
-}
-
-double optimizer_seconds(const StageWork& st, const Cluster& c, const Layout& l, const Workload& w) {
-  const double updated = st.parameters / (l.zero >= 1 ? static_cast<double>(l.dp) : 1.0);
-  const double bytes = updated * (2 * (w.state.weight + w.state.optimizer) + w.state.gradient);
-  return streaming_seconds(c.device, bytes);
 }
 
 }  // namespace
