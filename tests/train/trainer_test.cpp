@@ -195,6 +195,19 @@ TEST_F(TrainerTest, AModelWithFewerOutputsThanTheDataHasClassesIsNamed) {
     EXPECT_NE(std::string(e.what()).find("the model gives 3 logits a row, but the data has 5 classes"), std::string::npos)
         << e.what();
   }
+  // The mesh (tensor and pipeline parallelism) checks the stage that computes the loss.
+  std::vector<std::string> said(2);
+  comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+    auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+    ModelMesh mesh(c, parallel::make_mesh_groups(world, 1, 1));
+    try {
+      Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(64, 5), quiet(), &mesh).run();
+    } catch (const Error& e) {
+      said[static_cast<size_t>(pg.rank())] = e.what();
+    }
+  });
+  for (const std::string& e : said)
+    EXPECT_NE(e.find("the model gives 3 logits a row, but the data has 5 classes"), std::string::npos) << e;
 }
 
 // A program of the user's own under mpirun reads its flags per rank, as

@@ -193,7 +193,7 @@ double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
     nn::Activations in = shard_->first_stage() ? nn::Activations{Variable(batch.x.slice0(mb * rows, (mb + 1) * rows))} : inputs;
     nn::Activations out = shard_->forward(in);
     if (!shard_->last_stage()) return out;
-    Variable loss = shard_->loss(out.at(0), batch.y.slice0(mb * rows, (mb + 1) * rows));
+    Variable loss = stage_loss(out.at(0), batch.y.slice0(mb * rows, (mb + 1) * rows));
     loss_sum += loss.item();
     return nn::Activations{M == 1 ? loss : autograd::mul(loss, 1.0f / static_cast<float>(M))};
   };
@@ -205,6 +205,11 @@ double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
   stats_.peak_live_micro_batches = std::max(stats_.peak_live_micro_batches, run.peak_live_micro_batches);
   stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak_tensor_bytes() - base);
   return loss_sum / M;
+}
+
+Variable ModelMesh::stage_loss(const Variable& logits, const Tensor& targets) {
+  if (cfg_.tp == 1 || model_->plan().vocab_parallel_logits.empty()) check_logits_cover(logits.value(), classes_);
+  return shard_->loss(logits, targets);
 }
 
 double ModelMesh::sync_gradients() {
@@ -272,7 +277,7 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
       const data::Batch& b = mine[static_cast<size_t>(mb)];
       nn::Activations out = shard_->forward(shard_->first_stage() ? nn::Activations{Variable(b.x)} : inputs);
       if (!shard_->last_stage()) return out;
-      const Variable loss = shard_->loss(out.at(0), b.y);
+      const Variable loss = stage_loss(out.at(0), b.y);
       const auto n = static_cast<double>(b.y.numel());
       sums[0] += static_cast<double>(loss.item()) * n;
       sums[1] += n;
