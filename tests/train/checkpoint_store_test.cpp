@@ -262,6 +262,9 @@ TEST_F(CheckpointStoreTest, AManifestRecordOfTheWrongTypeIsRefusedByName) {
     expect_error([&] { manifest_from_json(j, path); }, {path, why});
   };
   refused([](nlohmann::json& j) { j["layout"]["zero"] = "1"; }, "layout: field \"zero\" is not an integer");
+  refused([](nlohmann::json& j) { j["layout"]["world"] = -1; }, "layout: field \"world\" is out of range");
+  refused([](nlohmann::json& j) { j["layout"]["zero"] = 4; }, "layout: field \"zero\" is out of range");
+  refused([](nlohmann::json& j) { j["layout"]["train_items"] = -5; }, "layout: field \"train_items\" is out of range");
   refused([](nlohmann::json& j) { j["model"]["parameters"] = {1}; }, "model: field \"parameters\" is not an object");
   refused([](nlohmann::json& j) { j["model"]["optimizer"] = {{"name", 5}}; }, "the optimizer's \"name\" is not a string");
   refused([](nlohmann::json& j) { j["model"]["optimizer"] = {{"name", "sgd"}, {"state", {"momentum_buffer", 2}}}; },

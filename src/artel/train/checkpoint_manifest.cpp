@@ -135,6 +135,12 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   check_model_record(path, j["model"]);
   for (const auto& [key, value] : j["layout"].items())
     if (!value.is_number_integer()) checkpoint_corrupt(path, "layout: field \"" + key + "\" is not an integer");
+  // The layout is read for the resume's messages and checks (whose batches
+  // follow: the seed, the data's size): a number no run writes is damage.
+  for (const char* key : {"world", "dp", "pp", "tp", "batch_size", "accum", "micro_batches"})
+    if (j["layout"].contains(key)) get_int(path, j["layout"], key, "layout", 1, kMax);
+  for (const auto& [key, hi] : {std::pair<const char*, int64_t>{"zero", 3}, {"seed", kMax}, {"train_items", kMax}})
+    if (j["layout"].contains(key)) get_int(path, j["layout"], key, "layout", 0, hi);
   m.model = j["model"];
   m.layout = j["layout"];
   for (const char* key : {"dropout", "shards", "tensors"})
