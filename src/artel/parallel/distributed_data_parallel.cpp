@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <utility>
 
 #include "artel/kernels/accumulate.h"
@@ -92,6 +93,16 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     for (int i : kept) b.params.push_back(i), b.offsets.push_back(b.numel), b.numel += params_[static_cast<size_t>(i)].second.numel();
     plan_.push_back(b);
     replicated_.push_back(true);
+  }
+  if (sharded()) {  // the update's batches, smallest bucket first (Note [Gathers while the optimizer steps])
+    update_order_.resize(plan_.size());
+    std::iota(update_order_.begin(), update_order_.end(), size_t{0});
+    std::stable_sort(update_order_.begin(), update_order_.end(),
+                     [&](size_t x, size_t y) { return plan_[x].numel < plan_[y].numel; });
+    for (size_t b : update_order_) {
+      update_batches_.emplace_back();
+      for (int i : plan_[b].params) update_batches_.back().push_back(params_[static_cast<size_t>(i)].first);
+    }
   }
   bucket_of_.assign(params_.size(), -1);
   offset_of_.assign(params_.size(), 0);
@@ -452,26 +463,15 @@ std::chrono::duration<double> DistributedDataParallel::step(optim::Optimizer& op
   // then start early and the largest update overlaps the others' gathers
   // (Johnson's rule for two stages). The order is the plan's, the same on
   // every rank, so every rank starts the gathers in the same order.
-  std::vector<size_t> order(plan_.size());
-  std::vector<std::vector<std::string>> batches;
-  if (sharded()) {
-    for (size_t b = 0; b < order.size(); ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t x, size_t y) { return plan_[x].numel < plan_[y].numel; });
-    for (size_t b : order) {
-      batches.emplace_back();
-      for (int i : plan_[b].params) batches.back().push_back(params_[static_cast<size_t>(i)].first);
-    }
-  }
   auto gather = [&](size_t batch) {
-    const size_t b = order[batch];
+    const size_t b = update_order_[batch];
     if (!sharded(b)) return;
     const optim::ElementRange block = block_of(b);
     work_[b] = group_.all_gather(weights_[b].slice0(block.begin, block.end), weights_[b]);
   };
   *stepping_ = true;
   try {
-    if (sharded()) opt.step(grad_scale, batches, gather);
+    if (sharded()) opt.step(grad_scale, update_batches_, gather);
     else opt.step(grad_scale);
   } catch (...) {
     *stepping_ = false;

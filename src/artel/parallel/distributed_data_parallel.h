@@ -212,6 +212,8 @@ class DistributedDataParallel {
   DdpOptions opts_;
   std::vector<Bucket> plan_;
   std::vector<bool> replicated_;       // per bucket: all-reduced and stepped whole even when sharded
+  std::vector<size_t> update_order_;   // sharded: the buckets in the order the optimizer updates them
+  std::vector<std::vector<std::string>> update_batches_;  // sharded: their parameters' names, in that order
   std::vector<int64_t> padded_;        // per bucket: numel rounded up to equal aligned blocks (sharded)
   std::vector<Tensor> storage_;        // per bucket, registered: this rank's gradients, then their average
                                        // (staged: only while the bucket is being reduced)

@@ -64,7 +64,7 @@ bool ModelMesh::holds_loss() const { return shard_->last_stage() && shard_->tp_r
 nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                      const std::string& init) {
   model_ = &model;
-  classes_ = data.num_classes();
+  data_classes_ = data.num_classes();
   const int P = static_cast<int>(cfg_.pp);
   layers_ = parallel::piece_layers(model);
   stages_ = partition(model, data);
@@ -208,7 +208,7 @@ double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
 }
 
 Variable ModelMesh::stage_loss(const Variable& logits, const Tensor& targets) {
-  if (cfg_.tp == 1 || model_->plan().vocab_parallel_logits.empty()) check_logits_cover(logits.value(), classes_);
+  if (cfg_.tp == 1 || model_->plan().vocab_parallel_logits.empty()) check_logits_cover(logits.value(), data_classes_);
   return shard_->loss(logits, targets);
 }
 
@@ -382,7 +382,7 @@ std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
     return out;
   };
   executor_->run(parallel::forward_only(1, static_cast<int>(cfg_.pp), groups_.coord.pp), fns);
-  const int64_t vocab = classes_;
+  const int64_t vocab = data_classes_;
   Tensor t = Tensor::zeros({vocab});
   if (holds_loss() && groups_.coord.dp == 0) std::copy(row.begin(), row.end(), t.data<float>());
   groups_.world->all_reduce(t)->wait();

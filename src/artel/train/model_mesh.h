@@ -121,7 +121,6 @@ class ModelMesh : public Strategy {
   std::vector<parallel::PieceRange> stages_;
   std::vector<bool> layers_;                // per piece: a layer (nn::Piece::layer)
   std::vector<double> measured_;            // --stage-layers cost: ms per piece the split was balanced by
-  int64_t classes_ = 0;                     // of the data: a logits row's length
   parallel::ScheduleKind schedule_;
   std::unique_ptr<parallel::ModelShard> shard_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;
