@@ -1,6 +1,9 @@
 // embedding (gather / scatter-add, tied weights) and dropout (mask from the Rng).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "artel/autograd/ops.h"
 #include "gradcheck.h"
 
@@ -96,6 +99,50 @@ TEST(Dropout, IdentityWhenNotTrainingOrZero) {
   EXPECT_EQ(dropout(x, 0.0f, true, rng).impl(), x.impl());
   EXPECT_EQ(rng.state().counter, 0u);  // drew nothing
   EXPECT_THROW(dropout(x, 1.5f, true, rng), Error);
+}
+
+// Note [Row gradients]: a table tied to a head, with a row sink, gets the
+// head's gradient in grad() and is final before the lookup runs its
+// backward; the lookup's rows go to the sink, and the two add up to the
+// gradient without a sink. An untied table's rows stay its gradient.
+TEST(Embedding, ATiedTablesLookupRowsGoToItsSinkAfterItsDenseGradientIsFinal) {
+  const Tensor w = random_tensor({5, 3}, 3), x = random_tensor({4, 3}, 4);
+  const Tensor id = ids({4, 0, 4, 2}, {2, 2});
+  auto tied_loss = [&](Variable& table) {
+    Variable h = tanh(add(embedding(table, id), Variable(x.view({2, 2, 3}))));
+    Variable logits = linear(h, table, Variable());  // the head: (2, 2, 5)
+    return mean(mul(logits, logits));
+  };
+  Variable whole(w.clone(), true);
+  tied_loss(whole).backward();
+
+  Variable apart(w.clone(), true);
+  std::vector<std::string> events;
+  std::vector<int64_t> rows;
+  std::vector<float> values;
+  apart.add_grad_ready_hook([&](Variable&) { events.push_back("ready"); });
+  apart.set_row_gradient_sink([&](const RowGradient& r) {
+    events.push_back("rows");
+    EXPECT_EQ(r.first_row, 0);
+    EXPECT_EQ(r.grad.shape(), (Shape{2, 2, 3}));
+    for (int64_t k = 0; k < r.ids.numel(); ++k) rows.push_back(r.ids.data<int64_t>()[k]);
+    values.insert(values.end(), r.grad.data<float>(), r.grad.data<float>() + r.grad.numel());
+  });
+  tied_loss(apart).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"ready", "rows"}));
+  ASSERT_EQ(rows, (std::vector<int64_t>{4, 0, 4, 2}));
+  std::vector<float> both = apart.grad().to_vector();
+  for (size_t k = 0; k < rows.size(); ++k)
+    for (size_t c = 0; c < 3; ++c) both[static_cast<size_t>(rows[k]) * 3 + c] += values[k * 3 + c];
+  const std::vector<float> want = whole.grad().to_vector();
+  for (size_t e = 0; e < want.size(); ++e) EXPECT_NEAR(both[e], want[e], 1e-6f) << e;
+
+  Variable untied(w.clone(), true);
+  bool sunk = false;
+  untied.set_row_gradient_sink([&](const RowGradient&) { sunk = true; });
+  sum(embedding(untied, id)).backward();
+  EXPECT_FALSE(sunk);
+  EXPECT_EQ(untied.grad().data<float>()[4 * 3], 2.0f);  // id 4 looked up twice
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ void accumulate(Tensor& into, bool& owned, const Tensor& g) {
 // restored around each node, since a checkpoint's backward runs an inner one.
 thread_local const std::vector<const void*>* offered_sums = nullptr;
 
+// The row sink of the table whose rows the node running on this thread
+// hands over (Note [Row gradients]); saved and restored like offered_sums.
+thread_local const RowGradientSink* current_row_sink = nullptr;
+
 bool offered_as_sum(const Tensor& t) {
   if (!offered_sums || !t.defined()) return false;
   for (const void* p : *offered_sums)
@@ -58,11 +62,12 @@ bool offered_as_sum(const Tensor& t) {
 //    may add its product onto it (Note [Adding a product onto a gradient]);
 //  - else its destination, if it has one (Note [Gradient destinations]),
 //    zeroed for a node that adds into its slots.
-void offer_slots(const Node& node, std::vector<Tensor>& grads, std::vector<const void*>& sums) {
+// A table whose rows go apart (`apart`, Note [Row gradients]) is offered nothing.
+void offer_slots(const Node& node, int apart, std::vector<Tensor>& grads, std::vector<const void*>& sums) {
   const auto& inputs = node.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Variable& in = inputs[i];
-    if (!needs_grad(in) || !in.is_leaf()) continue;
+    if (!needs_grad(in) || !in.is_leaf() || static_cast<int>(i) == apart) continue;
     VariableImpl* leaf = in.impl();
     bool twice = false;
     for (size_t j = 0; j < inputs.size(); ++j) twice |= j != i && inputs[j].defined() && inputs[j].impl() == leaf;
@@ -79,12 +84,15 @@ void offer_slots(const Node& node, std::vector<Tensor>& grads, std::vector<const
 }
 
 // Runs one node's backward with its offered sums visible to grad_sum_buffer.
-void run_backward(const Node& node, const Tensor& g, std::vector<Tensor>& grads, const std::vector<const void*>& sums) {
+void run_backward(const Node& node, const Tensor& g, std::vector<Tensor>& grads, const std::vector<const void*>& sums,
+                  const RowGradientSink* rows) {
   struct Offered {
     const std::vector<const void*>* outer = offered_sums;
-    ~Offered() { offered_sums = outer; }  // also when the backward throws
+    const RowGradientSink* outer_rows = current_row_sink;
+    ~Offered() { offered_sums = outer, current_row_sink = outer_rows; }  // also when the backward throws
   } scope;
   offered_sums = &sums;
+  current_row_sink = rows;
   node.backward(g, grads);
 }
 
@@ -126,10 +134,21 @@ void Variable::backward(const Tensor& grad_output) const {
   std::vector<Node*> order = topological_order(grad_fn().get());
 
   // How many edges lead into each leaf: its gradient is final when all arrived.
-  std::unordered_map<VariableImpl*, int> pending;
+  // Note [Row gradients]: a lookup's edge into a table with a row sink is
+  // counted apart; where the table has dense edges too, its rows go to the
+  // sink and it is final when the dense edges are in.
+  std::unordered_map<VariableImpl*, int> pending, lookups;
   for (Node* n : order)
-    for (const Variable& in : n->inputs())
-      if (needs_grad(in) && in.is_leaf()) ++pending[in.impl()];
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const Variable& in = n->inputs()[i];
+      if (!needs_grad(in) || !in.is_leaf()) continue;
+      const bool lookup = n->row_gradient_input() == static_cast<int>(i) && in.impl()->row_sink;
+      ++(lookup ? lookups : pending)[in.impl()];
+    }
+  std::unordered_set<VariableImpl*> rows_apart;
+  for (auto [leaf, edges] : lookups)
+    if (pending.count(leaf)) rows_apart.insert(leaf);
+    else pending[leaf] = edges;  // an untied table: its rows are its gradient
 
   std::unordered_map<Node*, Slot> slots;
   slots[order.front()] = {grad_output, false};
@@ -141,13 +160,19 @@ void Variable::backward(const Tensor& grad_output) const {
     slots.erase(it);
     grads.assign(node->inputs().size(), Tensor());
     sums.clear();
+    const int table = node->row_gradient_input();
+    const int apart = table >= 0 && rows_apart.count(node->inputs()[static_cast<size_t>(table)].impl()) ? table : -1;
     if (g.defined()) {
-      offer_slots(*node, grads, sums);
-      run_backward(*node, g, grads, sums);
+      offer_slots(*node, apart, grads, sums);
+      run_backward(*node, g, grads, sums, apart >= 0 ? &node->inputs()[static_cast<size_t>(apart)].impl()->row_sink : nullptr);
     }
     for (size_t i = 0; i < grads.size(); ++i) {
       const Variable& in = node->inputs()[i];
       if (!needs_grad(in)) continue;
+      if (static_cast<int>(i) == apart) {
+        ARTEL_CHECK(!grads[i].defined(), "backward: ", node->name(), " gave its table a dense gradient as well as its rows");
+        continue;
+      }
       if (!in.is_leaf()) {
         if (grads[i].defined()) {
           Slot& s = slots[in.grad_fn().get()];
@@ -172,6 +197,8 @@ void Variable::backward(const Tensor& grad_output) const {
     }
   }
 }
+
+const RowGradientSink* row_gradient_sink() { return current_row_sink; }
 
 Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape) {
   Tensor& t = grad_inputs[i];

@@ -22,6 +22,7 @@ Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows
     kernels::embedding_forward(n, C, p, first, V, w.data<float>(), y.data<float>());
   });
   Variable out_v = make_result(y, {weight}, "embedding", [ids, n, V, C, first](const Tensor& g, std::vector<Tensor>& gi) {
+    if (const RowGradientSink* sink = row_gradient_sink()) return (*sink)({ids, first, g});  // Note [Row gradients]
     // Rows scattered into the table's gradient so far when the engine offers
     // it (a table tied to the head), else into zeros.
     const bool onto = gi[0].defined();
@@ -30,7 +31,10 @@ Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows
       kernels::embedding_backward(n, V, C, p, first, g.data<float>(), gi[0].data<float>(), onto);
     });
   });
-  if (out_v.grad_fn()) out_v.grad_fn()->set_adds_into_gradients();
+  if (out_v.grad_fn()) {
+    out_v.grad_fn()->set_adds_into_gradients();
+    out_v.grad_fn()->set_row_gradient_input(0);
+  }
   return out_v;
 }
 

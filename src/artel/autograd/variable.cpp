@@ -49,6 +49,11 @@ void Variable::set_grad_destination(Tensor destination) {
   impl_->grad_destination = std::move(destination);
 }
 
+void Variable::set_row_gradient_sink(RowGradientSink sink) {
+  ARTEL_CHECK(!sink || (is_leaf() && requires_grad()), "set_row_gradient_sink: needs a leaf that requires grad");
+  impl_->row_sink = std::move(sink);
+}
+
 Tensor reusable_grad(const Tensor& grad_output) {
   if (grad_output.storage().use_count() == 1) return grad_output;
   return Tensor::empty(grad_output.shape());

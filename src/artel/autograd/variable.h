@@ -27,6 +27,23 @@ class Variable;
 
 using GradReadyHook = std::function<void(Variable&)>;
 
+// Note [Row gradients]: a lookup's gradient for its table touches only the
+// rows it read. A leaf with a row sink (set_row_gradient_sink) that also
+// gets dense gradients in the same backward (a table tied to a language
+// model's head) gets the lookup's part apart: the engine hands the sink
+// `ids` and the gradient of each looked-up row, instead of adding them into
+// grad(), and the leaf's grad-ready hooks fire once its dense part is final.
+// The head's backward runs first and the lookup's last, so data parallelism
+// can reduce the table's dense gradient while the rest of backward runs and
+// only the rows at its end. Without dense gradients (an untied table) the
+// rows go into grad() as usual.
+struct RowGradient {
+  const Tensor& ids;    // the ids looked up, any shape
+  int64_t first_row;    // the id of the table's first row (a vocabulary-parallel shard's)
+  const Tensor& grad;   // (ids..., C): the gradient of each looked-up row
+};
+using RowGradientSink = std::function<void(const RowGradient&)>;
+
 struct VariableImpl {
   Tensor value;
   Tensor grad;                 // undefined until the first backward reaches it
@@ -36,6 +53,7 @@ struct VariableImpl {
   std::vector<std::pair<uint64_t, GradReadyHook>> hooks;  // (handle, hook)
   Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
   Tensor rounded;              // op results: the value rounded to bf16, when its op made it (Note [Rounded values])
+  RowGradientSink row_sink;    // leaves: where a lookup's rows go apart (Note [Row gradients]); empty: none
 };
 
 class Variable {
@@ -75,6 +93,10 @@ class Variable {
   // gradient_as_bucket_view). Ops opt in per input (grad_output_buffer in
   // ops.h); for the others the engine falls back to its usual tensors.
   void set_grad_destination(Tensor destination);
+
+  // Note [Row gradients]: where this leaf's lookups put their rows when it
+  // also gets dense gradients; an empty function clears it.
+  void set_row_gradient_sink(RowGradientSink sink);
 
   // Backpropagates from this scalar (seed 1) or with the given output gradient.
   void backward() const;
@@ -116,6 +138,10 @@ class Node {
   // destinations]) is offered its destination zeroed: the sum lands in place.
   void set_adds_into_gradients() { adds_into_ = true; }
   bool adds_into_gradients() const { return adds_into_; }
+  // Note [Row gradients]: input i is a table this op reads rows of; its
+  // backward hands them to row_gradient_sink() when that is set.
+  void set_row_gradient_input(int i) { row_input_ = i; }
+  int row_gradient_input() const { return row_input_; }
   // Fills grad_inputs[i] for every input that needs a gradient; leaves the
   // others undefined. grad_inputs[i] arrives undefined, or holding a leaf's
   // gradient destination, which the op may write into (grad_output_buffer),
@@ -129,6 +155,7 @@ class Node {
   std::vector<Variable> inputs_;
   BackwardFn backward_;
   bool adds_into_ = false;
+  int row_input_ = -1;
 };
 
 // For op authors: wraps `value` as the op's result. When grad mode is on and an
@@ -152,6 +179,11 @@ Tensor& grad_output_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Sha
 // beta · buffer + its gradient. grad_output_buffer never hands out a sum so
 // far, so ops that only write are unaffected.
 Tensor& grad_sum_buffer(std::vector<Tensor>& grad_inputs, size_t i, const Shape& shape, float& beta);
+
+// For backward functions of ops that read rows of a table (Note [Row
+// gradients]): the sink of the table's rows when the engine keeps them
+// apart in this backward, else null (add them into the table's gradient).
+const RowGradientSink* row_gradient_sink();
 
 // For backward functions: grad_output itself when the engine holds the only
 // reference to its storage (nobody else can see it), so an elementwise op may

@@ -78,15 +78,22 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
                                                  const DdpOptions& opts)
     : params_(std::move(params)), group_(group), opts_(opts) {
   check_parameters();
-  // Replicated parameters of a sharded step go into one bucket of their own, last.
+  // Replicated parameters of a sharded step go into one bucket of their own,
+  // last; before it, each table whose rows go apart (Note [Tables apart]).
+  const bool apart = opts_.tables && !opts_.shard_gradients && !opts_.powersgd;
   std::vector<int> planned, kept;
-  for (size_t i = 0; i < params_.size(); ++i)
-    (sharded() && opts_.replicate && opts_.replicate(params_[i].first) ? kept : planned).push_back(static_cast<int>(i));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    if (sharded() && opts_.replicate && opts_.replicate(name)) kept.push_back(static_cast<int>(i));
+    else if (apart && opts_.tables(name) && params_[i].second.numel() * 4 >= opts_.buckets.bucket_bytes) tables_.push_back(i);
+    else planned.push_back(static_cast<int>(i));
+  }
   std::vector<int64_t> numels;
   for (int i : planned) numels.push_back(params_[static_cast<size_t>(i)].second.numel());
   plan_ = plan_buckets(numels, opts_.buckets);
   for (Bucket& b : plan_)
     for (int& i : b.params) i = planned[static_cast<size_t>(i)];
+  for (size_t i : tables_) plan_.push_back({.params = {static_cast<int>(i)}, .offsets = {0}, .numel = params_[i].second.numel()});
   replicated_.assign(plan_.size(), false);
   if (!kept.empty()) {
     Bucket b;
@@ -150,6 +157,8 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   }
   arrived_.assign(params_.size(), false);
   for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
+  launch_order_.resize(plan_.size());
+  std::iota(launch_order_.begin(), launch_order_.end(), size_t{0});
 
   broadcast_weights();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -157,6 +166,8 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     hooks_.push_back(params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); }));
     if (!staged(static_cast<size_t>(bucket_of_[i]))) params_[i].second.set_grad_destination(slice_of(storage_, i));
   }
+  rows_.resize(tables_.size());
+  keep_rows_apart(true);
 }
 
 // What the buckets assume of the parameters, checked before any is copied:
@@ -180,6 +191,7 @@ DistributedDataParallel::~DistributedDataParallel() {
     autograd::Variable& p = params_[i].second;
     if (i < hooks_.size()) p.remove_grad_ready_hook(hooks_[i]);  // it points at this DDP
     p.set_grad_destination(Tensor());
+    p.set_row_gradient_sink(nullptr);  // so does a table's sink
     // The registered buffers go back to the group, which may hand them out again.
     if (sharded(static_cast<size_t>(bucket_of_[i]))) p.value() = p.value().clone();
   }
@@ -264,9 +276,14 @@ void DistributedDataParallel::on_grad_ready(int param) {
   float* slot = staging_slot(i);
   if (p.grad().raw() != slot) std::memcpy(slot, p.grad().raw(), p.grad().nbytes());  // else written in place by backward
   if (staged(b)) p.zero_grad();  // Note [Sharded gradients]: the whole gradient is not kept
-  arrived_[i] = true;
-  --pending_[b];
+  arrive(i);
   launch_ready_buckets();
+}
+
+void DistributedDataParallel::arrive(size_t param) {
+  arrived_[param] = true;
+  const size_t b = static_cast<size_t>(bucket_of_[param]);
+  if (--pending_[b] == 0 && !order_learned_) ready_seen_.push_back(b);
 }
 
 float* DistributedDataParallel::staging_slot(size_t param) {
@@ -343,8 +360,8 @@ Tensor DistributedDataParallel::on_the_wire(size_t b) {
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
-  while (next_launch_ < static_cast<int>(plan_.size()) && pending_[static_cast<size_t>(next_launch_)] == 0) {
-    size_t b = static_cast<size_t>(next_launch_++);
+  while (next_launch_ < static_cast<int>(plan_.size()) && pending_[launch_order_[static_cast<size_t>(next_launch_)]] == 0) {
+    const size_t b = launch_order_[static_cast<size_t>(next_launch_++)];
     if (compresses(b)) {  // the whole averaged gradient comes back on every rank, sharded step or not
       work_[b] = powersgd_[b]->begin(storage_[b].data<float>());
       powersgd_phase_[b] = 1;
@@ -376,8 +393,7 @@ void DistributedDataParallel::complete_arrivals() {
                 "' received no gradient in this step, so its all-reduce would never start",
                 " (hint: make it take part in the loss, or allow unused parameters)");
     std::memset(staging_slot(i), 0, params_[i].second.value().nbytes());
-    arrived_[i] = true;
-    --pending_[static_cast<size_t>(bucket_of_[i])];
+    arrive(i);
   }
   launch_ready_buckets();
   for (size_t b = 0; b < plan_.size(); ++b) pending_[b] = static_cast<int>(plan_[b].params.size());
@@ -410,7 +426,105 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
       params_[static_cast<size_t>(param)].second.set_grad(slice_of(storage_, static_cast<size_t>(param)));
     }
   }
+  add_rows();
+  if (!order_learned_) learn_launch_order();
   return Clock::now() - start;
+}
+
+void DistributedDataParallel::learn_launch_order() {
+  order_learned_ = true;
+  const int64_t n = static_cast<int64_t>(plan_.size());
+  if (n == 0) return;
+  // Every bucket became ready once in the first step (complete_arrivals fills
+  // in the unused), so its first n entries hold each bucket once.
+  ARTEL_CHECK(static_cast<int64_t>(ready_seen_.size()) >= n, "DistributedDataParallel: ", ready_seen_.size(),
+              " of ", n, " buckets became ready in the first step");
+  Tensor order = Tensor::empty({n}, DType::i64);
+  for (int64_t k = 0; k < n; ++k) order.data<int64_t>()[k] = static_cast<int64_t>(ready_seen_[static_cast<size_t>(k)]);
+  group_.broadcast(order, {.root = 0})->wait();  // one order on every rank, or their collectives would pair wrongly
+  for (int64_t k = 0; k < n; ++k) launch_order_[static_cast<size_t>(k)] = static_cast<size_t>(order.data<int64_t>()[k]);
+  ready_seen_ = {};
+}
+
+// Note [Tables apart]
+// A table tied to a language model's head (GPT-2's wte: 38.6 M of its 124 M
+// parameters) gets two gradients in a backward: the head's, dense and first,
+// and the lookup's, a few rows and last. Summed in one tensor, the table's
+// bucket could start only when backward ended, and its 154 MB reduction was
+// all exposed: 31 ms a step on shared memory (16-core Emerald Rapids), about
+// 1.2 s over a 1 Gbit/s link. Instead the table is a bucket of its own with a
+// row sink (autograd's Note [Row gradients]): the bucket holds the dense
+// gradient and starts as soon as the head's backward is done, and the
+// lookup's rows (4 x 256 tokens: 1024 rows of 768, 3 MiB a rank) wait aside.
+// finish() all-gathers every rank's rows and adds each, divided by the ranks,
+// into the averaged table (in a sharded step: the part in this rank's block),
+// rank by rank in one order: what the dense average would hold, up to float
+// rounding, and the same bits at every ZeRO stage. Where N ranks' rows
+// outnumber the table's (N x rows > V) the gather moves more than the dense
+// reduction would; GPT-2's 50,304 rows leave that to N > 49 at 1024 tokens.
+// From the second step the bucket starts first (launch_order()). Only a
+// table of a bucket's size or more is kept so: a smaller one would cost its
+// own collectives every step to start a reduction that hides little.
+void DistributedDataParallel::keep_rows_apart(bool on) {
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    autograd::RowGradientSink sink;
+    if (on) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
+    params_[tables_[t]].second.set_row_gradient_sink(std::move(sink));
+  }
+}
+
+void DistributedDataParallel::take_rows(size_t table, const autograd::RowGradient& r) {
+  const autograd::Variable& p = params_[tables_[table]].second;
+  const int64_t rows = p.size(0), width = rows ? p.numel() / rows : 0;
+  Rows& kept = rows_[table];
+  const float* g = r.grad.data<float>();
+  auto take = [&](const auto* ids) {
+    for (int64_t k = 0; k < r.ids.numel(); ++k) {
+      const int64_t row = static_cast<int64_t>(ids[k]) - r.first_row;
+      if (row < 0 || row >= rows) continue;  // a row of another shard of the table (vocabulary-parallel)
+      kept.rows.push_back(row);
+      kept.values.insert(kept.values.end(), g + k * width, g + (k + 1) * width);
+    }
+  };
+  if (r.ids.dtype() == DType::i64) take(r.ids.data<int64_t>());
+  else take(r.ids.data<int32_t>());
+}
+
+void DistributedDataParallel::add_rows() {
+  if (tables_.empty()) return;
+  const int64_t ranks = group_.size(), count = static_cast<int64_t>(tables_.size());
+  Tensor mine = Tensor::empty({count}, DType::i64), counts = Tensor::empty({ranks * count}, DType::i64);
+  for (int64_t t = 0; t < count; ++t) mine.data<int64_t>()[t] = static_cast<int64_t>(rows_[static_cast<size_t>(t)].rows.size());
+  group_.all_gather(mine, counts)->wait();
+  const int64_t* counted = counts.data<int64_t>();
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t most = 0;
+    for (int64_t r = 0; r < ranks; ++r) most = std::max(most, counted[r * count + t]);
+    Rows& kept = rows_[static_cast<size_t>(t)];
+    if (most == 0) continue;
+    const size_t param = tables_[static_cast<size_t>(t)];
+    const int64_t width = params_[param].second.numel() / params_[param].second.size(0);
+    Tensor ids = Tensor::zeros({most}, DType::i64), values = Tensor::zeros({most * width});
+    std::copy(kept.rows.begin(), kept.rows.end(), ids.data<int64_t>());
+    std::copy(kept.values.begin(), kept.values.end(), values.data<float>());
+    Tensor all_ids = Tensor::empty({ranks * most}, DType::i64), all_values = Tensor::empty({ranks * most * width});
+    comm::WorkPtr gathering = group_.all_gather(ids, all_ids);
+    group_.all_gather(values, all_values)->wait();
+    gathering->wait();
+    const size_t b = static_cast<size_t>(bucket_of_[param]);
+    const optim::ElementRange block = block_of(b);  // a sharded bucket: only this rank's block is averaged
+    float* averaged = storage_[b].data<float>();
+    const float n = static_cast<float>(ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t k = 0; k < counted[r * count + t]; ++k) {
+        const int64_t first = offset_of_[param] + all_ids.data<int64_t>()[r * most + k] * width;
+        const float* v = all_values.data<float>() + (r * most + k) * width;
+        for (int64_t e = std::max(first, block.begin); e < std::min(first + width, block.end); ++e)
+          averaged[e] += v[e - first] / n;
+      }
+    kept.rows.clear();
+    kept.values.clear();
+  }
 }
 
 void DistributedDataParallel::shard(optim::Optimizer& opt) {

@@ -87,6 +87,11 @@ struct DdpOptions {
   // The gradients' all-reduces (PowerSGD's too): "auto" or an algorithm of
   // docs/COLLECTIVES.md, e.g. "native" for MPI's own against "hierarchical".
   std::string all_reduce_algorithm = "auto";
+  // Embedding tables, by name (Note [Tables apart]): each of at least
+  // buckets.bucket_bytes in a bucket of its own, whose lookups' rows are kept
+  // apart from its dense gradient. Not with shard_gradients or PowerSGD,
+  // which keep tables in the plain buckets.
+  std::function<bool(const std::string& name)> tables;
 };
 
 class DistributedDataParallel {
@@ -155,9 +160,13 @@ class DistributedDataParallel {
   // gradient is never kept; the guard then marks a micro-step's end).
   class NoSync {
    public:
-    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.sync_ = false; }
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {
+      ddp_.sync_ = false;
+      ddp_.keep_rows_apart(false);  // accumulated locally, a table's rows go into its gradient
+    }
     ~NoSync() {
       ddp_.sync_ = true;
+      ddp_.keep_rows_apart(true);
       if (ddp_.opts_.shard_gradients) ddp_.end_micro_step();
     }
     NoSync(const NoSync&) = delete;
@@ -169,6 +178,10 @@ class DistributedDataParallel {
   NoSync no_sync() { return NoSync(*this); }
 
   const std::vector<Bucket>& buckets() const { return plan_; }
+  // The buckets in the order their reductions start: the plan's in the first
+  // step, then the order rank 0 saw them become ready in it (c10d rebuilds
+  // its buckets so): a bucket ready early does not wait behind one that is not.
+  const std::vector<size_t>& launch_order() const { return launch_order_; }
   // One line for logs, in launch order: "2 all-reduce buckets: 1.02 MiB, 1.53 MiB"
   // or "2 reduce-scatter buckets: 1.02 MiB, 1.53 MiB; optimizer sharded over 2 ranks".
   std::string describe() const;
@@ -206,6 +219,15 @@ class DistributedDataParallel {
   void advance_powersgd(size_t b);
   void launch_ready_buckets();
   void broadcast_weights();
+  // Parameter `param`'s gradient is in its bucket: one fewer to wait for.
+  void arrive(size_t param);
+  // After the first step: the launch order every rank takes from rank 0's.
+  void learn_launch_order();
+  // Note [Tables apart]: rows of table `param` handed over by a lookup.
+  void take_rows(size_t param, const autograd::RowGradient& rows);
+  // Note [Tables apart]: every rank's rows added into the averaged tables.
+  void add_rows();
+  void keep_rows_apart(bool on);
 
   NamedParameters params_;
   comm::ProcessGroup& group_;
@@ -231,7 +253,16 @@ class DistributedDataParallel {
   std::vector<std::unique_ptr<PowerSgdBucket>> powersgd_;  // per bucket, with DdpOptions::powersgd
   std::vector<int> powersgd_phase_;    // per bucket: 0 none running, 1 the Ps' all-reduce, 2 the Qs'
   int64_t reduced_bytes_ = 0, reduced_bytes_last_ = 0;  // handed to collectives: this step, the last
-  int next_launch_ = 0;                // buckets start in index order on every rank
+  std::vector<size_t> launch_order_;   // buckets start in this order on every rank (launch_order())
+  std::vector<size_t> ready_seen_;     // the first step: buckets in the order they became ready
+  bool order_learned_ = false;
+  struct Rows {
+    std::vector<int64_t> rows;         // of the table, repeated as looked up
+    std::vector<float> values;         // rows.size() x the table's width
+  };
+  std::vector<size_t> tables_;         // parameters whose rows are kept apart (Note [Tables apart])
+  std::vector<Rows> rows_;             // per entry of tables_: this step's rows so far
+  int next_launch_ = 0;                // index into launch_order_
   bool sync_ = true;
   bool backward_since_finish_ = false;  // a gradient-ready hook fired since the last finish()
   // Inside step(): a sharded optimizer's step check lets only step() step it.
