@@ -82,6 +82,34 @@ TEST(DataParallelOverlap, TheEmbeddingsBucketIsExposedThoughBackwardOutlastsTheW
   EXPECT_LT(p.time.data_parallel, after.time.data_parallel);
 }
 
+// artel's DDP keeps the tied table apart (Note [Tables apart]): its bucket
+// is complete once the head's backward is done and starts first, so what is
+// left after backward is the last planned buckets (wpe and the first
+// block's tensors, queued behind the table's) and the gather of the
+// lookup's rows. At ZeRO 2 the table
+// stays in the last bucket, as PyTorch's DDP (tables_apart false) keeps it.
+TEST(DataParallelOverlap, ATiedTableKeptApartIsReducedWhileBackwardRuns) {
+  const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
+  const Cluster c = test_cluster(64e9, 2, 1);
+  Workload w = overlap_workload(true);
+  const double together = predict(model, c, Layout{.dp = 2, .zero = 0}, w).time.data_parallel;
+  w.tables_apart = true;
+  const double apart = predict(model, c, Layout{.dp = 2, .zero = 0}, w).time.data_parallel;
+  const GroupPlacement pair = place_group(c, 2, 1, Route::hierarchical);
+  const double tokens = 64.0 / 2 * 64;  // a worker's half of the global batch
+  const double rows = all_gather_seconds(c, pair, 2 * tokens * (1024 * 4 + 8));
+  EXPECT_GE(apart, rows);
+  EXPECT_LT(apart, 0.5 * together);  // 0.098 s against 0.256 s
+  EXPECT_EQ(predict(model, c, Layout{.dp = 2, .zero = 2}, w).time.data_parallel,
+            predict(model, c, Layout{.dp = 2, .zero = 2}, overlap_workload(true)).time.data_parallel);
+
+  const StageWork st = stage_work(model, c, Layout{.dp = 2}, w)[0];
+  const std::vector<UnitBucket> buckets = unit_buckets(st, w.buckets, true);
+  EXPECT_TRUE(buckets.back().table);
+  EXPECT_EQ(buckets.back().parameters, 50304.0 * 1024);
+  EXPECT_EQ(buckets.back().completed_by, st.unit_backward.size() - 1);  // the head's
+}
+
 TEST(DataParallelOverlap, WithoutOverlapTheWholeReductionFollowsBackward) {
   const ModelDescription model = transformer_model("wide vocabulary", kWideVocabulary);
   const Cluster c = test_cluster(64e9, 2, 1);

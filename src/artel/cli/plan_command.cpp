@@ -140,6 +140,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
   w.activations = plan::parse_activations(a.activations);
   w.cross_host = a.nccl_rings ? plan::CrossHost::rings : plan::CrossHost::hierarchical;
+  w.tables_apart = !a.nccl_rings;  // artel's DDP; Megatron-LM's buckets its tied embedding with the rest
   ARTEL_CHECK(a.threads >= 0, "--threads must be >= 0 (0: the host's cores split over its workers), got ", a.threads);
   w.threads = a.threads;
   return w;

@@ -89,6 +89,7 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   w.precision = plan::parse_precision(cfg.precision);
   w.activations = plan::Activations::artel;  // fp32 under bf16 too, with the products' bf16 copies
   w.cross_host = plan::CrossHost::hierarchical;
+  w.tables_apart = true;
   w.state = plan::StateBytes::artel_adamw();
   w.dropout = cfg.dropout > 0;
   const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));

@@ -99,6 +99,11 @@ struct Workload {
   // Which gradients reduce together while backward runs: DDP's buckets
   // (parallel/bucket_plan.h; artel's and PyTorch's defaults, 1 and 25 MiB).
   parallel::BucketOptions buckets;
+  // artel's DDP keeps a tied embedding table of a bucket's size or more in a
+  // bucket of its own, reduced once the head's backward is done, and gathers
+  // its lookup's rows at the end (ZeRO 0-1, no PowerSGD; Note [Tables
+  // apart]); PyTorch's DDP buckets it with the first tensors.
+  bool tables_apart = false;
   // Bytes of a gradient bucket held as a copy of the gradients while it is
   // reduced (PyTorch's DDP without gradient_as_bucket_view: its 25 MiB
   // buckets, two in flight). 0 for artel: its DDP reduces the buckets that

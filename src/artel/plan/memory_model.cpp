@@ -65,7 +65,7 @@ double largest_collective(const StageWork& st, const Layout& l, const Workload& 
   if (l.zero >= 3) {
     for (double p : unit_parameters(st)) largest = std::max(largest, p);
   } else {
-    for (const UnitBucket& b : unit_buckets(st, w.buckets)) largest = std::max(largest, b.parameters);
+    for (const UnitBucket& b : unit_buckets(st, w.buckets, keeps_tables_apart(l, w))) largest = std::max(largest, b.parameters);
   }
   return w.state.gradient * largest;
 }

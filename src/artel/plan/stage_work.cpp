@@ -21,16 +21,27 @@ std::vector<double> unit_parameters(const StageWork& st) {
   return units;
 }
 
-std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts) {
+std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts, bool tables_apart) {
+  auto apart = [&](const ParameterTensor& p) {
+    return tables_apart && p.tied_table && p.elements * 4 >= static_cast<double>(opts.bucket_bytes);
+  };
+  std::vector<size_t> planned;
   std::vector<int64_t> numels;
-  for (const ParameterTensor& p : st.tensors) numels.push_back(static_cast<int64_t>(p.elements));
+  for (size_t i = 0; i < st.tensors.size(); ++i)
+    if (!apart(st.tensors[i])) planned.push_back(i), numels.push_back(static_cast<int64_t>(st.tensors[i].elements));
   std::vector<UnitBucket> out;
   for (const parallel::Bucket& b : parallel::plan_buckets(numels, opts)) {
     UnitBucket u{.parameters = static_cast<double>(b.numel), .completed_by = SIZE_MAX};
-    for (int i : b.params) u.completed_by = std::min(u.completed_by, st.tensors[static_cast<size_t>(i)].unit);
+    for (int i : b.params) u.completed_by = std::min(u.completed_by, st.tensors[planned[static_cast<size_t>(i)]].unit);
     out.push_back(u);
   }
+  for (const ParameterTensor& p : st.tensors)  // its dense gradient is the head's, the first unit backward runs
+    if (apart(p)) out.push_back({.parameters = p.elements, .completed_by = st.unit_backward.size() - 1, .table = true});
   return out;
+}
+
+bool keeps_tables_apart(const Layout& l, const Workload& w) {
+  return w.tables_apart && l.zero <= 1 && l.compression.kind != Compression::Kind::powersgd;
 }
 
 namespace {
@@ -151,7 +162,10 @@ void add_embedding(StageWork& w, const GptContext& c) {
   const double T = c.tokens();
   const double params = c.v / c.t * c.h + c.s * c.h;
   w.parameters += params;
-  for (double p : {c.v / c.t * c.h, c.s * c.h}) w.tensors.push_back({.elements = p, .unit = w.unit_backward.size()});  // wte, wpe
+  const bool tied_here = c.layout.pp == 1 && c.layout.tp == 1;  // the head in this stage, plain data parallelism
+  w.tensors.push_back({.elements = c.v / c.t * c.h, .unit = w.unit_backward.size(), .tied_table = tied_here});  // wte
+  w.tensors.push_back({.elements = c.s * c.h, .unit = w.unit_backward.size()});                              // wpe
+  if (tied_here) w.table_rows_bytes = T * (c.h * 4 + 8);  // a row of fp32 gradient and its int64 id a token
   w.matrices.push_back({c.v / c.t, c.h});
   w.matrices.push_back({c.s, c.h});
   const double fwd = c.stream(3 * T * c.h * c.e);

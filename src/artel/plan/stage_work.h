@@ -39,6 +39,10 @@ struct Matrix {
 struct ParameterTensor {
   double elements = 0;
   size_t unit = 0;
+  // An embedding table tied to the head in this stage, under plain data
+  // parallelism (tp = pp = 1): artel's DDP may keep its lookup's rows apart
+  // and reduce it once the head's backward is done (Note [Tables apart]).
+  bool tied_table = false;
 };
 
 struct StageWork {
@@ -63,6 +67,9 @@ struct StageWork {
   // tied to its head in one stage): ZeRO-3 stages its gradients from the
   // head's backward, the first, to the embedding's, the last.
   bool first_unit_tied_to_last = false;
+  // Bytes of the rows (and their ids) one micro-batch's lookup of a tied
+  // table hands over on one worker (ParameterTensor::tied_table).
+  double table_rows_bytes = 0;
   std::vector<double> unit_backward;    // each unit's backward seconds (tp collectives excluded): when its gradients are ready
   std::vector<Matrix> matrices;         // the weight matrices among them (GPT only)
 };
@@ -82,10 +89,17 @@ std::vector<double> unit_parameters(const StageWork& st);
 struct UnitBucket {
   double parameters = 0;
   size_t completed_by = 0;
+  bool table = false;  // a tied table kept apart: its lookup's rows are gathered at the end
 };
 
+// Whether artel's DDP keeps tied tables apart under this layout (Note
+// [Tables apart]): its own runs (Workload::tables_apart), ZeRO 0-1, no PowerSGD.
+bool keeps_tables_apart(const Layout& l, const Workload& w);
+
 // DDP's buckets (parallel/bucket_plan.h) over the stage's tensors, cut
-// between tensors as artel's and PyTorch's DDP cut them.
-std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts);
+// between tensors as artel's and PyTorch's DDP cut them. `tables_apart`:
+// as artel's DDP keeps a tied table of a bucket's size or more apart, in a
+// bucket of its own, last, completed by the head's unit (Note [Tables apart]).
+std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts, bool tables_apart = false);
 
 }  // namespace artel::plan

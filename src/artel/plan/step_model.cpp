@@ -142,11 +142,15 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
 // (parallel/bucket_plan.h) over the stage's tensors walked backwards, each
 // started once backward has produced the gradients of the units it holds
 // (units ready in proportion to their backward time) and the bucket before
-// it is done; `seconds` prices a bucket of that many parameters. The last
-// bucket holds the first tensors (a GPT's embedding, ready only when
-// backward ends), so its reduction is exposed however early the others run.
+// it is done, in the order they become ready (as DDP starts them from its
+// second step); `seconds` prices a bucket of that many parameters. The
+// last bucket holds the first tensors (a GPT's embedding, ready only when
+// backward ends), so its reduction is exposed however early the others
+// run, unless the embedding is a tied table kept apart (`tables_apart`):
+// then it is ready with the head, first, and only its lookup's rows are
+// left for the end (`gather_rows`).
 template <class Seconds>
-double bucketed_finish(const StageWork& st, double window, const parallel::BucketOptions& opts, Seconds seconds) {
+double bucketed_finish(const StageWork& st, double window, std::vector<UnitBucket> buckets, Seconds seconds) {
   const double total = std::accumulate(st.unit_backward.begin(), st.unit_backward.end(), 0.0);
   std::vector<double> done(st.unit_backward.size());  // unit i's gradients ready: backward runs units last to first
   double after = 0;
@@ -154,9 +158,10 @@ double bucketed_finish(const StageWork& st, double window, const parallel::Bucke
     after += st.unit_backward[i];
     done[i] = total > 0 ? window * after / total : window;
   }
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [&](const UnitBucket& x, const UnitBucket& y) { return done[x.completed_by] < done[y.completed_by]; });
   double finish = 0;
-  for (const UnitBucket& b : unit_buckets(st, opts))
-    finish = std::max(finish, done[b.completed_by]) + seconds(b.parameters);
+  for (const UnitBucket& b : buckets) finish = std::max(finish, done[b.completed_by]) + seconds(b.parameters);
   return finish;
 }
 
@@ -196,8 +201,12 @@ double data_parallel_exposed(const StageWork& st, const Cluster& c, const Layout
   if (!w.overlap_grad_reduce) return reduce_seconds(c, st.parameters) + after_step;
 
   const double window = st.backward_compute + st.backward_tensor_parallel;
+  const std::vector<UnitBucket> buckets = unit_buckets(st, w.buckets, keeps_tables_apart(l, w));
+  const bool apart = std::any_of(buckets.begin(), buckets.end(), [](const UnitBucket& b) { return b.table; });
   auto finish_on = [&](const Cluster& links) {
-    return bucketed_finish(st, window, w.buckets, [&](double params) { return reduce_seconds(links, params); });
+    const double finish = bucketed_finish(st, window, buckets, [&](double params) { return reduce_seconds(links, params); });
+    if (!apart) return finish;
+    return std::max(finish, window) + all_gather_seconds(links, g, static_cast<double>(l.dp) * st.table_rows_bytes);
   };
   double finish = finish_on(c);
   // A host's workers of different pipeline stages end backward a
