@@ -345,6 +345,7 @@ TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
         ddp.shard(opt);
         const size_t table_bucket = ddp.buckets().size() - 1;  // the table's own, after the planned ones
         ASSERT_EQ(ddp.buckets()[table_bucket].params, std::vector<int>{0});
+        EXPECT_NE(ddp.describe().find("72 B (table, its lookup's rows gathered apart)"), std::string::npos) << ddp.describe();
         for (int step = 0; step < 3; ++step) {
           opt.zero_grad();
           {

@@ -233,7 +233,10 @@ std::string DistributedDataParallel::describe() const {
   std::string s = std::to_string(plan_.size()) + (sharded() ? " reduce-scatter bucket" : " all-reduce bucket") +
                   (plan_.size() == 1 ? "" : "s") + ":";
   for (size_t b = 0; b < plan_.size(); ++b)
-    s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "");
+    s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "") +
+         (std::find(tables_.begin(), tables_.end(), static_cast<size_t>(plan_[b].params[0])) != tables_.end()
+              ? " (" + params_[static_cast<size_t>(plan_[b].params[0])].first + ", its lookup's rows gathered apart)"
+              : "");
   if (sharded()) s += std::string(opts_.shard_gradients ? "; optimizer and gradients" : "; optimizer") +
                      " sharded over " + std::to_string(group_.size()) + " ranks";
   if (opts_.wire == DType::bf16) s += "; gradients reduced in bf16";

@@ -182,7 +182,8 @@ class DistributedDataParallel {
   // step, then the order rank 0 saw them become ready in it (c10d rebuilds
   // its buckets so): a bucket ready early does not wait behind one that is not.
   const std::vector<size_t>& launch_order() const { return launch_order_; }
-  // One line for logs, in launch order: "2 all-reduce buckets: 1.02 MiB, 1.53 MiB"
+  // One line for logs, in the plan's order (the first step's launch order):
+  // "2 all-reduce buckets: 1.02 MiB, 1.53 MiB"
   // or "2 reduce-scatter buckets: 1.02 MiB, 1.53 MiB; optimizer sharded over 2 ranks".
   std::string describe() const;
   // Across hosts, one of them of several ranks, how the gradients cross them:
