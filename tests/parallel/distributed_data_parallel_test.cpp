@@ -302,8 +302,8 @@ TEST(DistributedDataParallel, ShardedStepEqualsTheReplicatedStep) {
 // to the head, between them a layer: mean(logits²), logits = tanh(E[ids]·Wᵀ + b)·Eᵀ.
 struct TiedNet {
   NamedParameters params;
-  explicit TiedNet(uint64_t seed) {
-    params = {{"table", Variable(randn({6, 3}, seed), true)},
+  TiedNet(uint64_t seed, int64_t rows) {
+    params = {{"table", Variable(randn({rows, 3}, seed), true)},
               {"fc.weight", Variable(randn({3, 3}, seed + 1), true)},
               {"fc.bias", Variable(randn({3}, seed + 2), true)}};
   }
@@ -318,52 +318,57 @@ struct TiedNet {
 // lookup's rows arrive, which are gathered and added at finish(); the step
 // is one worker's on the whole batch, at ZeRO 0 and 1, with a micro-step
 // accumulated locally (the rows then go into the gradient), and from the
-// second step the table's bucket starts first.
+// second step the table's bucket starts first. The ranks' 8 rows are
+// gathered into a table of 12, and reduced as a dense table of 6 (fewer).
 TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
-  Tensor ids = Tensor::empty({16}, DType::i64);
-  for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k * 5 + k / 3) % 6;
-  auto half = [&](int world, int rank, int part) {
-    const int64_t share = 16 / world, first = rank * share + part * share / 2;
-    return ids.slice0(first, first + share / 2);
-  };
-  for (int world : {2, 4}) {
-    TiedNet single(1);
-    optim::Sgd single_opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
-    for (int step = 0; step < 3; ++step) {
-      single_opt.zero_grad();
-      for (int rank = 0; rank < world; ++rank)
-        for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
-      single_opt.step();
-    }
-    for (int stage : {0, 1}) {
-      comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
-        TiedNet net(1);
-        optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
-        DistributedDataParallel ddp(net.params, pg,
-                                    {.buckets = kSmallBuckets, .shard_optimizer = stage == 1,
-                                     .tables = [](const std::string& name) { return name == "table"; }});
-        ddp.shard(opt);
-        const size_t table_bucket = ddp.buckets().size() - 1;  // the table's own, after the planned ones
-        ASSERT_EQ(ddp.buckets()[table_bucket].params, std::vector<int>{0});
-        EXPECT_NE(ddp.describe().find("72 B (table, its lookup's rows gathered apart)"), std::string::npos) << ddp.describe();
-        for (int step = 0; step < 3; ++step) {
-          opt.zero_grad();
-          {
-            auto local = ddp.no_sync();
-            net.loss(half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
+  for (int64_t rows : {12, 6}) {
+    Tensor ids = Tensor::empty({16}, DType::i64);
+    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k * 5 + k / 3) % rows;
+    auto half = [&](int world, int rank, int part) {
+      const int64_t share = 16 / world, first = rank * share + part * share / 2;
+      return ids.slice0(first, first + share / 2);
+    };
+    for (int world : {2, 4}) {
+      TiedNet single(1, rows);
+      optim::Sgd single_opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
+      for (int step = 0; step < 3; ++step) {
+        single_opt.zero_grad();
+        for (int rank = 0; rank < world; ++rank)
+          for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
+        single_opt.step();
+      }
+      for (int stage : {0, 1}) {
+        comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
+          TiedNet net(1, rows);
+          optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
+          DistributedDataParallel ddp(net.params, pg,
+                                      {.buckets = kSmallBuckets, .shard_optimizer = stage == 1,
+                                       .tables = [](const std::string& name) { return name == "table"; }});
+          ddp.shard(opt);
+          const size_t table_bucket = ddp.buckets().size() - 1;  // the table's own, after the planned ones
+          ASSERT_EQ(ddp.buckets()[table_bucket].params, std::vector<int>{0});
+          EXPECT_NE(ddp.describe().find(std::to_string(rows * 12) + " B (table, its lookup's rows gathered apart)"), std::string::npos)
+              << ddp.describe();
+          for (int step = 0; step < 3; ++step) {
+            opt.zero_grad();
+            {
+              auto local = ddp.no_sync();
+              net.loss(half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
+            }
+            net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
+            ddp.finish();
+            EXPECT_EQ(ddp.launch_order().front(), table_bucket) << "step " << step;  // ready first, from the head
+            ddp.step(opt);
           }
-          net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
-          ddp.finish();
-          EXPECT_EQ(ddp.launch_order().front(), table_bucket) << "step " << step;  // ready first, from the head
-          ddp.step(opt);
-        }
-        for (size_t i = 0; i < net.params.size(); ++i) {
-          const std::vector<float> want = single.params[i].second.value().to_vector();
-          const std::vector<float> got = net.params[i].second.value().to_vector();
-          for (size_t j = 0; j < want.size(); ++j)
-            EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world << " stage " << stage;
-        }
-      });
+          for (size_t i = 0; i < net.params.size(); ++i) {
+            const std::vector<float> want = single.params[i].second.value().to_vector();
+            const std::vector<float> got = net.params[i].second.value().to_vector();
+            for (size_t j = 0; j < want.size(); ++j)
+              EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world << " stage " << stage
+                                                  << " table of " << rows;
+          }
+        });
+      }
     }
   }
 }

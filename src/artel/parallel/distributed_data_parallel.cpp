@@ -462,9 +462,11 @@ void DistributedDataParallel::learn_launch_order() {
 // finish() all-gathers every rank's rows and adds each, divided by the ranks,
 // into the averaged table (in a sharded step: the part in this rank's block),
 // rank by rank in one order: what the dense average would hold, up to float
-// rounding, and the same bits at every ZeRO stage. Where N ranks' rows
-// outnumber the table's (N x rows > V) the gather moves more than the dense
-// reduction would; GPT-2's 50,304 rows leave that to N > 49 at 1024 tokens.
+// rounding, and the same bits at every ZeRO stage. Where the ranks' rows
+// would outnumber the table's (N x rows > V: GPT-2's 50,304 rows at 1024
+// tokens a rank, past 49 ranks), the gather would move more than a dense
+// reduction: the rows are then scattered into a zero table on each rank
+// and that is all-reduced, still after backward.
 // From the second step the bucket starts first (launch_order()). Only a
 // table of a bucket's size or more is kept so: a smaller one would cost its
 // own collectives every step to start a reduction that hides little.
@@ -506,25 +508,34 @@ void DistributedDataParallel::add_rows() {
     Rows& kept = rows_[static_cast<size_t>(t)];
     if (most == 0) continue;
     const size_t param = tables_[static_cast<size_t>(t)];
-    const int64_t width = params_[param].second.numel() / params_[param].second.size(0);
-    Tensor ids = Tensor::zeros({most}, DType::i64), values = Tensor::zeros({most * width});
-    std::copy(kept.rows.begin(), kept.rows.end(), ids.data<int64_t>());
-    std::copy(kept.values.begin(), kept.values.end(), values.data<float>());
-    Tensor all_ids = Tensor::empty({ranks * most}, DType::i64), all_values = Tensor::empty({ranks * most * width});
-    comm::WorkPtr gathering = group_.all_gather(ids, all_ids);
-    group_.all_gather(values, all_values)->wait();
-    gathering->wait();
+    const int64_t table_rows = params_[param].second.size(0), width = params_[param].second.numel() / table_rows;
     const size_t b = static_cast<size_t>(bucket_of_[param]);
     const optim::ElementRange block = block_of(b);  // a sharded bucket: only this rank's block is averaged
     float* averaged = storage_[b].data<float>();
-    const float n = static_cast<float>(ranks);
-    for (int64_t r = 0; r < ranks; ++r)
-      for (int64_t k = 0; k < counted[r * count + t]; ++k) {
-        const int64_t first = offset_of_[param] + all_ids.data<int64_t>()[r * most + k] * width;
-        const float* v = all_values.data<float>() + (r * most + k) * width;
-        for (int64_t e = std::max(first, block.begin); e < std::min(first + width, block.end); ++e)
-          averaged[e] += v[e - first] / n;
-      }
+    auto add_row = [&](int64_t row, const float* v, float divisor) {
+      const int64_t first = offset_of_[param] + row * width;
+      for (int64_t e = std::max(first, block.begin); e < std::min(first + width, block.end); ++e)
+        averaged[e] += v[e - first] / divisor;
+    };
+    if (ranks * most > table_rows) {  // the ranks' rows outnumber the table's: reduce them as a dense table
+      Tensor dense = Tensor::zeros({table_rows * width});
+      for (size_t k = 0; k < kept.rows.size(); ++k)
+        kernels::add_into(dense.data<float>() + kept.rows[k] * width, kept.values.data() + k * width, width);
+      group_.all_reduce(dense, {.op = comm::ReduceOp::avg})->wait();
+      for (int64_t row = 0; row < table_rows; ++row) add_row(row, dense.data<float>() + row * width, 1.0f);
+    } else {
+      Tensor ids = Tensor::zeros({most}, DType::i64), values = Tensor::zeros({most * width});
+      std::copy(kept.rows.begin(), kept.rows.end(), ids.data<int64_t>());
+      std::copy(kept.values.begin(), kept.values.end(), values.data<float>());
+      Tensor all_ids = Tensor::empty({ranks * most}, DType::i64), all_values = Tensor::empty({ranks * most * width});
+      comm::WorkPtr gathering = group_.all_gather(ids, all_ids);
+      group_.all_gather(values, all_values)->wait();
+      gathering->wait();
+      for (int64_t r = 0; r < ranks; ++r)
+        for (int64_t k = 0; k < counted[r * count + t]; ++k)
+          add_row(all_ids.data<int64_t>()[r * most + k], all_values.data<float>() + (r * most + k) * width,
+                  static_cast<float>(ranks));
+    }
     kept.rows.clear();
     kept.values.clear();
   }
