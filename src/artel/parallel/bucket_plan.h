@@ -35,4 +35,12 @@ struct Bucket {
 // exactly one bucket; a bucket exceeds its limit by at most its last parameter.
 std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_numels, const BucketOptions& opts);
 
+// Whether a tied embedding table of `numel` f32 elements is large enough for
+// DDP to keep apart in a bucket of its own (Note [Tables apart] in
+// distributed_data_parallel.cpp): a bucket's size or more. A smaller one
+// would cost its own collectives every step to hide little.
+inline bool table_kept_apart(double numel, const BucketOptions& opts) {
+  return numel * 4 >= static_cast<double>(opts.bucket_bytes);
+}
+
 }  // namespace artel::parallel

@@ -85,7 +85,8 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
     if (sharded() && opts_.replicate && opts_.replicate(name)) kept.push_back(static_cast<int>(i));
-    else if (apart && opts_.tables(name) && params_[i].second.numel() * 4 >= opts_.buckets.bucket_bytes) tables_.push_back(i);
+    else if (apart && opts_.tables(name) && table_kept_apart(static_cast<double>(params_[i].second.numel()), opts_.buckets))
+      tables_.push_back(i);
     else planned.push_back(static_cast<int>(i));
   }
   std::vector<int64_t> numels;
@@ -468,8 +469,7 @@ void DistributedDataParallel::learn_launch_order() {
 // reduction: the rows are then scattered into a zero table on each rank
 // and that is all-reduced, still after backward.
 // From the second step the bucket starts first (launch_order()). Only a
-// table of a bucket's size or more is kept so: a smaller one would cost its
-// own collectives every step to start a reduction that hides little.
+// table of a bucket's size or more is kept so (table_kept_apart).
 void DistributedDataParallel::keep_rows_apart(bool on) {
   for (size_t t = 0; t < tables_.size(); ++t) {
     autograd::RowGradientSink sink;

@@ -23,7 +23,7 @@ std::vector<double> unit_parameters(const StageWork& st) {
 
 std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::BucketOptions& opts, bool tables_apart) {
   auto apart = [&](const ParameterTensor& p) {
-    return tables_apart && p.tied_table && p.elements * 4 >= static_cast<double>(opts.bucket_bytes);
+    return tables_apart && p.tied_table && parallel::table_kept_apart(p.elements, opts);
   };
   std::vector<size_t> planned;
   std::vector<int64_t> numels;

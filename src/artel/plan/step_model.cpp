@@ -146,9 +146,9 @@ DpBuffers dp_buffers(const StageWork& st, const Layout& l, const Workload& w) {
 // second step); `seconds` prices a bucket of that many parameters. The
 // last bucket holds the first tensors (a GPT's embedding, ready only when
 // backward ends), so its reduction is exposed however early the others
-// run, unless the embedding is a tied table kept apart (`tables_apart`):
+// run, unless the embedding is a tied table kept apart (UnitBucket::table):
 // then it is ready with the head, first, and only its lookup's rows are
-// left for the end (`gather_rows`).
+// left for the end (gathered after backward, data_parallel_exposed).
 template <class Seconds>
 double bucketed_finish(const StageWork& st, double window, std::vector<UnitBucket> buckets, Seconds seconds) {
   const double total = std::accumulate(st.unit_backward.begin(), st.unit_backward.end(), 0.0);
