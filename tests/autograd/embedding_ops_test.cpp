@@ -1,6 +1,7 @@
 // embedding (gather / scatter-add, tied weights) and dropout (mask from the Rng).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,45 @@ TEST(Embedding, ATiedTablesLookupRowsGoToItsSinkAfterItsDenseGradientIsFinal) {
   sum(embedding(untied, id)).backward();
   EXPECT_FALSE(sunk);
   EXPECT_EQ(untied.grad().data<float>()[4 * 3], 2.0f);  // id 4 looked up twice
+}
+
+// A sparse table's sink (rows_only) takes the rows of every lookup, two here,
+// though no dense gradient comes; grad() stays as it was, and the hooks fire
+// once, after the last lookup's rows. Tied to a head, it is a tied table.
+TEST(Embedding, ASparseTablesRowsAllGoToItsSinkAndItIsFinalAfterTheLast) {
+  const Tensor w = random_tensor({5, 3}, 3);
+  const Tensor first = ids({4, 0, 4, 2}, {2, 2}), second = ids({1, 4}, {2});
+  Variable table(w.clone(), true);
+  std::vector<std::string> events;
+  std::vector<int64_t> rows;
+  bool ones = true;  // sum(): every looked-up row's gradient is ones
+  table.add_grad_ready_hook([&](Variable&) { events.push_back("ready"); });
+  table.set_row_gradient_sink(
+      [&](const RowGradient& r) {
+        events.push_back("rows");
+        for (int64_t k = 0; k < r.ids.numel(); ++k) rows.push_back(r.ids.data<int64_t>()[k]);
+        for (int64_t e = 0; ones && e < r.grad.numel(); ++e) EXPECT_EQ(r.grad.data<float>()[e], 1.0f);
+      },
+      /*rows_only=*/true);
+  add(sum(embedding(table, first)), sum(embedding(table, second))).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"rows", "rows", "ready"}));
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<int64_t>{0, 1, 2, 4, 4, 4}));
+  EXPECT_FALSE(table.grad().defined());
+
+  events.clear();
+  ones = false;
+  const Tensor x = random_tensor({4, 3}, 4);
+  Variable h = tanh(add(embedding(table, first), Variable(x.view({2, 2, 3}))));
+  Variable logits = linear(h, table, Variable());
+  mean(mul(logits, logits)).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"ready", "rows"}));  // tied: final with the head's gradient
+  EXPECT_TRUE(table.grad().defined());
+
+  table.set_row_gradient_sink(nullptr, true);  // cleared: the rows are its gradient again
+  table.zero_grad();
+  sum(embedding(table, second)).backward();
+  EXPECT_EQ(table.grad().data<float>()[4 * 3], 1.0f);
 }
 
 }  // namespace

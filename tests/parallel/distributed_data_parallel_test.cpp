@@ -373,5 +373,91 @@ TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
   }
 }
 
+// A sparse table looked up and fed to a layer, as wordlm's: mean(tanh(E[ids]·Wᵀ + b)²).
+struct SparseNet {
+  NamedParameters params;
+  SparseNet(uint64_t seed, int64_t rows) {
+    params = {{"table", Variable(randn({rows, 3}, seed), true)},
+              {"fc.weight", Variable(randn({3, 3}, seed + 1), true)},
+              {"fc.bias", Variable(randn({3}, seed + 2), true)}};
+  }
+  Variable loss(const Tensor& ids) {
+    Variable h = autograd::tanh(autograd::linear(autograd::embedding(params[0].second, ids), params[1].second, params[2].second));
+    return autograd::mean(autograd::mul(h, h));
+  }
+};
+
+// Note [Sparse tables]: a sparse table's bucket is never reduced; the rows of
+// both micro-steps (one under no_sync) are gathered and added, and the step
+// is one worker's on the whole batch at ZeRO 0 and 1, on 2 and 4 ranks. The
+// ranks' rows are gathered into a table of 20, and reduced as a dense table
+// of 6 (fewer than the ranks' 16). The bytes handed over count the rows,
+// not the table. Tied to a head, a sparse table is refused.
+TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
+  for (int64_t rows : {20, 6}) {
+    Tensor ids = Tensor::empty({16}, DType::i64);
+    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k * 5 + k / 3) % rows;
+    auto half = [&](int world, int rank, int part) {
+      const int64_t share = 16 / world, first = rank * share + part * share / 2;
+      return ids.slice0(first, first + share / 2);
+    };
+    for (int world : {2, 4}) {
+      SparseNet single(1, rows);
+      optim::Sgd single_opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
+      for (int step = 0; step < 3; ++step) {
+        single_opt.zero_grad();
+        for (int rank = 0; rank < world; ++rank)
+          for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
+        single_opt.step();
+      }
+      for (int stage : {0, 1}) {
+        comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
+          SparseNet net(1, rows);
+          optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
+          DistributedDataParallel ddp(net.params, pg,
+                                      {.buckets = kSmallBuckets, .shard_optimizer = stage == 1,
+                                       .sparse_tables = [](const std::string& name) { return name == "table"; }});
+          ddp.shard(opt);
+          ASSERT_EQ(ddp.buckets().back().params, std::vector<int>{0});  // the table's own, after the planned ones
+          EXPECT_NE(ddp.describe().find(std::to_string(rows * 12) + " B (table, sparse: only its rows gathered)"),
+                    std::string::npos) << ddp.describe();
+          for (int step = 0; step < 3; ++step) {
+            opt.zero_grad();
+            {
+              auto local = ddp.no_sync();
+              net.loss(half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
+            }
+            EXPECT_FALSE(net.params[0].second.grad().defined());  // its rows wait aside
+            net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
+            ddp.finish();
+            const int64_t most = 16 / world, layer = 4 * (9 + 3);  // fc's two buckets, unsharded
+            const int64_t table = world * most <= rows ? most * (8 + 3 * 4) : rows * 3 * 4;  // gathered, or reduced dense
+            if (stage == 0) {
+              EXPECT_EQ(ddp.reduced_bytes_last_step(), layer + table);
+            }
+            ddp.step(opt);
+          }
+          for (size_t i = 0; i < net.params.size(); ++i) {
+            const std::vector<float> want = single.params[i].second.value().to_vector();
+            const std::vector<float> got = net.params[i].second.value().to_vector();
+            for (size_t j = 0; j < want.size(); ++j)
+              EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world << " stage " << stage
+                                                  << " table of " << rows;
+          }
+        });
+      }
+    }
+  }
+  comm::spawn_threads(2, [](comm::ProcessGroup& pg) {
+    TiedNet net(1, 6);
+    DistributedDataParallel ddp(net.params, pg,
+                                {.buckets = kSmallBuckets, .sparse_tables = [](const std::string& name) { return name == "table"; }});
+    Tensor ids = Tensor::zeros({4}, DType::i64);
+    EXPECT_NE(error_of([&] { net.loss(ids).backward(); })
+                  .find("'table' is a sparse table, whose gradient is the rows its lookups read, but it got a dense gradient"),
+              std::string::npos);
+  });
+}
+
 }  // namespace
 }  // namespace artel::parallel

@@ -81,6 +81,24 @@ TEST(MemoryModel, ZeroStagesShardStateOverDataParallelism) {
   EXPECT_DOUBLE_EQ(z2.communication, 0.0);
 }
 
+// Note [Tables apart]: a tied table kept apart adds its rows' buffers on
+// each rank: its own, the copy sent and every rank's gathered, or (where the
+// ranks' rows outnumber the table's) its own and a dense copy of the table.
+TEST(MemoryModel, ATiedTableKeptApartHoldsItsGatheredRows) {
+  const ModelDescription model = transformer_model("small", kSmallShape);
+  const double rows = 32 * (64 * 4 + 8), table = 4 * 128 * 64;  // s·b tokens a row and an id each; V x h
+  auto communication = [&](int64_t dp, bool apart) {
+    Workload w = fp32_workload(dp);  // one sequence a worker
+    w.buckets = {.first_bucket_bytes = 1024, .bucket_bytes = 1024};  // the table is a bucket's size or more
+    w.tables_apart = apart;
+    const Cluster one_host = test_cluster(64e9, 1, static_cast<int>(dp));
+    return predict_memory(model, one_host, Layout{.dp = dp, .micro_batches = 1, .zero = 1}, w).communication;
+  };
+  EXPECT_DOUBLE_EQ(communication(2, true) - communication(2, false), (2 + 2) * rows);
+  EXPECT_DOUBLE_EQ(communication(8, true) - communication(8, false), rows + table);  // 8 x 32 rows > 128
+  EXPECT_DOUBLE_EQ(communication(1, true), communication(1, false));
+}
+
 TEST(MemoryModel, RecomputationKeepsLessAndSequenceParallelismDividesByTp) {
   const ModelDescription model = transformer_model("small", kSmallShape);
   const Workload w = fp32_workload(2);

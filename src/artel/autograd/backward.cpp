@@ -136,7 +136,8 @@ void Variable::backward(const Tensor& grad_output) const {
   // How many edges lead into each leaf: its gradient is final when all arrived.
   // Note [Row gradients]: a lookup's edge into a table with a row sink is
   // counted apart; where the table has dense edges too, its rows go to the
-  // sink and it is final when the dense edges are in.
+  // sink and it is final when the dense edges are in. A sparse table's
+  // (rows_only) go to the sink too, and it is final when they all went.
   std::unordered_map<VariableImpl*, int> pending, lookups;
   for (Node* n : order)
     for (size_t i = 0; i < n->inputs().size(); ++i) {
@@ -145,10 +146,15 @@ void Variable::backward(const Tensor& grad_output) const {
       const bool lookup = n->row_gradient_input() == static_cast<int>(i) && in.impl()->row_sink;
       ++(lookup ? lookups : pending)[in.impl()];
     }
-  std::unordered_set<VariableImpl*> rows_apart;
-  for (auto [leaf, edges] : lookups)
-    if (pending.count(leaf)) rows_apart.insert(leaf);
-    else pending[leaf] = edges;  // an untied table: its rows are its gradient
+  std::unordered_set<VariableImpl*> rows_apart, rows_final;  // rows_final: final once its rows went
+  for (auto [leaf, edges] : lookups) {
+    if (pending.count(leaf)) {
+      rows_apart.insert(leaf);
+      continue;
+    }
+    pending[leaf] = edges;  // an untied table: its rows are its gradient, or (sparse) all it hands over
+    if (leaf->rows_only) rows_apart.insert(leaf), rows_final.insert(leaf);
+  }
 
   std::unordered_map<Node*, Slot> slots;
   slots[order.front()] = {grad_output, false};
@@ -171,6 +177,8 @@ void Variable::backward(const Tensor& grad_output) const {
       if (!needs_grad(in)) continue;
       if (static_cast<int>(i) == apart) {
         ARTEL_CHECK(!grads[i].defined(), "backward: ", node->name(), " gave its table a dense gradient as well as its rows");
+        if (rows_final.count(in.impl()) && --pending[in.impl()] == 0)
+          for (auto& [_, hook] : in.impl()->hooks) hook(const_cast<Variable&>(in));
         continue;
       }
       if (!in.is_leaf()) {

@@ -49,8 +49,9 @@ void Variable::set_grad_destination(Tensor destination) {
   impl_->grad_destination = std::move(destination);
 }
 
-void Variable::set_row_gradient_sink(RowGradientSink sink) {
+void Variable::set_row_gradient_sink(RowGradientSink sink, bool rows_only) {
   ARTEL_CHECK(!sink || (is_leaf() && requires_grad()), "set_row_gradient_sink: needs a leaf that requires grad");
+  impl_->rows_only = sink && rows_only;
   impl_->row_sink = std::move(sink);
 }
 

@@ -36,7 +36,10 @@ using GradReadyHook = std::function<void(Variable&)>;
 // The head's backward runs first and the lookup's last, so data parallelism
 // can reduce the table's dense gradient while the rest of backward runs and
 // only the rows at its end. Without dense gradients (an untied table) the
-// rows go into grad() as usual.
+// rows go into grad() as usual, unless the sink takes only rows (a sparse
+// table, PyTorch's nn.Embedding(sparse=True)): then every lookup's rows go
+// to the sink, grad() is left as it was, and the hooks fire once the last
+// lookup has handed its rows over.
 struct RowGradient {
   const Tensor& ids;    // the ids looked up, any shape
   int64_t first_row;    // the id of the table's first row (a vocabulary-parallel shard's)
@@ -54,6 +57,7 @@ struct VariableImpl {
   Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
   Tensor rounded;              // op results: the value rounded to bf16, when its op made it (Note [Rounded values])
   RowGradientSink row_sink;    // leaves: where a lookup's rows go apart (Note [Row gradients]); empty: none
+  bool rows_only = false;      // the sink takes the rows of an untied table too (a sparse table)
 };
 
 class Variable {
@@ -95,8 +99,9 @@ class Variable {
   void set_grad_destination(Tensor destination);
 
   // Note [Row gradients]: where this leaf's lookups put their rows when it
-  // also gets dense gradients; an empty function clears it.
-  void set_row_gradient_sink(RowGradientSink sink);
+  // also gets dense gradients, or always when `rows_only` (a sparse table);
+  // an empty function clears it.
+  void set_row_gradient_sink(RowGradientSink sink, bool rows_only = false);
 
   // Backpropagates from this scalar (seed 1) or with the given output gradient.
   void backward() const;

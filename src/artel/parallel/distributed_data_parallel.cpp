@@ -79,14 +79,17 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     : params_(std::move(params)), group_(group), opts_(opts) {
   check_parameters();
   // Replicated parameters of a sharded step go into one bucket of their own,
-  // last; before it, each table whose rows go apart (Note [Tables apart]).
-  const bool apart = opts_.tables && !opts_.shard_gradients && !opts_.powersgd;
+  // last; before it, each table whose rows go apart (Note [Tables apart],
+  // Note [Sparse tables]).
+  const bool apart = !opts_.shard_gradients && !opts_.powersgd;
   std::vector<int> planned, kept;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
+    const bool sparse = apart && opts_.sparse_tables && opts_.sparse_tables(name);
     if (sharded() && opts_.replicate && opts_.replicate(name)) kept.push_back(static_cast<int>(i));
-    else if (apart && opts_.tables(name) && table_kept_apart(static_cast<double>(params_[i].second.numel()), opts_.buckets))
-      tables_.push_back(i);
+    else if (sparse || (apart && opts_.tables && opts_.tables(name) &&
+                        table_kept_apart(static_cast<double>(params_[i].second.numel()), opts_.buckets)))
+      tables_.push_back(i), sparse_.push_back(sparse);
     else planned.push_back(static_cast<int>(i));
   }
   std::vector<int64_t> numels;
@@ -94,13 +97,18 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   plan_ = plan_buckets(numels, opts_.buckets);
   for (Bucket& b : plan_)
     for (int& i : b.params) i = planned[static_cast<size_t>(i)];
-  for (size_t i : tables_) plan_.push_back({.params = {static_cast<int>(i)}, .offsets = {0}, .numel = params_[i].second.numel()});
+  gathered_.assign(plan_.size(), false);
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    plan_.push_back({.params = {static_cast<int>(tables_[t])}, .offsets = {0}, .numel = params_[tables_[t]].second.numel()});
+    gathered_.push_back(sparse_[t]);
+  }
   replicated_.assign(plan_.size(), false);
   if (!kept.empty()) {
     Bucket b;
     for (int i : kept) b.params.push_back(i), b.offsets.push_back(b.numel), b.numel += params_[static_cast<size_t>(i)].second.numel();
     plan_.push_back(b);
     replicated_.push_back(true);
+    gathered_.push_back(false);
   }
   if (sharded()) {  // the update's batches, smallest bucket first (Note [Gathers while the optimizer steps])
     update_order_.resize(plan_.size());
@@ -165,7 +173,8 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   for (size_t i = 0; i < params_.size(); ++i) {
     int index = static_cast<int>(i);
     hooks_.push_back(params_[i].second.add_grad_ready_hook([this, index](autograd::Variable&) { on_grad_ready(index); }));
-    if (!staged(static_cast<size_t>(bucket_of_[i]))) params_[i].second.set_grad_destination(slice_of(storage_, i));
+    const size_t b = static_cast<size_t>(bucket_of_[i]);
+    if (!staged(b) && !gathered_[b]) params_[i].second.set_grad_destination(slice_of(storage_, i));
   }
   rows_.resize(tables_.size());
   keep_rows_apart(true);
@@ -233,11 +242,14 @@ std::string DistributedDataParallel::describe_hosts() const {
 std::string DistributedDataParallel::describe() const {
   std::string s = std::to_string(plan_.size()) + (sharded() ? " reduce-scatter bucket" : " all-reduce bucket") +
                   (plan_.size() == 1 ? "" : "s") + ":";
-  for (size_t b = 0; b < plan_.size(); ++b)
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    const std::string& first = params_[static_cast<size_t>(plan_[b].params[0])].first;
+    const bool table = std::find(tables_.begin(), tables_.end(), static_cast<size_t>(plan_[b].params[0])) != tables_.end();
     s += (b ? ", " : " ") + kib_or_mib(plan_[b].numel * 4) + (sharded() && replicated_[b] ? " (all-reduced, stepped whole)" : "") +
-         (std::find(tables_.begin(), tables_.end(), static_cast<size_t>(plan_[b].params[0])) != tables_.end()
-              ? " (" + params_[static_cast<size_t>(plan_[b].params[0])].first + ", its lookup's rows gathered apart)"
-              : "");
+         (gathered_[b] ? " (" + first + ", sparse: only its rows gathered)"
+          : table      ? " (" + first + ", its lookup's rows gathered apart)"
+                       : "");
+  }
   if (sharded()) s += std::string(opts_.shard_gradients ? "; optimizer and gradients" : "; optimizer") +
                      " sharded over " + std::to_string(group_.size()) + " ranks";
   if (opts_.wire == DType::bf16) s += "; gradients reduced in bf16";
@@ -275,8 +287,16 @@ void DistributedDataParallel::on_grad_ready(int param) {
   if (!sync_ && !opts_.shard_gradients) return;
   size_t i = static_cast<size_t>(param);
   autograd::Variable& p = params_[i].second;
-  if (!p.grad().defined()) return;  // no gradient reached it: finish() reports or zero-fills it
   const size_t b = static_cast<size_t>(bucket_of_[i]);
+  if (gathered_[b]) {  // Note [Sparse tables]: its rows went to take_rows
+    ARTEL_CHECK(!p.grad().defined(), "DistributedDataParallel: '", params_[i].first, "' is a sparse table, whose ",
+                "gradient is the rows its lookups read, but it got a dense gradient too (tied to a head, or used ",
+                "outside a lookup?) (hint: make the table dense, nn::Embedding::set_sparse(false))");
+    arrive(i);
+    launch_ready_buckets();
+    return;
+  }
+  if (!p.grad().defined()) return;  // no gradient reached it: finish() reports or zero-fills it
   float* slot = staging_slot(i);
   if (p.grad().raw() != slot) std::memcpy(slot, p.grad().raw(), p.grad().nbytes());  // else written in place by backward
   if (staged(b)) p.zero_grad();  // Note [Sharded gradients]: the whole gradient is not kept
@@ -366,6 +386,11 @@ Tensor DistributedDataParallel::on_the_wire(size_t b) {
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < static_cast<int>(plan_.size()) && pending_[launch_order_[static_cast<size_t>(next_launch_)]] == 0) {
     const size_t b = launch_order_[static_cast<size_t>(next_launch_++)];
+    if (gathered_[b]) {  // nothing to reduce: the block starts from zeros, and finish() adds the ranks' rows
+      const optim::ElementRange block = block_of(b);
+      storage_[b].slice0(block.begin, block.end).zero();
+      continue;
+    }
     if (compresses(b)) {  // the whole averaged gradient comes back on every rank, sharded step or not
       work_[b] = powersgd_[b]->begin(storage_[b].data<float>());
       powersgd_phase_[b] = 1;
@@ -420,7 +445,6 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
   // PowerSGD: every bucket's second all-reduce queued before any is waited for.
   for (size_t b = 0; b < plan_.size(); ++b)
     if (powersgd_phase_[b] == 1) advance_powersgd(b);
-  reduced_bytes_last_ = std::exchange(reduced_bytes_, 0);
   for (size_t b = 0; b < plan_.size(); ++b) {
     if (work_[b]) complete(b);
     block_fresh_[b] = true;  // the next step's first reduction starts the block over
@@ -431,6 +455,7 @@ std::chrono::duration<double> DistributedDataParallel::finish() {
     }
   }
   add_rows();
+  reduced_bytes_last_ = std::exchange(reduced_bytes_, 0);
   if (!order_learned_) learn_launch_order();
   return Clock::now() - start;
 }
@@ -470,11 +495,23 @@ void DistributedDataParallel::learn_launch_order() {
 // and that is all-reduced, still after backward.
 // From the second step the bucket starts first (launch_order()). Only a
 // table of a bucket's size or more is kept so (table_kept_apart).
+
+// Note [Sparse tables]
+// A table that is only looked up (nn::Embedding::sparse: wordlm's 14,565
+// words x 128, 7.1 MiB) gets a step's gradient in the rows its batch read,
+// and zeros elsewhere that a dense bucket would all-reduce every step. Its
+// row sink takes every lookup's rows (rows_only, Note [Row gradients]), so
+// its bucket holds no gradient: when its lookups are done the bucket's block
+// is zeroed instead of reduced, and finish() gathers and adds the ranks'
+// rows as for a tied table. Under no_sync() the sink stays on and the rows
+// pile up, so accumulated micro-steps move their rows too. What moves is
+// ranks x rows x (C + 2) words instead of the table, and the bytes handed
+// over (reduced_bytes_last_step) count the rows.
 void DistributedDataParallel::keep_rows_apart(bool on) {
   for (size_t t = 0; t < tables_.size(); ++t) {
     autograd::RowGradientSink sink;
-    if (on) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
-    params_[tables_[t]].second.set_row_gradient_sink(std::move(sink));
+    if (on || sparse_[t]) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
+    params_[tables_[t]].second.set_row_gradient_sink(std::move(sink), /*rows_only=*/sparse_[t]);
   }
 }
 
@@ -521,12 +558,14 @@ void DistributedDataParallel::add_rows() {
       Tensor dense = Tensor::zeros({table_rows * width});
       for (size_t k = 0; k < kept.rows.size(); ++k)
         kernels::add_into(dense.data<float>() + kept.rows[k] * width, kept.values.data() + k * width, width);
+      reduced_bytes_ += static_cast<int64_t>(dense.nbytes());
       group_.all_reduce(dense, {.op = comm::ReduceOp::avg})->wait();
       for (int64_t row = 0; row < table_rows; ++row) add_row(row, dense.data<float>() + row * width, 1.0f);
     } else {
       Tensor ids = Tensor::zeros({most}, DType::i64), values = Tensor::zeros({most * width});
       std::copy(kept.rows.begin(), kept.rows.end(), ids.data<int64_t>());
       std::copy(kept.values.begin(), kept.values.end(), values.data<float>());
+      reduced_bytes_ += static_cast<int64_t>(ids.nbytes() + values.nbytes());
       Tensor all_ids = Tensor::empty({ranks * most}, DType::i64), all_values = Tensor::empty({ranks * most * width});
       comm::WorkPtr gathering = group_.all_gather(ids, all_ids);
       group_.all_gather(values, all_values)->wait();

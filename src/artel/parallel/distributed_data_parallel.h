@@ -92,6 +92,13 @@ struct DdpOptions {
   // apart from its dense gradient. Not with shard_gradients or PowerSGD,
   // which keep tables in the plain buckets.
   std::function<bool(const std::string& name)> tables;
+  // Sparse tables, by name (nn::Embedding::sparse, PyTorch's
+  // nn.Embedding(sparse=True)): only looked up, so a step's gradient is the
+  // rows its lookups read. Each, whatever its size, is a bucket of its own
+  // that no collective reduces: every rank's rows are gathered and added at
+  // finish() (Note [Sparse tables]). A dense gradient for one is refused.
+  // Not with shard_gradients or PowerSGD, which reduce them whole.
+  std::function<bool(const std::string& name)> sparse_tables;
 };
 
 class DistributedDataParallel {
@@ -162,7 +169,7 @@ class DistributedDataParallel {
    public:
     explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {
       ddp_.sync_ = false;
-      ddp_.keep_rows_apart(false);  // accumulated locally, a table's rows go into its gradient
+      ddp_.keep_rows_apart(false);  // accumulated locally, a tied table's rows go into its gradient
     }
     ~NoSync() {
       ddp_.sync_ = true;
@@ -228,6 +235,7 @@ class DistributedDataParallel {
   void take_rows(size_t param, const autograd::RowGradient& rows);
   // Note [Tables apart]: every rank's rows added into the averaged tables.
   void add_rows();
+  // Tied tables' sinks on or off; sparse tables' stay on (their rows pile up under no_sync()).
   void keep_rows_apart(bool on);
 
   NamedParameters params_;
@@ -262,6 +270,8 @@ class DistributedDataParallel {
     std::vector<float> values;         // rows.size() x the table's width
   };
   std::vector<size_t> tables_;         // parameters whose rows are kept apart (Note [Tables apart])
+  std::vector<bool> sparse_;           // per entry of tables_: a sparse table (Note [Sparse tables])
+  std::vector<bool> gathered_;         // per bucket: a sparse table's, never reduced, its rows gathered
   std::vector<Rows> rows_;             // per entry of tables_: this step's rows so far
   int next_launch_ = 0;                // index into launch_order_
   bool sync_ = true;

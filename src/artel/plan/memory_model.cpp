@@ -70,6 +70,19 @@ double largest_collective(const StageWork& st, const Layout& l, const Workload& 
   return w.state.gradient * largest;
 }
 
+// Note [Tables apart]: a tied table's rows wait aside on each rank, and
+// finish() gathers them all: its own, the copy it sends, every rank's
+// received; past the table's rows, a dense copy of the table instead.
+double table_rows_buffers(const StageWork& st, const Layout& l, const Workload& w) {
+  if (l.dp <= 1 || !keeps_tables_apart(l, w)) return 0;
+  double bytes = 0;
+  for (const UnitBucket& b : unit_buckets(st, w.buckets, true))
+    if (b.table)
+      bytes += std::min((2.0 + static_cast<double>(l.dp)) * st.table_rows_bytes,
+                        st.table_rows_bytes + w.state.gradient * b.parameters);
+  return bytes;
+}
+
 MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster& cluster, const Layout& l,
                               const Workload& w) {
   const double n = static_cast<double>(l.dp);
@@ -98,6 +111,7 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   m.activations = peak_live * per_instruction + st.working_bytes;
   if (l.dp > 1 && l.zero <= 2) m.communication += 2 * w.bucket_copy_bytes;
   if (l.dp > 1 && l.zero >= 3) m.communication += zero3_staging(st, w);
+  m.communication += table_rows_buffers(st, l, w);
   m.communication += st.tensor_parallel_message_bytes;
   m.communication += 2 * peak_live * st.boundary_bytes / static_cast<double>(l.chunks);
   return m;

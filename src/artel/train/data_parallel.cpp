@@ -22,14 +22,19 @@ nn::NamedParameters DataParallelStrategy::build(nn::Model& model, const data::Da
   nn::NamedParameters params = Strategy::build(model, data, seed, init);
   opts_.shard_optimizer = opts_.shard_optimizer && group_->size() > 1;
   opts_.shard_gradients = opts_.shard_gradients && opts_.shard_optimizer;
-  // The model's embedding tables, whose lookups' rows DDP keeps apart (its Note [Tables apart]).
-  std::set<const autograd::VariableImpl*> looked_up;
+  // The model's embedding tables, whose lookups' rows DDP keeps apart (its
+  // Note [Tables apart]), and of them the sparse ones (Note [Sparse tables]).
+  std::set<const autograd::VariableImpl*> looked_up, sparse;
   for (const auto& [_, m] : model.named_modules())
-    if (const auto* table = dynamic_cast<const nn::Embedding*>(m)) looked_up.insert(table->weight().impl());
-  std::set<std::string> tables;
-  for (const auto& [name, v] : params)
+    if (const auto* table = dynamic_cast<const nn::Embedding*>(m))
+      (table->sparse() ? sparse : looked_up).insert(table->weight().impl());
+  std::set<std::string> tables, sparse_tables;
+  for (const auto& [name, v] : params) {
     if (looked_up.count(v.impl())) tables.insert(name);
+    if (sparse.count(v.impl())) sparse_tables.insert(name);
+  }
   opts_.tables = [tables](const std::string& name) { return tables.count(name) > 0; };
+  opts_.sparse_tables = [sparse_tables](const std::string& name) { return sparse_tables.count(name) > 0; };
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(params, *group_, opts_);
   return params;
 }
