@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -389,14 +390,16 @@ struct SparseNet {
 
 // Note [Sparse tables]: a sparse table's bucket is never reduced; the rows of
 // both micro-steps (one under no_sync) are gathered and added, and the step
-// is one worker's on the whole batch at ZeRO 0 and 1, on 2 and 4 ranks. The
-// ranks' rows are gathered into a table of 20, and reduced as a dense table
-// of 6 (fewer than the ranks' 16). The bytes handed over count the rows,
-// not the table. Tied to a head, a sparse table is refused.
+// is one worker's on the whole batch at ZeRO 0 and 1, on 2 and 4 ranks. A
+// rank's lookups of a row are summed before they go (each id is read twice),
+// and the ranks' rows are gathered into a table of 40, or reduced as a
+// dense table of 6 (fewer than the ranks' distinct rows). The bytes handed
+// over count the distinct rows, not the table. Tied to a head, a sparse
+// table is refused.
 TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
-  for (int64_t rows : {20, 6}) {
+  for (int64_t rows : {40, 6}) {
     Tensor ids = Tensor::empty({16}, DType::i64);
-    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k * 5 + k / 3) % rows;
+    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k / 2 * 7) % rows;  // each id twice in a row
     auto half = [&](int world, int rank, int part) {
       const int64_t share = 16 / world, first = rank * share + part * share / 2;
       return ids.slice0(first, first + share / 2);
@@ -430,7 +433,16 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
             EXPECT_FALSE(net.params[0].second.grad().defined());  // its rows wait aside
             net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
             ddp.finish();
-            const int64_t most = 16 / world, layer = 4 * (9 + 3);  // fc's two buckets, unsharded
+            int64_t most = 0;  // the most distinct rows a rank read in the step (a row's lookups are summed first)
+            for (int r = 0; r < world; ++r) {
+              std::set<int64_t> distinct;
+              for (int part : {0, 1}) {
+                const Tensor read = half(world, r, part);
+                distinct.insert(read.data<int64_t>(), read.data<int64_t>() + read.numel());
+              }
+              most = std::max(most, static_cast<int64_t>(distinct.size()));
+            }
+            const int64_t layer = 4 * (9 + 3);  // fc's two buckets, unsharded
             const int64_t table = world * most <= rows ? most * (8 + 3 * 4) : rows * 3 * 4;  // gathered, or reduced dense
             if (stage == 0) {
               EXPECT_EQ(ddp.reduced_bytes_last_step(), layer + table);

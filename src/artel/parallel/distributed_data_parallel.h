@@ -45,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -266,8 +267,9 @@ class DistributedDataParallel {
   std::vector<size_t> ready_seen_;     // the first step: buckets in the order they became ready
   bool order_learned_ = false;
   struct Rows {
-    std::vector<int64_t> rows;         // of the table, repeated as looked up
-    std::vector<float> values;         // rows.size() x the table's width
+    std::vector<int64_t> rows;         // of the table, each once
+    std::vector<float> values;         // rows.size() x the table's width: each row's lookups summed
+    std::unordered_map<int64_t, size_t> index;  // row -> its place in rows
   };
   std::vector<size_t> tables_;         // parameters whose rows are kept apart (Note [Tables apart])
   std::vector<bool> sparse_;           // per entry of tables_: a sparse table (Note [Sparse tables])
