@@ -68,7 +68,8 @@ struct StageWork {
   // head's backward, the first, to the embedding's, the last.
   bool first_unit_tied_to_last = false;
   // Bytes of the rows (and their ids) one micro-batch's lookup of a tied
-  // table hands over on one worker (ParameterTensor::tied_table).
+  // table hands over on one worker (ParameterTensor::tied_table): a row a
+  // token, the most it can be (DDP sends a row read twice once).
   double table_rows_bytes = 0;
   std::vector<double> unit_backward;    // each unit's backward seconds (tp collectives excluded): when its gradients are ready
   std::vector<Matrix> matrices;         // the weight matrices among them (GPT only)
