@@ -317,9 +317,10 @@ struct TiedNet {
 
 // Note [Tables apart]: the tied table's bucket is reduced before its
 // lookup's rows arrive, which are gathered and added at finish(); the step
-// is one worker's on the whole batch, at ZeRO 0 and 1, with a micro-step
-// accumulated locally (the rows then go into the gradient), and from the
-// second step the table's bucket starts first. The ranks' 8 rows are
+// is one worker's on the whole batch, at ZeRO 0, 1 and 2, with a micro-step
+// accumulated locally (the rows then go into the gradient; under ZeRO 2,
+// which reduces it, they wait aside too), and from the second step the
+// table's bucket starts first. The ranks' 8 rows are
 // gathered into a table of 12, and reduced as a dense table of 6 (fewer).
 TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
   for (int64_t rows : {12, 6}) {
@@ -338,12 +339,12 @@ TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
           for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
         single_opt.step();
       }
-      for (int stage : {0, 1}) {
+      for (int stage : {0, 1, 2}) {
         comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
           TiedNet net(1, rows);
           optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
           DistributedDataParallel ddp(net.params, pg,
-                                      {.buckets = kSmallBuckets, .shard_optimizer = stage == 1,
+                                      {.buckets = kSmallBuckets, .shard_optimizer = stage >= 1, .shard_gradients = stage == 2,
                                        .tables = [](const std::string& name) { return name == "table"; }});
           ddp.shard(opt);
           const size_t table_bucket = ddp.buckets().size() - 1;  // the table's own, after the planned ones
@@ -390,7 +391,7 @@ struct SparseNet {
 
 // Note [Sparse tables]: a sparse table's bucket is never reduced; the rows of
 // both micro-steps (one under no_sync) are gathered and added, and the step
-// is one worker's on the whole batch at ZeRO 0 and 1, on 2 and 4 ranks. A
+// is one worker's on the whole batch at ZeRO 0, 1 and 2, on 2 and 4 ranks. A
 // rank's lookups of a row are summed before they go (each id is read twice),
 // and the ranks' rows are gathered into a table of 40, or reduced as a
 // dense table of 6 (fewer than the ranks' distinct rows). The bytes handed
@@ -413,12 +414,12 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
           for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
         single_opt.step();
       }
-      for (int stage : {0, 1}) {
+      for (int stage : {0, 1, 2}) {
         comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
           SparseNet net(1, rows);
           optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
           DistributedDataParallel ddp(net.params, pg,
-                                      {.buckets = kSmallBuckets, .shard_optimizer = stage == 1,
+                                      {.buckets = kSmallBuckets, .shard_optimizer = stage >= 1, .shard_gradients = stage == 2,
                                        .sparse_tables = [](const std::string& name) { return name == "table"; }});
           ddp.shard(opt);
           ASSERT_EQ(ddp.buckets().back().params, std::vector<int>{0});  // the table's own, after the planned ones

@@ -81,7 +81,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   // Replicated parameters of a sharded step go into one bucket of their own,
   // last; before it, each table whose rows go apart (Note [Tables apart],
   // Note [Sparse tables]).
-  const bool apart = !opts_.shard_gradients && !opts_.powersgd;
+  const bool apart = !opts_.powersgd;
   std::vector<int> planned, kept;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
@@ -388,7 +388,7 @@ void DistributedDataParallel::launch_ready_buckets() {
     const size_t b = launch_order_[static_cast<size_t>(next_launch_++)];
     if (gathered_[b]) {  // nothing to reduce: the block starts from zeros, and finish() adds the ranks' rows
       const optim::ElementRange block = block_of(b);
-      storage_[b].slice0(block.begin, block.end).zero();
+      (staged(b) ? grad_blocks_[b] : storage_[b].slice0(block.begin, block.end)).zero();
       continue;
     }
     if (compresses(b)) {  // the whole averaged gradient comes back on every rank, sharded step or not
@@ -421,7 +421,7 @@ void DistributedDataParallel::complete_arrivals() {
     ARTEL_CHECK(opts_.allow_unused_parameters, "parameter '", params_[i].first,
                 "' received no gradient in this step, so its all-reduce would never start",
                 " (hint: make it take part in the loss, or allow unused parameters)");
-    std::memset(staging_slot(i), 0, params_[i].second.value().nbytes());
+    if (!gathered_[static_cast<size_t>(bucket_of_[i])]) std::memset(staging_slot(i), 0, params_[i].second.value().nbytes());
     arrive(i);
   }
   launch_ready_buckets();
@@ -488,7 +488,8 @@ void DistributedDataParallel::learn_launch_order() {
 // order as the dense gradient sums them (at most 4 x 256 tokens: 1024 rows
 // of 768, 3 MiB a rank; a byte-level text's 65 distinct rows, 195 KiB).
 // finish() all-gathers every rank's rows and adds each, divided by the ranks,
-// into the averaged table (in a sharded step: the part in this rank's block),
+// into the averaged table (in a sharded step: the part in this rank's block,
+// kept in its gradient block under ZeRO 2),
 // rank by rank in one order: what the dense average would hold, up to float
 // rounding, and the same bits at every ZeRO stage. Where the ranks' rows
 // would outnumber the table's (N x rows > V: GPT-2's 50,304 rows at 1024
@@ -506,14 +507,16 @@ void DistributedDataParallel::learn_launch_order() {
 // its bucket holds no gradient: when its lookups are done the bucket's block
 // is zeroed instead of reduced, and finish() gathers and adds the ranks'
 // rows as for a tied table. Under no_sync() the sink stays on and the rows
-// pile up, so accumulated micro-steps move their rows too. What moves is
+// pile up, so accumulated micro-steps move their rows too; so do a tied
+// table's under ZeRO 2, which reduces every micro-step's dense gradient
+// (its bucket then starts early in each). What moves is
 // ranks x distinct rows x (C + 2) words instead of the table (wordlm, 16 x 32
 // words a rank: 0.13 MB against 7.5 MB), and the bytes handed over
 // (reduced_bytes_last_step) count the rows.
 void DistributedDataParallel::keep_rows_apart(bool on) {
   for (size_t t = 0; t < tables_.size(); ++t) {
     autograd::RowGradientSink sink;
-    if (on || sparse_[t]) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
+    if (on || sparse_[t] || opts_.shard_gradients) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
     params_[tables_[t]].second.set_row_gradient_sink(std::move(sink), /*rows_only=*/sparse_[t]);
   }
 }
@@ -556,11 +559,11 @@ void DistributedDataParallel::add_rows() {
     const int64_t table_rows = params_[param].second.size(0), width = params_[param].second.numel() / table_rows;
     const size_t b = static_cast<size_t>(bucket_of_[param]);
     const optim::ElementRange block = block_of(b);  // a sharded bucket: only this rank's block is averaged
-    float* averaged = storage_[b].data<float>();
+    float* averaged = averaged_block(b);             // from the block's first element
     auto add_row = [&](int64_t row, const float* v, float divisor) {
       const int64_t first = offset_of_[param] + row * width;
       for (int64_t e = std::max(first, block.begin); e < std::min(first + width, block.end); ++e)
-        averaged[e] += v[e - first] / divisor;
+        averaged[e - block.begin] += v[e - first] / divisor;
     };
     if (ranks * most > table_rows) {  // the ranks' rows outnumber the table's: reduce them as a dense table
       Tensor dense = Tensor::zeros({table_rows * width});

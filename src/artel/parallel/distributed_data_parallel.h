@@ -90,15 +90,15 @@ struct DdpOptions {
   std::string all_reduce_algorithm = "auto";
   // Embedding tables, by name (Note [Tables apart]): each of at least
   // buckets.bucket_bytes in a bucket of its own, whose lookups' rows are kept
-  // apart from its dense gradient. Not with shard_gradients or PowerSGD,
-  // which keep tables in the plain buckets.
+  // apart from its dense gradient. Not with PowerSGD, which keeps tables in
+  // the plain buckets.
   std::function<bool(const std::string& name)> tables;
   // Sparse tables, by name (nn::Embedding::sparse, PyTorch's
   // nn.Embedding(sparse=True)): only looked up, so a step's gradient is the
   // rows its lookups read. Each, whatever its size, is a bucket of its own
   // that no collective reduces: every rank's rows are gathered and added at
   // finish() (Note [Sparse tables]). A dense gradient for one is refused.
-  // Not with shard_gradients or PowerSGD, which reduce them whole.
+  // Not with PowerSGD, which reduces them whole.
   std::function<bool(const std::string& name)> sparse_tables;
 };
 
@@ -170,7 +170,7 @@ class DistributedDataParallel {
    public:
     explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) {
       ddp_.sync_ = false;
-      ddp_.keep_rows_apart(false);  // accumulated locally, a tied table's rows go into its gradient
+      ddp_.keep_rows_apart(false);  // accumulated locally, a tied table's rows go into its gradient (not at ZeRO 2)
     }
     ~NoSync() {
       ddp_.sync_ = true;
@@ -236,7 +236,8 @@ class DistributedDataParallel {
   void take_rows(size_t param, const autograd::RowGradient& rows);
   // Note [Tables apart]: every rank's rows added into the averaged tables.
   void add_rows();
-  // Tied tables' sinks on or off; sparse tables' stay on (their rows pile up under no_sync()).
+  // Tied tables' sinks on or off; sparse tables' stay on, and under ZeRO 2
+  // (every micro-step reduced) all do: their rows pile up under no_sync().
   void keep_rows_apart(bool on);
 
   NamedParameters params_;

@@ -72,14 +72,14 @@ double largest_collective(const StageWork& st, const Layout& l, const Workload& 
 
 // Note [Tables apart]: a tied table's rows wait aside on each rank, and
 // finish() gathers them all: its own, the copy it sends, every rank's
-// received; past the table's rows, a dense copy of the table instead.
+// received; past the table's rows, a dense copy of the table instead. At
+// ZeRO 2 every micro-batch's rows wait; else the last one's.
 double table_rows_buffers(const StageWork& st, const Layout& l, const Workload& w) {
   if (l.dp <= 1 || !keeps_tables_apart(l, w)) return 0;
+  const double rows = st.table_rows_bytes * static_cast<double>(l.zero >= 2 ? l.micro_batches : 1);
   double bytes = 0;
   for (const UnitBucket& b : unit_buckets(st, w.buckets, true))
-    if (b.table)
-      bytes += std::min((2.0 + static_cast<double>(l.dp)) * st.table_rows_bytes,
-                        st.table_rows_bytes + w.state.gradient * b.parameters);
+    if (b.table) bytes += std::min((2.0 + static_cast<double>(l.dp)) * rows, rows + w.state.gradient * b.parameters);
   return bytes;
 }
 

@@ -41,7 +41,7 @@ std::vector<UnitBucket> unit_buckets(const StageWork& st, const parallel::Bucket
 }
 
 bool keeps_tables_apart(const Layout& l, const Workload& w) {
-  return w.tables_apart && l.zero <= 1 && l.compression.kind != Compression::Kind::powersgd;
+  return w.tables_apart && l.zero <= 2 && l.compression.kind != Compression::Kind::powersgd;
 }
 
 namespace {

@@ -94,7 +94,7 @@ struct UnitBucket {
 };
 
 // Whether artel's DDP keeps tied tables apart under this layout (Note
-// [Tables apart]): its own runs (Workload::tables_apart), ZeRO 0-1, no PowerSGD.
+// [Tables apart]): its own runs (Workload::tables_apart), ZeRO 0-2, no PowerSGD.
 bool keeps_tables_apart(const Layout& l, const Workload& w);
 
 // DDP's buckets (parallel/bucket_plan.h) over the stage's tensors, cut
