@@ -54,6 +54,33 @@ TEST_F(TrainParallel, MlpWorkersEqualOneWorkerOnTheGlobalBatch) {
   expect_same_run("one", "accum");
 }
 
+// wordlm's table is sparse (nn::Embedding::set_sparse): data parallelism
+// gathers the rows its lookups read instead of reducing the table, and
+// still takes one worker's step on the global batch, at ZeRO 1 and at ZeRO
+// 2 with accumulated micro-steps. The bytes it hands over count the rows,
+// not the table's 14,565 x 16 floats.
+TEST_F(TrainParallel, ASparseTablesRowsAloneGiveOneWorkersStep) {
+  const std::string m =
+      "--model wordlm --n-embd 16 --n-head 2 --block-size 8 --steps 3 --eval-batches 1 --threads 1 "
+      "--data-order sequential --seed 3";
+  ok(train(m + " --batch-size 4" + out("one")));
+  Result two = train(m + " --batch-size 2 --nproc 2" + out("two"));
+  ok(two);
+  EXPECT_NE(two.out.find(" (embed.weight, sparse: only its rows gathered)"), std::string::npos) << two.out;
+  ok(train(m + " --batch-size 1 --accum 2 --nproc 2 --zero 2" + out("zero2")));
+  expect_same_run("one", "two");
+  expect_same_run("one", "zero2");
+  std::ifstream in(dir_ / "two" / "metrics.jsonl");
+  std::string first;
+  std::getline(in, first);
+  // The dense parameters (14,565 x 33 + 3,952 floats, as the parameter
+  // server's test counts them) and at most 16 rows of 16 floats and an id,
+  // with the buckets' padding: not the table's 14,565 x 16 floats.
+  const double handed = nlohmann::json::parse(first)["grad_bytes"].get<double>();
+  EXPECT_GT(handed, 14565.0 * 33 * 4) << first;
+  EXPECT_LT(handed, (14565.0 * 33 + 3952) * 4 + 16 * (16 * 4 + 8) + 1024) << first;
+}
+
 // Each worker updating its block of the weights (the default, --zero 1) and
 // every worker updating all of them (--zero 0) compute every element from the
 // same numbers: the same bits, for SGD with momentum and for AdamW. Clipping
