@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -391,7 +392,8 @@ struct SparseNet {
 
 // Note [Sparse tables]: a sparse table's bucket is never reduced; the rows of
 // both micro-steps (one under no_sync) are gathered and added, and the step
-// is one worker's on the whole batch at ZeRO 0, 1 and 2, on 2 and 4 ranks. A
+// is one worker's on the whole batch at ZeRO 0, 1 and 2 and under PowerSGD,
+// on 2 and 4 ranks. A
 // rank's lookups of a row are summed before they go (each id is read twice),
 // and the ranks' rows are gathered into a table of 40, or reduced as a
 // dense table of 6 (fewer than the ranks' distinct rows). The bytes handed
@@ -414,12 +416,15 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
           for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
         single_opt.step();
       }
-      for (int stage : {0, 1, 2}) {
+      for (int stage : {0, 1, 2, 3}) {  // 3: ZeRO 0 under PowerSGD (fc's 3 x 3 at rank 4: sent whole)
         comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
           SparseNet net(1, rows);
           optim::Sgd opt(optim::one_group(net.params, 0.1f), {.momentum = 0.9f});
+          std::optional<PowerSgdOptions> powersgd;
+          if (stage == 3) powersgd = PowerSgdOptions{.rank = 4, .start_step = 1};
           DistributedDataParallel ddp(net.params, pg,
-                                      {.buckets = kSmallBuckets, .shard_optimizer = stage >= 1, .shard_gradients = stage == 2,
+                                      {.buckets = kSmallBuckets, .shard_optimizer = stage == 1 || stage == 2,
+                                       .shard_gradients = stage == 2, .powersgd = powersgd,
                                        .sparse_tables = [](const std::string& name) { return name == "table"; }});
           ddp.shard(opt);
           ASSERT_EQ(ddp.buckets().back().params, std::vector<int>{0});  // the table's own, after the planned ones
@@ -445,7 +450,7 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
             }
             const int64_t layer = 4 * (9 + 3);  // fc's two buckets, unsharded
             const int64_t table = world * most <= rows ? most * (8 + 3 * 4) : rows * 3 * 4;  // gathered, or reduced dense
-            if (stage == 0) {
+            if (stage == 0 || stage == 3) {
               EXPECT_EQ(ddp.reduced_bytes_last_step(), layer + table);
             }
             ddp.step(opt);

@@ -79,15 +79,15 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
     : params_(std::move(params)), group_(group), opts_(opts) {
   check_parameters();
   // Replicated parameters of a sharded step go into one bucket of their own,
-  // last; before it, each table whose rows go apart (Note [Tables apart],
-  // Note [Sparse tables]).
-  const bool apart = !opts_.powersgd;
+  // last; before it, each table whose rows go apart (Note [Tables apart]:
+  // not with PowerSGD, which compresses a tied table's gradient; Note
+  // [Sparse tables]: always).
   std::vector<int> planned, kept;
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
-    const bool sparse = apart && opts_.sparse_tables && opts_.sparse_tables(name);
+    const bool sparse = opts_.sparse_tables && opts_.sparse_tables(name);
     if (sharded() && opts_.replicate && opts_.replicate(name)) kept.push_back(static_cast<int>(i));
-    else if (sparse || (apart && opts_.tables && opts_.tables(name) &&
+    else if (sparse || (!opts_.powersgd && opts_.tables && opts_.tables(name) &&
                         table_kept_apart(static_cast<double>(params_[i].second.numel()), opts_.buckets)))
       tables_.push_back(i), sparse_.push_back(sparse);
     else planned.push_back(static_cast<int>(i));
@@ -151,6 +151,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
                 "use --zero 0 or 1 with --grad-compression powersgd");
     ARTEL_CHECK(opts_.wire == DType::f32, "PowerSGD and a bf16 wire are two compressions: choose one");
     for (size_t b = 0; b < plan_.size(); ++b) {
+      if (gathered_[b]) continue;  // nothing reduced: its rows are exact and few
       std::vector<BucketMatrix> grads;
       for (size_t j = 0; j < plan_[b].params.size(); ++j) {
         const Shape& shape = params_[static_cast<size_t>(plan_[b].params[j])].second.shape();
@@ -257,6 +258,7 @@ std::string DistributedDataParallel::describe() const {
     int compressed = 0;
     int64_t numel = 0, sent = 0;
     for (size_t b = 0; b < plan_.size(); ++b) {
+      if (!powersgd_[b]) continue;  // a sparse table's: its rows are gathered
       compressed += powersgd_[b]->compressed_count();
       numel += plan_[b].numel;
       sent += powersgd_[b]->compressed_count() ? powersgd_[b]->compressed_numel() : plan_[b].numel;

@@ -98,7 +98,7 @@ struct DdpOptions {
   // rows its lookups read. Each, whatever its size, is a bucket of its own
   // that no collective reduces: every rank's rows are gathered and added at
   // finish() (Note [Sparse tables]). A dense gradient for one is refused.
-  // Not with PowerSGD, which reduces them whole.
+  // PowerSGD leaves them so: their rows are exact and few.
   std::function<bool(const std::string& name)> sparse_tables;
 };
 
