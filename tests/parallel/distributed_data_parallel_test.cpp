@@ -316,6 +316,40 @@ struct TiedNet {
   }
 };
 
+// The 16 ids a step of the table tests looks up: a rank's share of them in
+// two micro-steps (`part` 0, then 1).
+struct TableIds {
+  Tensor ids = Tensor::empty({16}, DType::i64);
+  explicit TableIds(const std::function<int64_t(int64_t)>& id) {
+    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = id(k);
+  }
+  Tensor half(int world, int rank, int part) const {
+    const int64_t share = 16 / world, first = rank * share + part * share / 2;
+    return ids.slice0(first, first + share / 2);
+  }
+};
+
+// One worker's weights after 3 SGD-momentum steps on the whole batch.
+template <class Net>
+Net one_worker_on_the_whole_batch(int64_t rows, int world, const TableIds& batch) {
+  Net single(1, rows);
+  optim::Sgd opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    for (int rank = 0; rank < world; ++rank)
+      for (int part : {0, 1}) single.loss(batch.half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
+    opt.step();
+  }
+  return single;
+}
+
+void expect_weights(const NamedParameters& got, const NamedParameters& want, const std::string& where) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::vector<float> w = want[i].second.value().to_vector(), g = got[i].second.value().to_vector();
+    for (size_t j = 0; j < w.size(); ++j) EXPECT_NEAR(g[j], w[j], 1e-5f) << got[i].first << "[" << j << "] " << where;
+  }
+}
+
 // Note [Tables apart]: the tied table's bucket is reduced before its
 // lookup's rows arrive, which are gathered and added at finish(); the step
 // is one worker's on the whole batch, at ZeRO 0, 1 and 2, with a micro-step
@@ -325,21 +359,9 @@ struct TiedNet {
 // gathered into a table of 12, and reduced as a dense table of 6 (fewer).
 TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
   for (int64_t rows : {12, 6}) {
-    Tensor ids = Tensor::empty({16}, DType::i64);
-    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k * 5 + k / 3) % rows;
-    auto half = [&](int world, int rank, int part) {
-      const int64_t share = 16 / world, first = rank * share + part * share / 2;
-      return ids.slice0(first, first + share / 2);
-    };
+    const TableIds batch([&](int64_t k) { return (k * 5 + k / 3) % rows; });
     for (int world : {2, 4}) {
-      TiedNet single(1, rows);
-      optim::Sgd single_opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
-      for (int step = 0; step < 3; ++step) {
-        single_opt.zero_grad();
-        for (int rank = 0; rank < world; ++rank)
-          for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
-        single_opt.step();
-      }
+      const TiedNet single = one_worker_on_the_whole_batch<TiedNet>(rows, world, batch);
       for (int stage : {0, 1, 2}) {
         comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
           TiedNet net(1, rows);
@@ -356,34 +378,25 @@ TEST(DistributedDataParallel, ATiedTableReducedBeforeItsRowsIsOneWorkersStep) {
             opt.zero_grad();
             {
               auto local = ddp.no_sync();
-              net.loss(half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
+              net.loss(batch.half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
             }
-            net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
+            net.loss(batch.half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
             ddp.finish();
             EXPECT_EQ(ddp.launch_order().front(), table_bucket) << "step " << step;  // ready first, from the head
             ddp.step(opt);
           }
-          for (size_t i = 0; i < net.params.size(); ++i) {
-            const std::vector<float> want = single.params[i].second.value().to_vector();
-            const std::vector<float> got = net.params[i].second.value().to_vector();
-            for (size_t j = 0; j < want.size(); ++j)
-              EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world << " stage " << stage
-                                                  << " table of " << rows;
-          }
+          expect_weights(net.params, single.params,
+                         "world " + std::to_string(world) + " stage " + std::to_string(stage) + " table of " + std::to_string(rows));
         });
       }
     }
   }
 }
 
-// A sparse table looked up and fed to a layer, as wordlm's: mean(tanh(E[ids]·Wᵀ + b)²).
-struct SparseNet {
-  NamedParameters params;
-  SparseNet(uint64_t seed, int64_t rows) {
-    params = {{"table", Variable(randn({rows, 3}, seed), true)},
-              {"fc.weight", Variable(randn({3, 3}, seed + 1), true)},
-              {"fc.bias", Variable(randn({3}, seed + 2), true)}};
-  }
+// TiedNet's parameters with the table only looked up, as wordlm's sparse
+// one: mean(tanh(E[ids]·Wᵀ + b)²).
+struct SparseNet : TiedNet {
+  using TiedNet::TiedNet;
   Variable loss(const Tensor& ids) {
     Variable h = autograd::tanh(autograd::linear(autograd::embedding(params[0].second, ids), params[1].second, params[2].second));
     return autograd::mean(autograd::mul(h, h));
@@ -401,21 +414,9 @@ struct SparseNet {
 // table is refused.
 TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
   for (int64_t rows : {40, 6}) {
-    Tensor ids = Tensor::empty({16}, DType::i64);
-    for (int64_t k = 0; k < 16; ++k) ids.data<int64_t>()[k] = (k / 2 * 7) % rows;  // each id twice in a row
-    auto half = [&](int world, int rank, int part) {
-      const int64_t share = 16 / world, first = rank * share + part * share / 2;
-      return ids.slice0(first, first + share / 2);
-    };
+    const TableIds batch([&](int64_t k) { return (k / 2 * 7) % rows; });  // each id twice in a row
     for (int world : {2, 4}) {
-      SparseNet single(1, rows);
-      optim::Sgd single_opt(optim::one_group(single.params, 0.1f), {.momentum = 0.9f});
-      for (int step = 0; step < 3; ++step) {
-        single_opt.zero_grad();
-        for (int rank = 0; rank < world; ++rank)
-          for (int part : {0, 1}) single.loss(half(world, rank, part)).backward(Tensor::full({}, 0.5f / static_cast<float>(world)));
-        single_opt.step();
-      }
+      const SparseNet single = one_worker_on_the_whole_batch<SparseNet>(rows, world, batch);
       for (int stage : {0, 1, 2, 3}) {  // 3: ZeRO 0 under PowerSGD (fc's 3 x 3 at rank 4: sent whole)
         comm::spawn_threads(world, [&](comm::ProcessGroup& pg) {
           SparseNet net(1, rows);
@@ -434,16 +435,16 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
             opt.zero_grad();
             {
               auto local = ddp.no_sync();
-              net.loss(half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
+              net.loss(batch.half(world, pg.rank(), 0)).backward(Tensor::full({}, 0.5f));
             }
             EXPECT_FALSE(net.params[0].second.grad().defined());  // its rows wait aside
-            net.loss(half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
+            net.loss(batch.half(world, pg.rank(), 1)).backward(Tensor::full({}, 0.5f));
             ddp.finish();
             int64_t most = 0;  // the most distinct rows a rank read in the step (a row's lookups are summed first)
             for (int r = 0; r < world; ++r) {
               std::set<int64_t> distinct;
               for (int part : {0, 1}) {
-                const Tensor read = half(world, r, part);
+                const Tensor read = batch.half(world, r, part);
                 distinct.insert(read.data<int64_t>(), read.data<int64_t>() + read.numel());
               }
               most = std::max(most, static_cast<int64_t>(distinct.size()));
@@ -455,13 +456,8 @@ TEST(DistributedDataParallel, ASparseTablesRowsAloneMakeOneWorkersStep) {
             }
             ddp.step(opt);
           }
-          for (size_t i = 0; i < net.params.size(); ++i) {
-            const std::vector<float> want = single.params[i].second.value().to_vector();
-            const std::vector<float> got = net.params[i].second.value().to_vector();
-            for (size_t j = 0; j < want.size(); ++j)
-              EXPECT_NEAR(got[j], want[j], 1e-5f) << net.params[i].first << "[" << j << "] world " << world << " stage " << stage
-                                                  << " table of " << rows;
-          }
+          expect_weights(net.params, single.params,
+                         "world " + std::to_string(world) + " stage " + std::to_string(stage) + " table of " + std::to_string(rows));
         });
       }
     }
