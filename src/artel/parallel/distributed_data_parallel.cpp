@@ -83,13 +83,14 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   // not with PowerSGD, which compresses a tied table's gradient; Note
   // [Sparse tables]: always).
   std::vector<int> planned, kept;
+  std::vector<bool> sparse_tables;  // per entry of tables_
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string& name = params_[i].first;
     const bool sparse = opts_.sparse_tables && opts_.sparse_tables(name);
     if (sharded() && opts_.replicate && opts_.replicate(name)) kept.push_back(static_cast<int>(i));
     else if (sparse || (!opts_.powersgd && opts_.tables && opts_.tables(name) &&
                         table_kept_apart(static_cast<double>(params_[i].second.numel()), opts_.buckets)))
-      tables_.push_back(i), sparse_.push_back(sparse);
+      tables_.push_back(i), sparse_tables.push_back(sparse);
     else planned.push_back(static_cast<int>(i));
   }
   std::vector<int64_t> numels;
@@ -100,7 +101,7 @@ DistributedDataParallel::DistributedDataParallel(NamedParameters params, comm::P
   gathered_.assign(plan_.size(), false);
   for (size_t t = 0; t < tables_.size(); ++t) {
     plan_.push_back({.params = {static_cast<int>(tables_[t])}, .offsets = {0}, .numel = params_[tables_[t]].second.numel()});
-    gathered_.push_back(sparse_[t]);
+    gathered_.push_back(sparse_tables[t]);
   }
   replicated_.assign(plan_.size(), false);
   if (!kept.empty()) {
@@ -517,9 +518,10 @@ void DistributedDataParallel::learn_launch_order() {
 // (reduced_bytes_last_step) count the rows.
 void DistributedDataParallel::keep_rows_apart(bool on) {
   for (size_t t = 0; t < tables_.size(); ++t) {
+    const bool sparse = gathered_[static_cast<size_t>(bucket_of_[tables_[t]])];
     autograd::RowGradientSink sink;
-    if (on || sparse_[t] || opts_.shard_gradients) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
-    params_[tables_[t]].second.set_row_gradient_sink(std::move(sink), /*rows_only=*/sparse_[t]);
+    if (on || sparse || opts_.shard_gradients) sink = [this, t](const autograd::RowGradient& r) { take_rows(t, r); };
+    params_[tables_[t]].second.set_row_gradient_sink(std::move(sink), /*rows_only=*/sparse);
   }
 }
 

@@ -273,7 +273,6 @@ class DistributedDataParallel {
     std::unordered_map<int64_t, size_t> index;  // row -> its place in rows
   };
   std::vector<size_t> tables_;         // parameters whose rows are kept apart (Note [Tables apart])
-  std::vector<bool> sparse_;           // per entry of tables_: a sparse table (Note [Sparse tables])
   std::vector<bool> gathered_;         // per bucket: a sparse table's, never reduced, its rows gathered
   std::vector<Rows> rows_;             // per entry of tables_: this step's rows so far
   int next_launch_ = 0;                // index into launch_order_

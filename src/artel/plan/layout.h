@@ -101,7 +101,7 @@ struct Workload {
   parallel::BucketOptions buckets;
   // artel's DDP keeps a tied embedding table of a bucket's size or more in a
   // bucket of its own, reduced once the head's backward is done, and gathers
-  // its lookup's rows at the end (ZeRO 0-1, no PowerSGD; Note [Tables
+  // its lookup's rows at the end (ZeRO 0-2, no PowerSGD; Note [Tables
   // apart]); PyTorch's DDP buckets it with the first tensors.
   bool tables_apart = false;
   // Bytes of a gradient bucket held as a copy of the gradients while it is
