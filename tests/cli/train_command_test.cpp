@@ -433,6 +433,36 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   EXPECT_EQ(out.rfind("artel generate: error: --prompt-ids holds no token id (hint: e.g. --prompt-ids", 0), 0u) << out;
 }
 
+// A word model names its blocks h.0.attn.c_attn… as GPT2Model does, beside
+// its own embed.weight: its weights are still its own, for generate, --init
+// and export (they were taken for Hugging Face's GPT-2 and refused).
+TEST_F(TrainCommand, AWordModelsWeightsAreNotTakenForHuggingFaces) {
+  Result r = train("--model wordlm --n-embd 16 --n-head 2 --block-size 8 --steps 2 --eval-batches 1 --threads 1 "
+                   "--generate 8 --out " + (dir_ / "run").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("sampled at temperature 0.8 ---\n");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string printed = r.out.substr(at + 31, r.out.find("\n---", at + 31) - (at + 31));
+  Result g = artel("generate " + (dir_ / "run").string() + " --tokens 8");
+  EXPECT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out, printed + "\n");
+  const fs::path final = dir_ / "run" / "final.safetensors";
+  ASSERT_TRUE(artel::nn::read_safetensors(final.string()).tensors.count("h.0.attn.c_attn.weight"));
+  r = train("--model wordlm --n-embd 16 --n-head 2 --block-size 8 --steps 1 --eval-batches 1 --threads 1 "
+            "--generate 0 --init " + final.string() + " --out " + (dir_ / "again").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto a = artel::nn::read_safetensors(final.string());
+  auto b = artel::nn::read_safetensors((dir_ / "again" / "init.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) EXPECT_EQ(t.to_vector(), b.tensors.at(name).to_vector()) << name;
+  r = artel("export " + final.string() + " " + (dir_ / "copy.safetensors").string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = artel("export " + final.string() + " " + (dir_ / "hf.safetensors").string() + " --format hf");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("holds no GPT"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "hf.safetensors"));
+}
+
 TEST_F(TrainCommand, BadInitWeightsAreNamed) {
   std::string out = " --out " + (dir_ / "bad").string();
   std::ofstream(dir_ / "corrupt.safetensors") << "this is not a safetensors file at all";

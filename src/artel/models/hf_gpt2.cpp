@@ -50,7 +50,11 @@ void check_tied_head(const nn::SafetensorsReader& file, const Tensor& wte) {
 }  // namespace
 
 bool is_hf_gpt2(const nn::SafetensorsReader& file) {
-  if (file.contains("h.0.attn.c_attn.weight")) return true;  // a wrong shape is then said by name, as HF's
+  // GPT2Model's bare names: its blocks and its token table. A block's names
+  // alone are not enough: a model of artel's may name its blocks so too
+  // (wordlm's h.0.attn.c_attn, next to its own embed.weight).
+  if (file.contains("h.0.attn.c_attn.weight") && file.contains("wte.weight"))
+    return true;  // a wrong shape is then said by name, as HF's
   if (!file.contains("transformer.h.0.attn.c_attn.weight")) return false;
   const Shape& s = file.shape("transformer.h.0.attn.c_attn.weight");
   return s.size() == 2 && s[1] == 3 * s[0];

@@ -28,9 +28,10 @@
 namespace artel::models {
 
 // Whether the file is in Hugging Face's layout: a GPT-2 whose first c_attn
-// weight is named without "transformer." (GPT2Model's names, which no GPT of
-// artel's writes), or with it and [C, 3C]. False for any other file, or one
-// that cannot be read.
+// weight and wte are named without "transformer." (GPT2Model's names, which
+// no GPT of artel's writes), or with it and [C, 3C]. False for any other file
+// (a word model's blocks named h.N, beside its embed.weight), or one that
+// cannot be read.
 bool is_hf_gpt2(const std::string& path);
 bool is_hf_gpt2(const nn::SafetensorsReader& file);
 
