@@ -141,6 +141,18 @@ TEST_F(TrainCheckpointRuns, ExportOfAMeshCheckpointIsTheFinalWeights) {
   Result none = artel("checkpoint export " + (dir_ / "missing").string() + " x.st");
   EXPECT_EQ(none.code, 1);
   EXPECT_NE(none.err.find("no such directory"), std::string::npos) << none.err;
+  // The run's directory stands for its checkpoints/, for `artel export` too.
+  fs::remove(weights);
+  ok(artel("export " + (dir_ / "mesh").string() + " " + weights.string()));
+  EXPECT_EQ(slurp(weights), slurp(dir_ / "mesh" / "final.safetensors"));
+  // A run without checkpoints: the hint names its final weights.
+  ok(train(std::string(kCheckpointGpt) + " --batch-size 8 --steps 1" + out("plain")));
+  Result plain = artel("export " + (dir_ / "plain").string() + " x.st");
+  EXPECT_EQ(plain.code, 1);
+  EXPECT_NE(plain.err.find("no complete checkpoint in " + (dir_ / "plain").string() + " (hint: the run's last weights are " +
+                           (dir_ / "plain" / "final.safetensors").string()),
+            std::string::npos) << plain.err;
+  EXPECT_EQ(std::count(plain.err.begin(), plain.err.end(), '\n'), 1) << plain.err;
 }
 
 // No worker writes the whole model: the shards' bytes sum to the model and

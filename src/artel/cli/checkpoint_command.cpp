@@ -27,15 +27,13 @@ int run_checkpoint(int argc, char** argv) {
   app.require_subcommand(1);
   CLI::App* exp = app.add_subcommand(
       "export", "consolidate a checkpoint's model into one safetensors file, as final.safetensors holds it");
-  exp->add_option("checkpoint", ckpt, "a checkpoint directory, or a directory of them (the newest complete one)")
+  exp->add_option("checkpoint", ckpt, "a checkpoint directory, a directory of them or a run directory (the newest complete one)")
       ->required();
   exp->add_option("out", out, "the .safetensors file to write")->required();
   exp->footer("example: artel checkpoint export runs/gpt/checkpoints step.safetensors");
   if (!parse_flags(app, argc, argv, "see `artel checkpoint export --help`")) return 0;
   auto warn = [](const std::string& w) { std::cerr << "artel checkpoint: " << w << "\n"; };
-  std::unique_ptr<train::ShardedCheckpoint> ck = train::open_newest_checkpoint(ckpt, warn);
-  if (!ck)
-    throw Error("no complete checkpoint in " + ckpt, "checkpoints are written by `artel train --checkpoint-every N`");
+  std::unique_ptr<train::ShardedCheckpoint> ck = train::newest_checkpoint(ckpt, warn);
   train::export_weights(*ck, out);
   std::cout << "wrote " << out << " from " << ck->dir() << " (step " << ck->manifest().step << ")\n";
   return 0;

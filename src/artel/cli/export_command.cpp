@@ -1,7 +1,7 @@
 // `artel export IN OUT [--format artel|hf]`: a model's weights in the layout
 // another program loads. IN is a weights file (final.safetensors, or a
 // GPT-2 in Hugging Face's layout) or a checkpoint directory (or a folder of
-// them: the newest complete one). `--format hf` writes a GPT as Hugging
+// them, or a run directory: the newest complete one). `--format hf` writes a GPT as Hugging
 // Face's GPT2Model does (models/hf_gpt2.h); `--format artel` writes
 // artel's own layout, as final.safetensors holds it.
 #include <filesystem>
@@ -32,7 +32,7 @@ int run_export(int argc, char** argv) {
   std::string in, out, format = "artel";
   CLI::App app{"Write a model's weights in the layout another program loads.", "artel export"};
   app.add_option("in", in, "a weights file (.safetensors: artel's, or a GPT-2 in Hugging Face's layout), or a "
-                           "checkpoint directory (or a folder of them: the newest complete one)")
+                           "checkpoint directory (or a folder of them, or a run directory: the newest complete one)")
       ->required();
   app.add_option("out", out, "the .safetensors file to write")->required();
   app.add_option("--format", format, "artel (final.safetensors's layout) | hf (Hugging Face's GPT2Model, GPT only)")
@@ -43,9 +43,7 @@ int run_export(int argc, char** argv) {
   std::string weights = in;
   if (fs::is_directory(in, ec)) {  // a checkpoint: consolidated first
     auto warn = [](const std::string& w) { std::cerr << "artel export: " << w << "\n"; };
-    std::unique_ptr<train::ShardedCheckpoint> ck = train::open_newest_checkpoint(in, warn);
-    if (!ck)
-      throw Error("no complete checkpoint in " + in, "checkpoints are written by `artel train --checkpoint-every N`");
+    std::unique_ptr<train::ShardedCheckpoint> ck = train::newest_checkpoint(in, warn);
     weights = format == "artel" ? out : out + ".artel.tmp";
     train::export_weights(*ck, weights);
     if (format == "artel") {

@@ -147,7 +147,9 @@ std::unique_ptr<ShardedCheckpoint> open_newest_checkpoint(const std::string& pat
   const std::string name = fs::path(path).lexically_normal().filename().string();
   if (fs::exists(fs::path(path) / kManifestName) || name.rfind("ckpt-", 0) == 0)
     return std::make_unique<ShardedCheckpoint>(path);  // that one, or its error
-  const std::vector<std::string> all = checkpoints_newest_first(path);
+  const fs::path run_checkpoints = fs::path(path) / "checkpoints";
+  const std::vector<std::string> all =
+      checkpoints_newest_first(fs::is_directory(run_checkpoints) ? run_checkpoints.string() : path);
   for (size_t i = 0; i < all.size(); ++i) {
     try {
       return std::make_unique<ShardedCheckpoint>(all[i]);
@@ -156,6 +158,16 @@ std::unique_ptr<ShardedCheckpoint> open_newest_checkpoint(const std::string& pat
     }
   }
   return nullptr;
+}
+
+std::unique_ptr<ShardedCheckpoint> newest_checkpoint(const std::string& path,
+                                                     const std::function<void(const std::string&)>& warn) {
+  if (std::unique_ptr<ShardedCheckpoint> ck = open_newest_checkpoint(path, warn)) return ck;
+  const fs::path final = fs::path(path) / "final.safetensors";
+  throw Error("no complete checkpoint in " + path,
+              fs::exists(final) ? "the run's last weights are " + final.string() + "; checkpoints are written by "
+                                  "`artel train --checkpoint-every N`"
+                                : "checkpoints are written by `artel train --checkpoint-every N`");
 }
 
 }  // namespace artel::train

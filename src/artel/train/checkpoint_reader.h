@@ -50,13 +50,18 @@ class ShardedCheckpoint {
   std::vector<std::unique_ptr<CheckpointFile>> files_;  // by manifest_.shards index
 };
 
-// The newest complete checkpoint under `path` — a checkpoint directory, or a
-// directory of them (OUT/checkpoints) — skipping torn ones with a line to
-// `warn` each ("skipping checkpoint DIR/ckpt-00000020/rank-00001.artel:
-// truncated ...; trying DIR/ckpt-00000010"). Null when there is none; an
-// Error when `path` is no directory or a torn checkpoint directory.
+// The newest complete checkpoint under `path` — a checkpoint directory, a
+// directory of them (OUT/checkpoints), or a run's directory (OUT, holding
+// checkpoints/) — skipping torn ones with a line to `warn` each ("skipping
+// checkpoint DIR/ckpt-00000020/rank-00001.artel: truncated ...; trying
+// DIR/ckpt-00000010"). Null when there is none; an Error when `path` is no
+// directory or a torn checkpoint directory.
 std::unique_ptr<ShardedCheckpoint> open_newest_checkpoint(const std::string& path,
                                                           const std::function<void(const std::string&)>& warn);
+// The same, but none is an Error, whose hint names the run's
+// final.safetensors when `path` holds one.
+std::unique_ptr<ShardedCheckpoint> newest_checkpoint(const std::string& path,
+                                                     const std::function<void(const std::string&)>& warn);
 
 // The checkpoint directories under a directory of them, newest first, and
 // the line saying one is skipped for `problem` (which names the file).
