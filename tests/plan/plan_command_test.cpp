@@ -77,6 +77,33 @@ TEST(PlanCommand, PredictsAUsersModelFromPerLayerCosts) {
   EXPECT_GT(j["memory"]["activations"].get<double>(), 0);
 }
 
+// Any model `artel train` builds is planned: its costs measured on its data.
+// Saved as a costs file, they plan to the same prediction.
+TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
+  const fs::path costs = fs::temp_directory_path() / ("artel_measured_costs_" + std::to_string(::getpid()) + ".json");
+  const std::string layout = " --cluster data/clusters/selene.json --workers 8 --global-batch 64 --zero 1 --json";
+  for (const char* model : {"mlp", "cnn", "wordlm"}) {
+    const Result measured = plan(std::string("--model ") + model + layout + " --save-model-costs " + costs.string());
+    ASSERT_EQ(measured.code, 0) << model << ": " << measured.err;
+    const nlohmann::json file = nlohmann::json::parse(slurp(costs));
+    EXPECT_EQ(file["name"], model);
+    EXPECT_GE(file["layers"].size(), 1u) << model;
+    const Result again = plan("--model-costs " + costs.string() + layout);
+    ASSERT_EQ(again.code, 0) << again.err;
+    const nlohmann::json a = nlohmann::json::parse(measured.out), b = nlohmann::json::parse(again.out);
+    EXPECT_EQ(a["time"], b["time"]) << model;
+    EXPECT_EQ(a["memory"], b["memory"]) << model;
+    EXPECT_GT(a["memory"]["activations"].get<double>(), 0) << model;
+  }
+  fs::remove(costs);
+  // Pipeline stages cut between the measured layers: the CNN's 12 over 4
+  // stages, but not the MLP's 5 (3 Linears, 2 ReLUs) over 2.
+  EXPECT_EQ(plan("--model cnn --pp 4 --micro-batches 4" + layout).code, 0);
+  const Result uneven = plan("--model mlp --pp 2" + layout);
+  EXPECT_EQ(uneven.code, 1);
+  EXPECT_NE(uneven.err.find("pp 2 does not divide the model's 5 layers"), std::string::npos) << uneven.err;
+}
+
 // A cost beyond any layer (10^300 parameters) is a typing slip: refused
 // with the file, the layer and the key, not planned into 60-digit figures.
 // A cost beyond any model, a value of the wrong type, a misspelt key: each
@@ -181,7 +208,10 @@ TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
       {kGpt2 + "--search --top -1", "--top: must be > 0, got -1"},
       {kGpt2 + "--dropout 2", "dropout must be in [0, 1), got 2"},
       {kGpt2 + "--pp 2 --schedule interleaved --chunks 0", "needs chunks >= 2 per stage, got 0"},
-      {"--model mlp --cluster data/clusters/selene.json --global-batch 8", "cannot derive costs for --model mlp"},
+      {"--model mlp --preset gpt2 --cluster data/clusters/selene.json --global-batch 8",
+       "--preset is a GPT's shape, not --model mlp's"},
+      {"--model rnn --cluster data/clusters/selene.json --global-batch 8", "unknown model 'rnn'"},
+      {kGpt2 + "--save-model-costs x.json", "a GPT's costs follow from its shape"},
       {"--cluster data/clusters/selene.json --global-batch 8", "no model to plan"},
   };
   for (const auto& [args, what] : cases) {

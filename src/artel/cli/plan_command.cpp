@@ -2,9 +2,11 @@
 // model on a cluster (plan/step_model.h), or rank every valid layout
 // (--search). The model is a GPT — `artel train`'s own (--model gpt: W2),
 // a preset, both from the definitions `artel train` uses
-// (train::default_config, train::apply_preset), or its dimensions — or a
-// user's per-layer costs (--model-costs FILE.json); the cluster is a JSON
-// file (data/clusters/selene.json; docs/PLAN.md).
+// (train::default_config, train::apply_preset), or its dimensions — or
+// per-layer costs: measured on another model `artel train` builds (--model
+// wordlm|mlp|cnn, plan/measured_costs.h) or a user's (--model-costs
+// FILE.json); the cluster is a JSON file (data/clusters/selene.json;
+// docs/PLAN.md).
 //
 //   artel plan --model gpt --cluster data/clusters/selene.json --workers 8 --global-batch 96
 //   artel plan --preset gpt2 --cluster data/clusters/selene.json --workers 8 --global-batch 64 --tp 2
@@ -19,7 +21,9 @@
 #include "artel/cli/planned_run.h"
 #include "artel/core/error.h"
 #include "artel/plan/layout_search.h"
+#include "artel/plan/measured_costs.h"
 #include "artel/plan/plan_report.h"
+#include "artel/train/checkpoint_format.h"
 #include "artel/train/train_config.h"
 
 namespace artel::cli {
@@ -27,7 +31,7 @@ namespace {
 
 struct PlanArgs {
   // model
-  std::string model, preset, model_costs, data;
+  std::string model, preset, model_costs, save_model_costs, data;
   // Unset: the preset's or the run's default.
   std::optional<int64_t> n_layer, n_head, n_embd, seq, vocab, vocab_multiple;
   std::optional<double> dropout;
@@ -65,12 +69,13 @@ int64_t vocabulary_of(const PlanArgs& a, train::TrainConfig c) {
   return data_vocabulary(c);
 }
 
-// The run's config as `artel train` resolves it: its defaults for --model
-// gpt (W2), a preset applied over them (train::apply_preset), then any
-// dimension or dropout given.
-train::TrainConfig gpt_config(const PlanArgs& a) {
-  train::TrainConfig c = train::default_config("gpt");
+// The run's config as `artel train` resolves it: its defaults for `model`
+// (gpt: W2), a preset applied over them (train::apply_preset), then --data
+// and any dimension or dropout given.
+train::TrainConfig run_config(const PlanArgs& a, const std::string& model) {
+  train::TrainConfig c = train::default_config(model);
   train::apply_preset(c, a.preset);
+  if (!a.data.empty()) c.data = a.data;
   c.n_layer = a.n_layer.value_or(c.n_layer);
   c.n_head = a.n_head.value_or(c.n_head);
   c.n_embd = a.n_embd.value_or(c.n_embd);
@@ -79,6 +84,7 @@ train::TrainConfig gpt_config(const PlanArgs& a) {
   c.dropout = a.dropout.value_or(c.dropout);
   return c;
 }
+train::TrainConfig gpt_config(const PlanArgs& a) { return run_config(a, "gpt"); }
 
 // Whether `artel train` accepts `l` for this GPT (TrainConfig::validate, the
 // one definition of what it runs): the search under artel's accounting ranks
@@ -103,15 +109,20 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
   return !l.sequence_parallel && l.chunks == 1;
 }
 
+// A GPT, whose costs follow from its shape: neither a costs file nor a
+// model whose costs are measured.
+bool measures_nothing(const PlanArgs& a) { return a.model_costs.empty() && (a.model.empty() || a.model == "gpt"); }
+
 plan::ModelDescription model_of(const PlanArgs& a) {
   if (!a.model_costs.empty()) {
     ARTEL_CHECK(a.model.empty() && a.preset.empty() && !a.n_layer,
                 "give --model-costs or a GPT (--model gpt, --preset, --n-layer ...), not both");
     return plan::read_model_costs(a.model_costs);
   }
-  require(a.model.empty() || a.model == "gpt",
-          "--model gpt is the GPT `artel train` trains by default (W2); other models: --model-costs FILE.json",
-          "artel plan cannot derive costs for --model ", a.model);
+  if (!a.model.empty() && a.model != "gpt") {  // measured: any model `artel train` builds
+    ARTEL_CHECK(a.preset.empty(), "--preset is a GPT's shape, not --model ", a.model, "'s");
+    return measured_model(run_config(a, a.model));
+  }
   require(!a.model.empty() || !a.preset.empty() || a.n_layer,
           "give --model gpt (W2), --preset gpt2, GPT dimensions (--n-layer, --n-head, --n-embd, --seq) or "
           "--model-costs FILE.json",
@@ -137,7 +148,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   }
   w.overlap_grad_reduce = !a.no_grad_overlap;
   w.scatter_gather_sends = a.scatter_gather_sends;
-  w.dropout = a.model_costs.empty() && gpt_config(a).dropout > 0;
+  w.dropout = measures_nothing(a) && gpt_config(a).dropout > 0;  // a measured model's masks are in its activations
   w.activations = plan::parse_activations(a.activations);
   w.cross_host = a.nccl_rings ? plan::CrossHost::rings : plan::CrossHost::hierarchical;
   w.tables_apart = !a.nccl_rings;  // artel's DDP; Megatron-LM's buckets its tied embedding with the rest
@@ -167,7 +178,9 @@ plan::Layout layout_of(const PlanArgs& a, int64_t workers) {
 }
 
 void add_flags(CLI::App& app, PlanArgs& a) {
-  app.add_option("--model", a.model, "gpt: the GPT `artel train` trains by default (W2: its shape and data)");
+  app.add_option("--model", a.model,
+                 "gpt: the GPT `artel train` trains by default (W2: its shape and data); wordlm, mlp, cnn: "
+                 "`artel train --model`'s, per-layer costs measured on its data");
   app.add_option("--preset", a.preset, "gpt2 (124M) or gpt2-medium (350M): `artel train --preset`'s shapes");
   app.add_option("--n-layer", a.n_layer, "GPT blocks (overrides the preset)");
   app.add_option("--n-head", a.n_head, "attention heads");
@@ -179,6 +192,8 @@ void add_flags(CLI::App& app, PlanArgs& a) {
   app.add_option("--dropout", a.dropout, "the GPT's dropout: > 0 keeps its masks (Megatron-LM's 0.1) [artel's 0]");
   app.add_option("--vocab-multiple", a.vocab_multiple, "pad the vocabulary to a multiple [gpt2 presets: 64]");
   app.add_option("--model-costs", a.model_costs, "a user's model as per-layer costs (JSON; docs/PLAN.md)");
+  app.add_option("--save-model-costs", a.save_model_costs,
+                 "write --model wordlm|mlp|cnn's measured per-layer costs as a --model-costs file");
   app.add_option("--cluster", a.cluster, "the cluster (JSON), e.g. data/clusters/selene.json")->required();
   app.add_option("--workers", a.workers, "use this many of the cluster's workers (whole hosts) [default all]");
   app.add_option("--global-batch", a.global_batch, "sequences per optimizer step")->required();
@@ -229,6 +244,15 @@ int run_plan(int argc, char** argv) {
   if (!parse_flags(app, argc, argv, "see `artel plan --help`")) return 0;
 
   const plan::ModelDescription model = model_of(a);
+  if (!a.save_model_costs.empty()) {
+    ARTEL_CHECK(!measures_nothing(a) && a.model_costs.empty(),
+                "--save-model-costs writes what --model wordlm|mlp|cnn measures; a GPT's costs follow from its shape");
+    const std::string text =
+        plan::model_costs_json(model, "measured by `artel plan --model " + a.model + "` on a batch of its data").dump(2) +
+        "\n";
+    train::write_atomically(a.save_model_costs,
+                            [&](int fd, const std::string& tmp) { train::write_all(fd, text.data(), text.size(), tmp); });
+  }
   plan::Cluster cluster = plan::read_cluster(a.cluster);
   if (a.workers) cluster = cluster.with_workers(a.workers);
   const plan::Workload workload = workload_of(a);

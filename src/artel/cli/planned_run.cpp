@@ -7,6 +7,8 @@
 #include "artel/core/memory_limit.h"
 #include "artel/data/dataset.h"
 #include "artel/launch/memory_size.h"
+#include "artel/models/model.h"
+#include "artel/plan/measured_costs.h"
 #include "artel/plan/memory_model.h"
 #include "artel/train/bundled_data.h"
 #include "artel/train/recipe.h"
@@ -20,6 +22,14 @@ int64_t data_vocabulary(const train::TrainConfig& c) {
 
 plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocabulary) {
   return {c.n_layer, c.n_head, c.n_embd, c.block_size, train::model_vocab(c, data_vocabulary)};
+}
+
+plan::ModelDescription measured_model(const train::TrainConfig& c) {
+  constexpr int64_t kSamples = 4;  // every cost is per sample; a few average out nothing, but show a batch's shapes
+  const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
+  const std::unique_ptr<data::Dataset> data = data::open_dataset(path, train::dataset_options(c));
+  const std::unique_ptr<models::Model> model = models::make_model(train::make_model_config(c, data->num_classes()));
+  return plan::measure_model_costs(c.model, *model, data->val_batch(kSamples, 0).x);
 }
 
 namespace {

@@ -6,8 +6,9 @@
 // The model is the run's GPT — its shape from the run's config, its
 // vocabulary the data's as the run reads it, padded as the run pads it
 // (train::model_vocab) — so `artel plan --model gpt` and the check predict
-// the model `artel train` builds. Other models (mlp, cnn, wordlm) and
-// parameter-server jobs are not planned, and neither is a layout the
+// the model `artel train` builds. Other models (mlp, cnn, wordlm, which
+// `artel plan` plans from measured costs: measured_model) and
+// parameter-server jobs are not checked, and neither is a layout the
 // planner cannot model (validate_layout refuses it, e.g. pipeline stages of
 // unequal blocks): those runs start unchecked, as before.
 //
@@ -18,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "artel/plan/model_description.h"
 #include "artel/plan/transformer_shape.h"
 #include "artel/train/train_config.h"
 
@@ -29,6 +31,11 @@ int64_t data_vocabulary(const train::TrainConfig& c);
 
 // The GPT of a run's config over data of `data_vocabulary` classes.
 plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocabulary);
+
+// The run's model, of any kind make_model builds (the MLP, the CNN, the
+// word LM), with its per-layer costs measured on a few samples of the run's
+// data (plan/measured_costs.h): how `artel plan --model mlp` plans it.
+plan::ModelDescription measured_model(const train::TrainConfig& c);
 
 // The memory one worker has, and where that figure comes from.
 struct WorkerMemory {

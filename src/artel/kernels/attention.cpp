@@ -576,9 +576,16 @@ void backward_item(const AttentionDims& d, const HeadPairs& x, float scale, cons
   lower_t_times(t, hs, w.p_rows.data(), tp / 2, w.g.data(), hs, dq + 2 * c, ldq);  // dV = Pᵀ dY
 }
 
+// q·kᵀ and p·v over every (b, h), as whole products: 2 · 2·T·T·hs · B·n_head.
+double whole_products_flops(const AttentionDims& d) {
+  return 4.0 * static_cast<double>(d.batch) * static_cast<double>(d.time) * static_cast<double>(d.time) *
+         static_cast<double>(d.channels);
+}
+
 }  // namespace
 
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs) {
+  ProductFlops::add(whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -599,6 +606,7 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
 }
 
 void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv) {
+  ProductFlops::add(2 * whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

@@ -238,8 +238,20 @@ std::string gemm_kernels(GemmLibrary lib) {
 GemmRecorder::GemmRecorder() : outer_(t_recorder) { t_recorder = this; }
 GemmRecorder::~GemmRecorder() { t_recorder = outer_; }
 
+namespace {
+thread_local ProductFlops* t_flops = nullptr;
+}  // namespace
+
+ProductFlops::ProductFlops() : outer_(t_flops) { t_flops = this; }
+ProductFlops::~ProductFlops() { t_flops = outer_; }
+
+void ProductFlops::add(double flops) {
+  for (ProductFlops* c = t_flops; c; c = c->outer_) c->flops_ += flops;
+}
+
 void gemm(const GemmArgs& g) {
   if (t_recorder) t_recorder->calls_.push_back(g);
+  if (t_flops) ProductFlops::add(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
   ARTEL_CHECK(!g.bias || g.beta == 0.0f, "a GEMM adds a bias only with beta 0, got beta ", g.beta);
   if (g_precision.load(std::memory_order_relaxed) == GemmPrecision::bf16) return gemm_bf16(g);
   split_product(g, g.bias ? sgemm_then_bias : sgemm);

@@ -158,4 +158,26 @@ class GemmRecorder {
   GemmRecorder* outer_;
 };
 
+// While alive, counts the FLOPs of the matrix products run on this thread:
+// 2·m·n·k a gemm(), and attention's q·kᵀ and p·v as whole products (4·B·T²·C
+// forward, twice that backward), as the planner's GPT counts them though
+// the kernel skips the masked half. What a model's forward costs in the
+// planner's terms (plan/measured_costs.h). Counters nest; each counts.
+//
+//   ProductFlops f;  model.forward(x);  f.flops();
+class ProductFlops {
+ public:
+  ProductFlops();
+  ~ProductFlops();
+  ProductFlops(const ProductFlops&) = delete;
+  ProductFlops& operator=(const ProductFlops&) = delete;
+  double flops() const { return flops_; }
+  // Adds `flops` to every live counter of this thread (the kernels call it).
+  static void add(double flops);
+
+ private:
+  double flops_ = 0;
+  ProductFlops* outer_;
+};
+
 }  // namespace artel::kernels

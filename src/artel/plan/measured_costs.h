@@ -1,0 +1,42 @@
+// A model's per-layer costs (LayerCosts, the --model-costs format) measured
+// instead of typed: its plan's pieces (nn/parallel_plan.h) run once, in
+// order, as one worker runs them, on a batch of real inputs. So the planner
+// serves any nn::Model — the MLP, the CNN, the word LM, a user's own — not
+// only a GPT whose costs follow from its shape. Per piece, each divided by
+// the batch's samples:
+// - forward_flops: its matrix products' FLOPs (kernels::ProductFlops: every
+//   gemm, attention's products as whole ones);
+// - parameters: those of the modules it names, each counted at the first
+//   piece that uses it (a head tied to the embedding is not counted again);
+// - activation_bytes: how much the tensors alive grew while it ran, its
+//   input let go: what its forward keeps for backward plus its output (which
+//   the next piece keeps or lets go), less an input nothing kept; never
+//   below 0;
+// - output_bytes: the tensors it hands on.
+// A piece that is not a layer (an embedding, a head, an input check) is
+// added to its neighbouring layer, the one whose pipeline stage runs it.
+// What the loss keeps (its softmax) is in no layer, as in a costs file.
+//
+//   ModelDescription m = measure_model_costs("mlp", model, batch.x);  // batch.x: (B, 784)
+//   std::ofstream("mlp_costs.json") << model_costs_json(m, "measured").dump(2);
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "artel/core/tensor.h"
+#include "artel/nn/model.h"
+#include "artel/plan/model_description.h"
+
+namespace artel::plan {
+
+// Runs `model`'s pieces on `input` (its batch, samples along dimension 0)
+// with the graph recorded, then lets the graph go. Throws Error when the
+// model declares no layer piece or the batch is empty.
+ModelDescription measure_model_costs(const std::string& name, nn::Model& model, const Tensor& input);
+
+// The model-costs file of `m`'s layers (docs/PLAN.md), which
+// parse_model_costs reads back to the same numbers.
+nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::string& source);
+
+}  // namespace artel::plan

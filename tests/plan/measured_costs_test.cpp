@@ -1,0 +1,78 @@
+// A model's measured per-layer costs: on a GPT they are what the planner
+// derives from its shape (transformer_shape.h, kept_activations.h), so the
+// measurement counts what the planner's GPT model counts; on the MLP they
+// are its Linears' products and parameters; and they round-trip through
+// the model-costs file.
+#include "artel/plan/measured_costs.h"
+
+#include <gtest/gtest.h>
+
+#include "artel/core/error.h"
+#include "artel/models/model.h"
+#include "artel/plan/kept_activations.h"
+#include "../models/tiny_gpt.h"
+
+namespace artel::plan {
+namespace {
+
+TEST(MeasuredCosts, AGptsAreWhatItsShapeSays) {
+  models::ModelConfig c = models::tiny_gpt();
+  c.n_layer = 3;  // a middle block, with neither the embedding nor the head
+  const TransformerShape shape{c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size};
+  const int64_t s = c.block_size, h = c.n_embd, v = c.vocab_size;
+  auto gpt = models::make_model(c);
+  Tensor ids = Tensor::zeros({2, s}, DType::i64);
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 7) % v;
+  const ModelDescription m = measure_model_costs("gpt", *gpt, ids);
+  ASSERT_EQ(m.layers.size(), 3u);  // the embedding and the head join the first and last blocks
+  EXPECT_EQ(m.layers[0].name, "h.0");
+  const double block = block_parameters(shape), flops = block_forward_flops(shape, 1);
+  EXPECT_DOUBLE_EQ(m.layers[0].parameters, block + embedding_parameters(shape));
+  EXPECT_DOUBLE_EQ(m.layers[1].parameters, block);
+  EXPECT_DOUBLE_EQ(m.layers[2].parameters, block + head_parameters(shape));  // the tied table not again
+  EXPECT_DOUBLE_EQ(m.parameters(), static_cast<double>(gpt->num_parameters()));
+  EXPECT_DOUBLE_EQ(m.layers[0].forward_flops, flops);
+  EXPECT_DOUBLE_EQ(m.layers[1].forward_flops, flops);
+  EXPECT_DOUBLE_EQ(m.layers[2].forward_flops, flops + logits_forward_flops(shape, 1));
+  EXPECT_DOUBLE_EQ(m.layers[1].output_bytes, 4.0 * s * h);  // s·h floats
+  EXPECT_DOUBLE_EQ(m.layers[2].output_bytes, 4.0 * s * v);  // the logits
+  // What a middle block keeps is what the planner's artel accounting says it
+  // keeps, and the layer norms' means and inverse deviations besides (2
+  // norms × 2 floats a token), which the accounting leaves out.
+  const ActivationShape x{.b = 1,
+                          .s = static_cast<double>(s),
+                          .h = static_cast<double>(h),
+                          .a = static_cast<double>(c.n_head),
+                          .v = static_cast<double>(v),
+                          .accounting = Activations::artel};
+  EXPECT_DOUBLE_EQ(m.layers[1].activation_bytes, block_activations(x).kept + 2.0 * 2 * 4 * s);
+}
+
+TEST(MeasuredCosts, AnMlpsLayersAreItsProductsAndParameters) {
+  models::ModelConfig c;
+  c.kind = "mlp";
+  auto mlp = models::make_model(c);
+  const ModelDescription m = measure_model_costs("mlp", *mlp, Tensor::zeros({3, 784}));
+  ASSERT_EQ(m.layers.size(), 5u);  // Linear, ReLU, Linear, ReLU, Linear; the input check joins the first
+  const double in[] = {784, 512, 512}, out[] = {512, 512, 10};
+  for (int i = 0; i < 3; ++i) {
+    const LayerCosts& l = m.layers[static_cast<size_t>(2 * i)];
+    EXPECT_DOUBLE_EQ(l.forward_flops, 2 * in[i] * out[i]) << l.name;
+    EXPECT_DOUBLE_EQ(l.parameters, in[i] * out[i] + out[i]) << l.name;
+    EXPECT_DOUBLE_EQ(l.output_bytes, 4 * out[i]) << l.name;
+  }
+  EXPECT_DOUBLE_EQ(m.layers[1].forward_flops + m.layers[1].parameters, 0);  // a ReLU
+  EXPECT_DOUBLE_EQ(m.parameters(), static_cast<double>(mlp->num_parameters()));
+
+  const ModelDescription back = parse_model_costs(model_costs_json(m, "test"), "round trip");
+  ASSERT_EQ(back.layers.size(), m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    EXPECT_EQ(back.layers[i].name, m.layers[i].name);
+    EXPECT_EQ(back.layers[i].forward_flops, m.layers[i].forward_flops);
+    EXPECT_EQ(back.layers[i].activation_bytes, m.layers[i].activation_bytes);
+  }
+  EXPECT_THROW(measure_model_costs("mlp", *mlp, Tensor::zeros({0, 784})), Error);
+}
+
+}  // namespace
+}  // namespace artel::plan
