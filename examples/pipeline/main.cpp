@@ -4,7 +4,8 @@
 // two stages where the parameter counts balance. Each worker builds and
 // trains only its stage, with 1F1B over 4 micro-batches: the first stage
 // sends activations on, the last computes the loss and sends gradients back.
-// Every worker also trains a whole copy alone and compares losses and weights.
+// Every worker also trains a whole copy alone and compares losses and weights;
+// the first prints the per-layer costs the planner would plan the model from.
 //   artel launch -n 2 -- ./pipeline
 #include <cstdio>
 
@@ -15,6 +16,7 @@
 #include "artel/parallel/model_shard.h"
 #include "artel/parallel/pipeline_executor.h"
 #include "artel/parallel/stages.h"
+#include "artel/plan/measured_costs.h"
 
 using namespace artel;
 using autograd::Variable;
@@ -40,6 +42,17 @@ int main() try {
   spirals::SpiralNet copy;
   nn::materialize(copy, seed);
   optim::Sgd copy_opt(optim::one_group(copy.named_parameters(), 0.05f), {.momentum = 0.9f});
+
+  // The planner's view of the same model: each layer piece's costs, measured
+  // by running the pieces once on a few samples (save them as JSON with
+  // plan::model_costs_json, and `artel plan --model-costs` plans layouts of it).
+  if (world->rank() == 0) {
+    Rng probe(3);
+    auto [few, unused] = spirals::batch(4, probe);
+    for (const plan::LayerCosts& l : plan::measure_model_costs("spiralnet", copy, few).layers)
+      std::printf("layer %-7s %6.0f FLOPs %6.0f parameters %5.0f bytes kept, a sample\n", l.name.c_str(), l.forward_flops,
+                  l.parameters, l.activation_bytes);
+  }
 
   Rng data(7);  // the same global batches on every worker
   Tensor losses = Tensor::zeros({kSteps}), copy_losses = Tensor::zeros({kSteps});
