@@ -99,6 +99,14 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
   // Pipeline stages cut between the measured layers: the CNN's 12 over 4
   // stages, but not the MLP's 5 (3 Linears, 2 ReLUs) over 2.
   EXPECT_EQ(plan("--model cnn --pp 4 --micro-batches 4" + layout).code, 0);
+  // --search ranks only what `artel train --model cnn` accepts: no
+  // interleaved schedule (artel runs one chunk a stage), as for its GPT.
+  const Result search = plan("--model cnn --cluster data/clusters/selene.json --workers 8 --global-batch 512 --search "
+                             "--top 1000 --json");
+  ASSERT_EQ(search.code, 0) << search.err;
+  const nlohmann::json ranked = nlohmann::json::parse(search.out);
+  EXPECT_GT(ranked.size(), 10u);
+  for (const nlohmann::json& r : ranked) EXPECT_NE(r["layout"]["schedule"], "interleaved") << r;
   const Result uneven = plan("--model mlp --pp 2" + layout);
   EXPECT_EQ(uneven.code, 1);
   EXPECT_NE(uneven.err.find("pp 2 does not divide the model's 5 layers"), std::string::npos) << uneven.err;

@@ -90,7 +90,7 @@ train::TrainConfig gpt_config(const PlanArgs& a) { return run_config(a, "gpt"); 
 // one definition of what it runs): the search under artel's accounting ranks
 // only those.
 bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload& w) {
-  train::TrainConfig c = gpt_config(a);
+  train::TrainConfig c = run_config(a, a.model.empty() ? "gpt" : a.model);
   c.tp = l.tp;
   c.pp = l.pp;
   c.micro_batches = l.micro_batches;
@@ -262,7 +262,7 @@ int run_plan(int argc, char** argv) {
     if (workload.state.gradient > 2) space.compressions.push_back({plan::Compression::Kind::bf16, 0});
     space.compressions.push_back(plan::parse_compression("powersgd", a.powersgd_rank));
     std::vector<plan::Prediction> ranked = plan::search_layouts(model, cluster, workload, space);
-    if (workload.activations == plan::Activations::artel && model.transformer)
+    if (workload.activations == plan::Activations::artel && a.model_costs.empty())  // a model `artel train` builds
       std::erase_if(ranked, [&](const plan::Prediction& p) { return !artel_trains(a, p.layout, workload); });
     ARTEL_CHECK(!ranked.empty(), "no valid layout of ", model.name, " on ", cluster.workers(),
                 " workers with global batch ", workload.global_batch,
