@@ -78,22 +78,29 @@ TEST(PlanCommand, PredictsAUsersModelFromPerLayerCosts) {
 }
 
 // Any model `artel train` builds is planned: its costs measured on its data.
-// Saved as a costs file, they plan to the same prediction.
+// Saved as a costs file, they plan to the same prediction (given the same
+// optimizer state: a file does not say which optimizer trains it).
 TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
   const fs::path costs = fs::temp_directory_path() / ("artel_measured_costs_" + std::to_string(::getpid()) + ".json");
-  const std::string layout = " --cluster data/clusters/selene.json --workers 8 --global-batch 64 --zero 1 --json";
+  const std::string layout = " --cluster data/clusters/selene.json --workers 8 --global-batch 64 --json";
   for (const char* model : {"mlp", "cnn", "wordlm"}) {
-    const Result measured = plan(std::string("--model ") + model + layout + " --save-model-costs " + costs.string());
+    const std::string measured_model = std::string("--model ") + model + layout;
+    const Result measured = plan(measured_model + " --zero 1 --state mixed --save-model-costs " + costs.string());
     ASSERT_EQ(measured.code, 0) << model << ": " << measured.err;
     const nlohmann::json file = nlohmann::json::parse(slurp(costs));
     EXPECT_EQ(file["name"], model);
     EXPECT_GE(file["layers"].size(), 1u) << model;
-    const Result again = plan("--model-costs " + costs.string() + layout);
+    const Result again = plan("--model-costs " + costs.string() + layout + " --zero 1 --state mixed");
     ASSERT_EQ(again.code, 0) << again.err;
     const nlohmann::json a = nlohmann::json::parse(measured.out), b = nlohmann::json::parse(again.out);
     EXPECT_EQ(a["time"], b["time"]) << model;
     EXPECT_EQ(a["memory"], b["memory"]) << model;
     EXPECT_GT(a["memory"]["activations"].get<double>(), 0) << model;
+    // artel's own state is the run's optimizer's: the MLP and the CNN train
+    // with SGD's momentum (4 bytes a parameter), the word LM with AdamW (8).
+    const nlohmann::json own = nlohmann::json::parse(plan(measured_model).out)["memory"];
+    EXPECT_EQ(own["optimizer_state"].get<double>(),
+              (std::string(model) == "wordlm" ? 2 : 1) * own["parameters"].get<double>()) << model;
   }
   fs::remove(costs);
   // Pipeline stages cut between the measured layers: the CNN's 12 over 4

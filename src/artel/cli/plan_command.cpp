@@ -138,8 +138,9 @@ plan::Workload workload_of(const PlanArgs& a) {
   plan::Workload w;
   w.global_batch = a.global_batch;
   w.precision = plan::parse_precision(a.precision);
-  if (a.state == "artel") {
-    w.state = plan::StateBytes::artel_adamw();
+  if (a.state == "artel") {  // what `artel train` keeps for the model (a costs file's: AdamW's)
+    w.state = a.model_costs.empty() ? artel_state(run_config(a, a.model.empty() ? "gpt" : a.model))
+                                    : plan::StateBytes::artel_adamw();
   } else if (a.state == "mixed") {
     w.state = plan::StateBytes::mixed_adamw();
   } else {
@@ -201,7 +202,9 @@ void add_flags(CLI::App& app, PlanArgs& a) {
                  "threads a worker runs on, CPU clusters only (cores_per_host) [0: the host's cores split over its "
                  "workers, as `artel train --nproc`]");
   app.add_option("--precision", a.precision, "fp32 | bf16: the matrix products' rate and activation size [fp32]");
-  app.add_option("--state", a.state, "artel (4+4+8 bytes a parameter) | mixed (2+2+12, the ZeRO paper's) [artel]");
+  app.add_option("--state", a.state,
+                 "artel (4+4 bytes a parameter and the run's optimizer's: AdamW 8, SGD with momentum 4) | mixed "
+                 "(2+2+12, the ZeRO paper's) [artel]");
   app.add_option("--activations", a.activations,
                  "artel (what artel's autograd keeps; --search ranks only the layouts `artel train` accepts) | megatron "
                  "(Korthikanti et al. 2022's counts; every layout) [artel]");

@@ -24,6 +24,10 @@ plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocab
   return {c.n_layer, c.n_head, c.n_embd, c.block_size, train::model_vocab(c, data_vocabulary)};
 }
 
+plan::StateBytes artel_state(const train::TrainConfig& c) {
+  return c.optimizer == "sgd" ? plan::StateBytes::artel_sgd(c.momentum != 0) : plan::StateBytes::artel_adamw();
+}
+
 plan::ModelDescription measured_model(const train::TrainConfig& c) {
   constexpr int64_t kSamples = 4;  // every cost is per sample; a few average out nothing, but show a batch's shapes
   const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
@@ -100,7 +104,7 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   w.activations = plan::Activations::artel;  // fp32 under bf16 too, with the products' bf16 copies
   w.cross_host = plan::CrossHost::hierarchical;
   w.tables_apart = true;
-  w.state = plan::StateBytes::artel_adamw();
+  w.state = artel_state(cfg);
   w.dropout = cfg.dropout > 0;
   const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
   const plan::Cluster machine = this_machine(workers, memory.bytes);

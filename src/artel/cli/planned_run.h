@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "artel/plan/layout.h"
 #include "artel/plan/model_description.h"
 #include "artel/plan/transformer_shape.h"
 #include "artel/train/train_config.h"
@@ -36,6 +37,10 @@ plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocab
 // word LM), with its per-layer costs measured on a few samples of the run's
 // data (plan/measured_costs.h): how `artel plan --model mlp` plans it.
 plan::ModelDescription measured_model(const train::TrainConfig& c);
+
+// The bytes a parameter takes in the run: fp32 weights and gradients, and
+// its optimizer's state (AdamW's m and v, SGD's momentum if it has one).
+plan::StateBytes artel_state(const train::TrainConfig& c);
 
 // The memory one worker has, and where that figure comes from.
 struct WorkerMemory {

@@ -84,6 +84,8 @@ struct StateBytes {
   // fp32 gradients, AdamW's m and v in fp32 (src/artel/train/memory_report.h,
   // tools/zero_bytes_per_parameter.py: 16 bytes a parameter at --zero 0).
   static StateBytes artel_adamw() { return {4, 4, 8}; }
+  // artel's SGD: its momentum buffer in fp32, or no state at all.
+  static StateBytes artel_sgd(bool momentum) { return {4, 4, momentum ? 4.0 : 0.0}; }
   // Mixed precision as the ZeRO paper counts it (Rajbhandari et al. 2020,
   // §3.1): bf16/fp16 weights and gradients, fp32 master weights, m and v.
   static StateBytes mixed_adamw() { return {2, 2, 12}; }
