@@ -69,11 +69,14 @@ int64_t vocabulary_of(const PlanArgs& a, train::TrainConfig c) {
   return data_vocabulary(c);
 }
 
-// The run's config as `artel train` resolves it: its defaults for `model`
+// --model, the GPT (W2) when not given.
+std::string model_kind(const PlanArgs& a) { return a.model.empty() ? "gpt" : a.model; }
+
+// The run's config as `artel train` resolves it: its defaults for the model
 // (gpt: W2), a preset applied over them (train::apply_preset), then --data
 // and any dimension or dropout given.
-train::TrainConfig run_config(const PlanArgs& a, const std::string& model) {
-  train::TrainConfig c = train::default_config(model);
+train::TrainConfig run_config(const PlanArgs& a) {
+  train::TrainConfig c = train::default_config(model_kind(a));
   train::apply_preset(c, a.preset);
   if (!a.data.empty()) c.data = a.data;
   c.n_layer = a.n_layer.value_or(c.n_layer);
@@ -84,13 +87,12 @@ train::TrainConfig run_config(const PlanArgs& a, const std::string& model) {
   c.dropout = a.dropout.value_or(c.dropout);
   return c;
 }
-train::TrainConfig gpt_config(const PlanArgs& a) { return run_config(a, "gpt"); }
 
-// Whether `artel train` accepts `l` for this GPT (TrainConfig::validate, the
-// one definition of what it runs): the search under artel's accounting ranks
-// only those.
+// Whether `artel train` accepts `l` for this model (TrainConfig::validate,
+// the one definition of what it runs): the search under artel's accounting
+// ranks only those.
 bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload& w) {
-  train::TrainConfig c = run_config(a, a.model.empty() ? "gpt" : a.model);
+  train::TrainConfig c = run_config(a);
   c.tp = l.tp;
   c.pp = l.pp;
   c.micro_batches = l.micro_batches;
@@ -111,7 +113,7 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
 
 // A GPT, whose costs follow from its shape: neither a costs file nor a
 // model whose costs are measured.
-bool measures_nothing(const PlanArgs& a) { return a.model_costs.empty() && (a.model.empty() || a.model == "gpt"); }
+bool plans_a_gpt(const PlanArgs& a) { return a.model_costs.empty() && model_kind(a) == "gpt"; }
 
 plan::ModelDescription model_of(const PlanArgs& a) {
   if (!a.model_costs.empty()) {
@@ -119,15 +121,15 @@ plan::ModelDescription model_of(const PlanArgs& a) {
                 "give --model-costs or a GPT (--model gpt, --preset, --n-layer ...), not both");
     return plan::read_model_costs(a.model_costs);
   }
-  if (!a.model.empty() && a.model != "gpt") {  // measured: any model `artel train` builds
+  if (!plans_a_gpt(a)) {  // measured: any model `artel train` builds
     ARTEL_CHECK(a.preset.empty(), "--preset is a GPT's shape, not --model ", a.model, "'s");
-    return measured_model(run_config(a, a.model));
+    return measured_model(run_config(a));
   }
   require(!a.model.empty() || !a.preset.empty() || a.n_layer,
           "give --model gpt (W2), --preset gpt2, GPT dimensions (--n-layer, --n-head, --n-embd, --seq) or "
           "--model-costs FILE.json",
           "no model to plan");
-  const train::TrainConfig c = gpt_config(a);
+  const train::TrainConfig c = run_config(a);
   c.validate();  // the shape `artel train` would refuse (a layer count of 0, dropout 2) is refused here too
   const std::string name = !a.preset.empty() ? a.preset : a.n_layer ? "gpt" : "gpt (W2)";
   return plan::transformer_model(name, gpt_shape(c, vocabulary_of(a, c)));
@@ -139,8 +141,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   w.global_batch = a.global_batch;
   w.precision = plan::parse_precision(a.precision);
   if (a.state == "artel") {  // what `artel train` keeps for the model (a costs file's: AdamW's)
-    w.state = a.model_costs.empty() ? artel_state(run_config(a, a.model.empty() ? "gpt" : a.model))
-                                    : plan::StateBytes::artel_adamw();
+    w.state = a.model_costs.empty() ? artel_state(run_config(a)) : plan::StateBytes::artel_adamw();
   } else if (a.state == "mixed") {
     w.state = plan::StateBytes::mixed_adamw();
   } else {
@@ -149,7 +150,7 @@ plan::Workload workload_of(const PlanArgs& a) {
   }
   w.overlap_grad_reduce = !a.no_grad_overlap;
   w.scatter_gather_sends = a.scatter_gather_sends;
-  w.dropout = measures_nothing(a) && gpt_config(a).dropout > 0;  // a measured model's masks are in its activations
+  w.dropout = plans_a_gpt(a) && run_config(a).dropout > 0;  // a measured model's masks are in its activations
   w.activations = plan::parse_activations(a.activations);
   w.cross_host = a.nccl_rings ? plan::CrossHost::rings : plan::CrossHost::hierarchical;
   w.tables_apart = !a.nccl_rings;  // artel's DDP; Megatron-LM's buckets its tied embedding with the rest
@@ -248,7 +249,7 @@ int run_plan(int argc, char** argv) {
 
   const plan::ModelDescription model = model_of(a);
   if (!a.save_model_costs.empty()) {
-    ARTEL_CHECK(!measures_nothing(a) && a.model_costs.empty(),
+    ARTEL_CHECK(!plans_a_gpt(a) && a.model_costs.empty(),
                 "--save-model-costs writes what --model wordlm|mlp|cnn measures; a GPT's costs follow from its shape");
     const std::string text =
         plan::model_costs_json(model, "measured by `artel plan --model " + a.model + "` on a batch of its data").dump(2) +
