@@ -29,7 +29,7 @@ plan::StateBytes artel_state(const train::TrainConfig& c) {
 }
 
 plan::ModelDescription measured_model(const train::TrainConfig& c) {
-  constexpr int64_t kSamples = 4;  // every cost is per sample; a few average out nothing, but show a batch's shapes
+  constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
   const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
   const std::unique_ptr<data::Dataset> data = data::open_dataset(path, train::dataset_options(c));
   const std::unique_ptr<models::Model> model = models::make_model(train::make_model_config(c, data->num_classes()));
