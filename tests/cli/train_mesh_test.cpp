@@ -205,14 +205,15 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   EXPECT_NE(r.out.find("ideal (P - 1)/(M + P - 1) = 0.2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unequal stages alone: 0."), std::string::npos) << r.out;
 
-  // Data parallelism alone, and one process, trace too.
+  // Data parallelism alone, and one process, trace too; a trace inside the
+  // run's folder, which the run has yet to make, is written there.
   ok(train(gpt() + " --batch-size 4 --nproc 2 --trace " + (dir_ / "dp.json").string() + out("dp")));
-  ok(train(gpt() + " --batch-size 4 --trace " + (dir_ / "one.json").string() + out("one")));
-  for (const char* file : {"dp.json", "one.json"}) {
-    auto t = nlohmann::json::parse(slurp(dir_ / file));
+  ok(train(gpt() + " --batch-size 4 --trace " + (dir_ / "one" / "one.json").string() + out("one")));
+  for (const fs::path& file : {dir_ / "dp.json", dir_ / "one" / "one.json"}) {
+    auto t = nlohmann::json::parse(slurp(file));
     int backwards = 0;
     for (const auto& e : t["traceEvents"]) backwards += e["name"] == "backward";
-    EXPECT_EQ(backwards, std::string(file) == "dp.json" ? 2 * 2 : 2) << file;
+    EXPECT_EQ(backwards, file.filename() == "dp.json" ? 2 * 2 : 2) << file;
   }
 }
 

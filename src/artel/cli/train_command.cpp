@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <iostream>
@@ -364,8 +365,14 @@ int run_train(int argc, char** argv) {
   // A restart resumes from the newest checkpoint in OUT: an earlier run's is refused before any worker starts.
   if (!job.resume && !comm::launched_as_worker() && (cfg.checkpoint_every > 0 || job.max_restarts > 0))
     train::refuse_earlier_checkpoints(cfg.out + "/checkpoints");
-  // The timeline is written when the run ends: a path it cannot take is said now, not after the training.
-  if (!cfg.trace.empty() && !comm::launched_as_worker()) check_writable(cfg.trace, "--trace");
+  // The timeline is written when the run ends: a path it cannot take is said
+  // now, not after the training. Its folder is made, as --out's is (a trace
+  // inside --out is named before the run makes --out).
+  if (!cfg.trace.empty()) {
+    std::error_code ec;  // a folder that cannot be made is said by the check
+    std::filesystem::create_directories(std::filesystem::path(cfg.trace).parent_path(), ec);
+    if (!comm::launched_as_worker()) check_writable(cfg.trace, "--trace");
+  }
   // Before any worker starts: a layout the planner predicts not to fit is
   // refused with its numbers (planned_run.h), once, by the process that launches.
   if (!comm::launched_as_worker() && job.backend != "mpi" && !job.no_memory_check) {
