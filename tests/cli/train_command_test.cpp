@@ -388,6 +388,11 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.substr(0, 6), "ROMEO:");
   EXPECT_EQ(out.size(), 6u + 5 + 1);
+  // A prompt the run cannot read: said of --prompt, in one line.
+  std::tie(code, out) = generate((dir_ / "run").string() + " --prompt 'ROMEO~' --tokens 5");
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(out, "artel generate: error: --prompt: character byte 126 is not in the 65-character vocabulary (hint: write "
+                 "it in the characters of the run's training text, or give --prompt-ids)\n");
   // A token model with a token table: ids 0..299 stand for "<id>|".
   std::ofstream train_bin(dir_ / "train.bin", std::ios::binary);
   for (int i = 0; i < 3000; ++i) {
@@ -446,6 +451,10 @@ TEST_F(TrainCommand, AWordModelsWeightsAreNotTakenForHuggingFaces) {
   Result g = artel("generate " + (dir_ / "run").string() + " --tokens 8");
   EXPECT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out, printed + "\n");
+  g = artel("generate " + (dir_ / "run").string() + " --prompt 'the zzqxj' --tokens 8");
+  EXPECT_EQ(g.code, 1);
+  EXPECT_EQ(g.err, "artel generate: error: --prompt: word 'zzqxj' is not in the 14565-word vocabulary (hint: write it "
+                   "in the words of the run's training text, or give --prompt-ids)\n");
   const fs::path final = dir_ / "run" / "final.safetensors";
   ASSERT_TRUE(artel::nn::read_safetensors(final.string()).tensors.count("h.0.attn.c_attn.weight"));
   r = train("--model wordlm --n-embd 16 --n-head 2 --block-size 8 --steps 1 --eval-batches 1 --threads 1 "

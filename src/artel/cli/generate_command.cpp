@@ -113,10 +113,17 @@ int run_generate(int argc, char** argv) {
                     "give ids the run was trained on");
   } else if (!a.prompt.empty()) {
     if (tokens) throw Error("--prompt is text, and GPT-2's encoder is not in a token table", "use --prompt-ids");
-    if (const auto* c = dynamic_cast<const data::CharTextDataset*>(text)) prompt = c->vocab().encode(a.prompt);
-    else
-      for (std::string_view w : data::split_words(a.prompt))
-        prompt.push_back(static_cast<const data::WordTextDataset*>(text)->vocab().id(w));
+    const auto* chars = dynamic_cast<const data::CharTextDataset*>(text);
+    try {
+      if (chars) prompt = chars->vocab().encode(a.prompt);
+      else
+        for (std::string_view w : data::split_words(a.prompt))
+          prompt.push_back(static_cast<const data::WordTextDataset*>(text)->vocab().id(w));
+    } catch (const Error& e) {  // said of the flag, with what the run can read
+      throw Error(std::string("--prompt: ") + e.what(), std::string("write it in the ") +
+                                                            (chars ? "characters" : "words") +
+                                                            " of the run's training text, or give --prompt-ids");
+    }
   } else {
     prompt = {tokens ? (table && table->end_of_text >= 0 ? table->end_of_text : (vocab > 50256 ? 50256 : 0))
                      : text->first_token()};

@@ -24,7 +24,7 @@ CharVocab CharVocab::from_text(std::string_view text) {
 int64_t CharVocab::id(char c) const {
   int16_t i = id_[static_cast<uint8_t>(c)];
   ARTEL_CHECK(i >= 0, "character byte ", int(static_cast<uint8_t>(c)), " is not in the ", size(),
-              "-character vocabulary (hint: encode only text made of the training file's characters)");
+              "-character vocabulary");
   return i;
 }
 
