@@ -227,6 +227,8 @@ TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
        "--preset is a GPT's shape, not --model mlp's"},
       {"--model rnn --cluster data/clusters/selene.json --global-batch 8", "unknown model 'rnn'"},
       {kGpt2 + "--save-model-costs x.json", "a GPT's costs follow from its shape"},
+      {"--model mlp --cluster data/clusters/selene.json --global-batch 8 --save-model-costs data",
+       "output file data is a directory, not a file (hint: name a file to write inside it)"},
       {"--cluster data/clusters/selene.json --global-batch 8", "no model to plan"},
   };
   for (const auto& [args, what] : cases) {

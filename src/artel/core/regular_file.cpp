@@ -51,7 +51,7 @@ std::string replaceable_file(const std::string& path, const std::string& what) {
   const fs::file_status st = fs::status(p, ec);
   if (fs::is_directory(st))
     throw Error(what + " " + path + " is a directory, not a file",
-                "name a file inside it, e.g. " + (fs::path(path) / "out.safetensors").string());
+                "name a file to write inside it");  // weights, a trace, a costs file: no one example name fits
   if (fs::exists(st) && !fs::is_regular_file(st))
     throw Error(what + " " + path + " is a device, a FIFO or a socket, not a regular file",
                 "name a regular file: it is written beside and renamed over, which would replace what is there");
