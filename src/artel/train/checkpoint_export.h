@@ -3,7 +3,7 @@
 // has, whatever layout wrote the checkpoint, streamed one whole tensor at a
 // time (nn::SafetensorsWriter), so nothing ever holds the whole model.
 //
-//   auto ck = open_newest_checkpoint("runs/gpt/checkpoints", warn);
+//   auto ck = newest_checkpoint("runs/gpt", warn);   // its checkpoints/: the newest complete one
 //   export_weights(*ck, "step20.safetensors");
 #pragma once
 
