@@ -173,6 +173,10 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--stage-layers 1,1" + out, "--stage-layers 1,1 splits pipeline stages, and this run has one");
   expect_one_line_error("--max-restarts 2" + out, "--max-restarts restarts the workers that artel train starts, and "
                                                   "this run starts none");
+  expect_one_line_error("--momentum 0.9" + out, "--momentum 0.9 would do nothing: it goes with --optimizer sgd");
+  expect_one_line_error("--model mlp --n-layer 2" + out, "--n-layer 2 would do nothing");
+  expect_one_line_error("--bind-to core" + out, "--bind-to core binds the workers that artel train starts, and this "
+                                                "run starts none");
   expect_one_line_error("--bogus-flag 3" + out, "--bogus-flag");
   expect_one_line_error("--data-order random" + out, "unknown data_order 'random'");
   expect_one_line_error("--gemm mkl" + out, "unknown gemm 'mkl'");

@@ -140,6 +140,44 @@ TEST(TrainConfig, BadValuesAreOneLineErrorsNamingTheKey) {
     EXPECT_EQ(err(o).find('\n'), std::string::npos);
 }
 
+// A setting the run never reads (momentum for AdamW, a GPT's shape for the
+// MLP) was dropped without a word; it is refused, unless its value is the
+// default and so would change nothing either way.
+TEST(TrainConfig, SettingsThisRunDoesNotReadAreRefusedUnlessTheyChangeNothing) {
+  auto err = [](std::map<std::string, std::string> o) { return error_of({.overrides = std::move(o)}); };
+  EXPECT_NE(err({{"model", "mlp"}, {"n_layer", "2"}})
+                .find("--n-layer 2 would do nothing: it goes with --model gpt or wordlm, and this run has --model mlp "
+                      "(hint: drop --n-layer, or change --model)"),
+            std::string::npos);
+  EXPECT_NE(err({{"momentum", "0.9"}}).find("--momentum 0.9 would do nothing: it goes with --optimizer sgd, and this "
+                                            "run has --optimizer adamw"),
+            std::string::npos);
+  EXPECT_NE(err({{"model", "mlp"}, {"beta2", "0.95"}}).find("--beta2 0.95 would do nothing"), std::string::npos);
+  EXPECT_NE(err({{"min_lr", "1e-5"}}).find("it goes with --lr-schedule cosine"), std::string::npos);
+  EXPECT_NE(err({{"schedule", "gpipe"}}).find("it goes with --pp above 1, and this run has --pp 1"), std::string::npos);
+  EXPECT_NE(err({{"zero", "3"}, {"bucket_mb", "5"}}).find("it goes with --zero 0, 1 or 2, and this run has --zero 3"),
+            std::string::npos);
+  EXPECT_NE(err({{"ps_servers", "1"}, {"grad_all_reduce", "ring"}}).find("and this run has --ps-servers 1"),
+            std::string::npos);
+  EXPECT_NE(err({{"reshard_after_forward", "false"}}).find("it goes with --zero 3"), std::string::npos);
+  EXPECT_NE(err({{"powersgd_rank", "8"}}).find("it goes with --grad-compression powersgd"), std::string::npos);
+  EXPECT_NE(err({{"keep_checkpoints", "1"}}).find("it goes with --checkpoint-every above 0"), std::string::npos);
+  EXPECT_NE(err({{"generate", "0"}, {"temperature", "1.2"}}).find("it goes with --generate above 0"), std::string::npos);
+  ConfigSources file;
+  file.json = {{"model", "cnn"}, {"dropout", 0.1}};
+  EXPECT_NE(error_of(file).find("config key 'dropout': 0.1 would do nothing: it goes with --model gpt or wordlm, and "
+                                "this run has --model cnn (hint: drop 'dropout' from the config file, or change --model)"),
+            std::string::npos)
+      << error_of(file);
+  // Where they take effect, or change nothing, they are taken.
+  EXPECT_EQ(resolve_config({.overrides = {{"optimizer", "sgd"}, {"momentum", "0.9"}, {"nesterov", "true"}}}).momentum, 0.9);
+  EXPECT_EQ(resolve_config({.overrides = {{"model", "wordlm"}, {"n_layer", "2"}}}).n_layer, 2);
+  EXPECT_EQ(resolve_config({.overrides = {{"zero", "3"}, {"reshard_after_forward", "false"}}}).reshard_after_forward,
+            false);
+  EXPECT_EQ(resolve_config({.overrides = {{"model", "mlp"}, {"generate", "0"}, {"momentum", "0.9"}}}).generate, 0);
+  EXPECT_EQ(resolve_config({.overrides = {{"momentum", "0"}, {"schedule", "1f1b"}}}).momentum, 0.0);
+}
+
 TEST(TrainConfig, JsonTypesAreChecked) {
   ConfigSources src;
   src.json = nlohmann::json::parse(R"({"steps": "ten"})");
@@ -150,13 +188,21 @@ TEST(TrainConfig, JsonTypesAreChecked) {
   EXPECT_DOUBLE_EQ(resolve_config(src).lr, 1.0);
 }
 
+// A run's config.json (every key) resolves to the same run: settings the
+// run does not read hold their defaults there, so none is refused.
 TEST(TrainConfig, ToJsonRoundTrips) {
-  TrainConfig c = resolve_config({.overrides = {{"model", "cnn"}, {"lr", "0.03"}, {"seed", "9"}}});
-  ConfigSources again;
-  again.json = c.to_json();
-  TrainConfig d = resolve_config(again);
-  EXPECT_EQ(d.to_json(), c.to_json());
-  EXPECT_EQ(config_keys().size(), c.to_json().size());
+  for (const std::map<std::string, std::string>& flags : std::vector<std::map<std::string, std::string>>{
+           {{"model", "cnn"}, {"lr", "0.03"}, {"seed", "9"}},
+           {{"model", "mlp"}, {"optimizer", "adamw"}, {"zero", "3"}},
+           {{"model", "wordlm"}, {"ps_servers", "1"}, {"staleness", "2"}},
+           {{"preset", "gpt2"}, {"pp", "2"}, {"micro_batches", "2"}, {"checkpoint_every", "5"}}}) {
+    TrainConfig c = resolve_config({.overrides = flags});
+    ConfigSources again;
+    again.json = c.to_json();
+    TrainConfig d = resolve_config(again);
+    EXPECT_EQ(d.to_json(), c.to_json());
+    EXPECT_EQ(config_keys().size(), c.to_json().size());
+  }
 }
 
 TEST(TrainConfig, ReadsConfigFilesAndReportsBadOnes) {

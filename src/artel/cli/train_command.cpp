@@ -385,6 +385,10 @@ int run_train(int argc, char** argv) {
     throw Error("--max-restarts restarts the workers that artel train starts, and this run starts none",
                 job.backend == "mpi" ? "an MPI job's ranks are restarted by its scheduler: drop --max-restarts"
                                      : "add --nproc N, or drop --max-restarts");
+  if (job.bind_to == "core" && !launches && !comm::launched_as_worker())
+    throw Error("--bind-to core binds the workers that artel train starts, and this run starts none",
+                job.backend == "mpi" ? "an MPI job's ranks are bound by mpirun (--bind-to core): drop it here"
+                                     : "add --nproc N, or drop --bind-to");
   if (launches && !comm::launched_as_worker()) {
     std::vector<std::string> command = worker_command(argc, argv);
     if (main_job) command.insert(command.end(), {"--batch-size", src.overrides["batch_size"]});

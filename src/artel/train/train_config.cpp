@@ -9,6 +9,7 @@
 #include "artel/core/json_file.h"
 #include "artel/models/model.h"
 #include "artel/parallel/ps_protocol.h"
+#include "artel/train/setting_scope.h"
 
 namespace artel::train {
 
@@ -45,7 +46,7 @@ const std::vector<Field>& fields() {
       {"grad_reduce_dtype", &TrainConfig::grad_reduce_dtype, "fp32 | bf16 (the same as --grad-compression bf16)"},
       {"powersgd_rank", &TrainConfig::powersgd_rank, "--grad-compression powersgd: the approximation's rank"},
       {"powersgd_start_step", &TrainConfig::powersgd_start_step, "--grad-compression powersgd: steps reduced uncompressed first"},
-      {"grad_all_reduce", &TrainConfig::grad_all_reduce, "the gradient all-reduce's algorithm (--zero 0; docs/COLLECTIVES.md): auto | hierarchical | native | ring | ..."},
+      {"grad_all_reduce", &TrainConfig::grad_all_reduce, "the gradient all-reduce's algorithm (--zero 0, 1, 2; docs/COLLECTIVES.md): auto | hierarchical | native | ring | ..."},
       {"optimizer", &TrainConfig::optimizer, "adamw | sgd"},
       {"lr", &TrainConfig::lr, "peak learning rate"},
       {"momentum", &TrainConfig::momentum, "SGD momentum"},
@@ -61,7 +62,7 @@ const std::vector<Field>& fields() {
       {"eval_every", &TrainConfig::eval_every, "evaluate every N steps and at the end (0 = only at the end)"},
       {"eval_batches", &TrainConfig::eval_batches, "validation batches per evaluation (0 = whole split)"},
       {"log_every", &TrainConfig::log_every, "plain progress line every N steps when not on a terminal (0 = auto)"},
-      {"generate", &TrainConfig::generate, "gpt: characters to sample and print after training"},
+      {"generate", &TrainConfig::generate, "gpt, wordlm: characters (words) to sample and print after training"},
       {"temperature", &TrainConfig::temperature, "sampling temperature"},
       {"bucket_mb", &TrainConfig::bucket_mb, "data parallelism: MiB of gradients per all-reduce bucket (PyTorch's bucket_cap_mb)"},
       {"first_bucket_mb", &TrainConfig::first_bucket_mb, "data parallelism: MiB of the first bucket, small so that communication starts early in backward"},
@@ -75,18 +76,18 @@ const std::vector<Field>& fields() {
       {"recompute", &TrainConfig::recompute, "activation recomputation: none | selective (a GPT's attention core) | full (every layer piece keeps only its input and runs again in backward)"},
       {"preset", &TrainConfig::preset, "gpt: gpt2 (124M) or gpt2-medium (350M), nanoGPT's shapes and recipe; flags override"},
       {"gelu", &TrainConfig::gelu, "gpt, wordlm: the MLP's GELU, exact (nanoGPT's) or tanh (GPT-2's gelu_new, what Hugging Face's weights were trained with)"},
-      {"vocab_multiple", &TrainConfig::vocab_multiple, "gpt: round the model's vocabulary up to a multiple of this (gpt2 pads 50257 to 50304)"},
+      {"vocab_multiple", &TrainConfig::vocab_multiple, "gpt, wordlm: round the model's vocabulary up to a multiple of this (gpt2 pads 50257 to 50304)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
       {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b"},
       {"stage_layers", &TrainConfig::stage_layers, "pipeline stages: params (balanced by parameter count, the default), cost (by measured forward + backward time) or blocks per stage, e.g. 1,3"},
       {"trace", &TrainConfig::trace, "write a Chrome-trace timeline (and a pipeline SVG) to this file"},
-      {"n_layer", &TrainConfig::n_layer, "GPT blocks"},
-      {"n_head", &TrainConfig::n_head, "GPT attention heads"},
-      {"n_embd", &TrainConfig::n_embd, "GPT embedding width"},
-      {"block_size", &TrainConfig::block_size, "GPT context length"},
-      {"dropout", &TrainConfig::dropout, "GPT dropout probability"},
+      {"n_layer", &TrainConfig::n_layer, "gpt, wordlm: transformer blocks"},
+      {"n_head", &TrainConfig::n_head, "gpt, wordlm: attention heads"},
+      {"n_embd", &TrainConfig::n_embd, "gpt, wordlm: embedding width"},
+      {"block_size", &TrainConfig::block_size, "gpt, wordlm: context length (tokens)"},
+      {"dropout", &TrainConfig::dropout, "gpt, wordlm: dropout probability"},
   };
   return f;
 }
@@ -406,6 +407,7 @@ TrainConfig resolve_config(const ConfigSources& src) {
   }
   TrainConfig cfg = default_config(model);
   apply_preset(cfg, preset);
+  const TrainConfig defaults = cfg;
   bool steps_set = false, epochs_set = false;
   for (const auto& [k, v] : src.json.items()) {
     const Field& f = find_field(k, "the config file");
@@ -428,6 +430,9 @@ TrainConfig resolve_config(const ConfigSources& src) {
   // data-parallel default, 1, which `--config` of that file then refused).
   if (cfg.ps_servers > 0 && !cfg.was_given("zero")) cfg.zero = 0;
   cfg.validate();
+  std::map<std::string, std::string> flags;
+  for (const auto& [k, v] : src.overrides) flags[find_field(k, "the command line").key] = v;
+  refuse_settings_without_effect(cfg, defaults, cfg.given, flags);
   return cfg;
 }
 

@@ -1,0 +1,90 @@
+#include "artel/train/setting_scope.h"
+
+#include <algorithm>
+
+#include "artel/core/error.h"
+#include "artel/models/model.h"
+
+namespace artel::train {
+
+namespace {
+
+// One setting read only in some runs: `key` takes effect when `applies`
+// holds, which is when `needs` (a flag and its value) is set; `decided_by` is
+// the key whose value this run has instead.
+struct SettingScope {
+  const char* key;
+  const char* needs;
+  const char* decided_by;
+  bool (*applies)(const TrainConfig&);
+};
+
+bool text_model(const TrainConfig& c) { return models::trains_on_text(c.model); }
+bool sgd(const TrainConfig& c) { return c.optimizer == "sgd"; }
+bool adamw(const TrainConfig& c) { return c.optimizer == "adamw"; }
+bool unsharded_weights(const TrainConfig& c) { return c.zero < 3; }
+bool no_servers(const TrainConfig& c) { return c.ps_servers == 0; }
+
+const std::vector<SettingScope>& setting_scopes() {
+  static const std::vector<SettingScope> s = {
+      {"n_layer", "--model gpt or wordlm", "model", text_model},
+      {"n_head", "--model gpt or wordlm", "model", text_model},
+      {"n_embd", "--model gpt or wordlm", "model", text_model},
+      {"block_size", "--model gpt or wordlm", "model", text_model},
+      {"dropout", "--model gpt or wordlm", "model", text_model},
+      {"gelu", "--model gpt or wordlm", "model", text_model},
+      {"vocab_multiple", "--model gpt or wordlm", "model", text_model},
+      {"generate", "--model gpt or wordlm", "model", text_model},
+      {"temperature", "--generate above 0", "generate", [](const TrainConfig& c) { return c.generate > 0; }},
+      {"momentum", "--optimizer sgd", "optimizer", sgd},
+      {"nesterov", "--optimizer sgd", "optimizer", sgd},
+      {"beta1", "--optimizer adamw", "optimizer", adamw},
+      {"beta2", "--optimizer adamw", "optimizer", adamw},
+      {"eps", "--optimizer adamw", "optimizer", adamw},
+      {"min_lr", "--lr-schedule cosine", "lr_schedule", [](const TrainConfig& c) { return c.lr_schedule == "cosine"; }},
+      {"keep_checkpoints", "--checkpoint-every above 0", "checkpoint_every",
+       [](const TrainConfig& c) { return c.checkpoint_every > 0; }},
+      {"powersgd_rank", "--grad-compression powersgd", "grad_compression",
+       [](const TrainConfig& c) { return c.grad_compression == "powersgd"; }},
+      {"powersgd_start_step", "--grad-compression powersgd", "grad_compression",
+       [](const TrainConfig& c) { return c.grad_compression == "powersgd"; }},
+      // ZeRO 3 gathers and reduce-scatters unit by unit (parallel/fully_sharded.h), and a
+      // parameter server's workers push to it: neither has gradient buckets or all-reduces.
+      {"bucket_mb", "--zero 0, 1 or 2", "zero", unsharded_weights},
+      {"bucket_mb", "--ps-servers 0 (data parallelism)", "ps_servers", no_servers},
+      {"first_bucket_mb", "--zero 0, 1 or 2", "zero", unsharded_weights},
+      {"first_bucket_mb", "--ps-servers 0 (data parallelism)", "ps_servers", no_servers},
+      {"grad_all_reduce", "--zero 0, 1 or 2", "zero", unsharded_weights},
+      {"grad_all_reduce", "--ps-servers 0 (data parallelism)", "ps_servers", no_servers},
+      {"reshard_after_forward", "--zero 3", "zero", [](const TrainConfig& c) { return c.zero == 3; }},
+      {"ps_sparse", "--ps-servers above 0", "ps_servers", [](const TrainConfig& c) { return c.ps_servers > 0; }},
+      {"schedule", "--pp above 1", "pp", [](const TrainConfig& c) { return c.pp > 1; }},
+  };
+  return s;
+}
+
+bool listed(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// A JSON value as it reads on a command line: 0.9, sgd, true.
+std::string as_flag_value(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+void refuse_settings_without_effect(const TrainConfig& cfg, const TrainConfig& defaults,
+                                    const std::vector<std::string>& given, const std::map<std::string, std::string>& flags) {
+  const nlohmann::json values = cfg.to_json(), default_values = defaults.to_json();
+  for (const SettingScope& s : setting_scopes()) {
+    if (!listed(given, s.key) || s.applies(cfg) || values[s.key] == default_values[s.key]) continue;
+    const auto flag = flags.find(s.key);
+    const std::string setting = flag != flags.end() ? flag_of(s.key) + " " + flag->second
+                                                    : "config key '" + std::string(s.key) + "': " + values[s.key].dump();
+    throw Error(setting + " would do nothing: it goes with " + s.needs + ", and this run has " + flag_of(s.decided_by) +
+                    " " + as_flag_value(values[s.decided_by]),
+                "drop " + (flag != flags.end() ? flag_of(s.key) : "'" + std::string(s.key) + "' from the config file") +
+                    ", or change " + flag_of(s.decided_by));
+  }
+}
+
+}  // namespace artel::train
