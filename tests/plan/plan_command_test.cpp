@@ -230,6 +230,23 @@ TEST(PlanCommand, BadInputIsOneLineAndANonZeroExit) {
       {"--model mlp --cluster data/clusters/selene.json --global-batch 8 --save-model-costs data",
        "output file data is a directory, not a file (hint: name a file to write inside it)"},
       {"--cluster data/clusters/selene.json --global-batch 8", "no model to plan"},
+      // Flags the plan would drop without a word.
+      {kGpt2 + "--search --tp 2", "--tp picks one layout, and --search ranks every layout"},
+      {kGpt2 + "--powersgd-rank 8", "--powersgd-rank 8 would do nothing: it goes with --grad-compression powersgd"},
+      {kGpt2 + "--threads 4", "--threads 4 would do nothing: cluster selene's workers are whole devices"},
+      {kGpt2 + "--sequence-parallel", "sequence parallelism splits activations over the tensor-parallel ranks, and "
+                                      "tp is 1"},
+      {"--model mlp --n-layer 3 --cluster data/clusters/selene.json --global-batch 8",
+       "--n-layer would do nothing: it shapes --model gpt or wordlm, not mlp"},
+      {"--model wordlm --vocab 100 --cluster data/clusters/selene.json --global-batch 8",
+       "--vocab would do nothing: --model wordlm's vocabulary is its --data's"},
+      {"--model-costs x.json --seq 8 --cluster data/clusters/selene.json --global-batch 8",
+       "--seq shapes a GPT, and --model-costs gives the model whole"},
+      // The data a model cannot train on, said as `artel train` says it.
+      {"--model mlp --data data/tinyshakespeare.txt --cluster data/clusters/selene.json --global-batch 8",
+       "model mlp trains on MNIST, but --data data/tinyshakespeare.txt is a text file"},
+      {"--model gpt --data data/mnist-t10k --cluster data/clusters/selene.json --global-batch 8",
+       "model gpt trains on a text file, but --data data/mnist-t10k is MNIST"},
   };
   for (const auto& [args, what] : cases) {
     const Result r = plan(args);

@@ -20,6 +20,7 @@
 #include "artel/cli/plan_calibrate.h"
 #include "artel/cli/planned_run.h"
 #include "artel/core/error.h"
+#include "artel/models/model.h"
 #include "artel/plan/layout_search.h"
 #include "artel/plan/measured_costs.h"
 #include "artel/plan/plan_report.h"
@@ -179,6 +180,44 @@ plan::Layout layout_of(const PlanArgs& a, int64_t workers) {
   return l;
 }
 
+// Flags the plan would drop without a word are refused, as `artel train`'s
+// are (train/setting_scope.h): a layout's flags with --search, which tries
+// every layout; a GPT's dimensions for a model whose costs are measured or
+// read; --threads on a cluster of whole devices; a PowerSGD rank nothing uses.
+void refuse_flags_without_effect(const CLI::App& app, const PlanArgs& a, const plan::Cluster& cluster) {
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  if (a.search)
+    for (const char* flag : {"--dp", "--tp", "--pp", "--micro-batches", "--schedule", "--chunks", "--zero",
+                             "--recompute", "--sequence-parallel", "--grad-compression"})
+      if (given(flag))
+        throw Error(std::string(flag) + " picks one layout, and --search ranks every layout",
+                    std::string("drop ") + flag + ", or drop --search to predict that one layout");
+  const char* shape[] = {"--n-layer", "--n-head", "--n-embd", "--seq", "--vocab", "--vocab-multiple", "--dropout"};
+  if (!a.model_costs.empty()) {
+    for (const char* flag : shape)
+      if (given(flag)) throw Error(std::string(flag) + " shapes a GPT, and --model-costs gives the model whole", std::string("drop ") + flag);
+    if (given("--data"))
+      throw Error("--data gives a GPT its vocabulary, and --model-costs gives the model whole", "drop --data");
+  } else if (!plans_a_gpt(a)) {  // measured on `artel train --model`'s own model and data
+    for (const char* flag : shape) {
+      const bool text_shape = models::trains_on_text(a.model) && std::string(flag) != "--vocab";
+      if (given(flag) && !text_shape)
+        throw Error(std::string(flag) + " would do nothing: " +
+                        (models::trains_on_text(a.model) ? "--model " + a.model + "'s vocabulary is its --data's"
+                                                         : "it shapes --model gpt or wordlm, not " + a.model),
+                    std::string("drop ") + flag);
+    }
+  }
+  if (given("--threads") && a.threads > 0 && cluster.cores_per_host.value <= 0)
+    throw Error("--threads " + std::to_string(a.threads) + " would do nothing: cluster " + cluster.name +
+                    "'s workers are whole devices (it gives no cores_per_host)",
+                "drop --threads");
+  if (given("--powersgd-rank") && !a.search && a.grad_compression != "powersgd")
+    throw Error("--powersgd-rank " + std::to_string(a.powersgd_rank) + " would do nothing: it goes with "
+                "--grad-compression powersgd or --search, and this plan has neither",
+                "drop --powersgd-rank");
+}
+
 void add_flags(CLI::App& app, PlanArgs& a) {
   app.add_option("--model", a.model,
                  "gpt: the GPT `artel train` trains by default (W2: its shape and data); wordlm, mlp, cnn: "
@@ -247,6 +286,8 @@ int run_plan(int argc, char** argv) {
       "docs/PLAN.md explains the model of time and memory and the file formats.");
   if (!parse_flags(app, argc, argv, "see `artel plan --help`")) return 0;
 
+  plan::Cluster cluster = plan::read_cluster(a.cluster);
+  refuse_flags_without_effect(app, a, cluster);
   const plan::ModelDescription model = model_of(a);
   if (!a.save_model_costs.empty()) {
     ARTEL_CHECK(!plans_a_gpt(a) && a.model_costs.empty(),
@@ -257,7 +298,6 @@ int run_plan(int argc, char** argv) {
     train::write_atomically(a.save_model_costs,
                             [&](int fd, const std::string& tmp) { train::write_all(fd, text.data(), text.size(), tmp); });
   }
-  plan::Cluster cluster = plan::read_cluster(a.cluster);
   if (a.workers) cluster = cluster.with_workers(a.workers);
   const plan::Workload workload = workload_of(a);
 

@@ -10,15 +10,11 @@
 #include "artel/models/model.h"
 #include "artel/plan/measured_costs.h"
 #include "artel/plan/memory_model.h"
-#include "artel/train/bundled_data.h"
 #include "artel/train/recipe.h"
 
 namespace artel::cli {
 
-int64_t data_vocabulary(const train::TrainConfig& c) {
-  const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
-  return data::open_dataset(path, train::dataset_options(c))->num_classes();
-}
+int64_t data_vocabulary(const train::TrainConfig& c) { return train::open_run_data(c)->num_classes(); }
 
 plan::TransformerShape gpt_shape(const train::TrainConfig& c, int64_t data_vocabulary) {
   return {c.n_layer, c.n_head, c.n_embd, c.block_size, train::model_vocab(c, data_vocabulary)};
@@ -30,8 +26,7 @@ plan::StateBytes artel_state(const train::TrainConfig& c) {
 
 plan::ModelDescription measured_model(const train::TrainConfig& c) {
   constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
-  const std::string path = c.data.empty() ? train::default_data_for(c.model) : c.data;
-  const std::unique_ptr<data::Dataset> data = data::open_dataset(path, train::dataset_options(c));
+  const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
   const std::unique_ptr<models::Model> model = models::make_model(train::make_model_config(c, data->num_classes()));
   return plan::measure_model_costs(c.model, *model, data->val_batch(kSamples, 0).x);
 }

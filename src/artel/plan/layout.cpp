@@ -96,6 +96,8 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
   }
   ARTEL_CHECK(!l.sequence_parallel || model.transformer.has_value(),
               "sequence parallelism needs the model's GPT dimensions");
+  require(!l.sequence_parallel || l.tp > 1, "add --tp N, or drop --sequence-parallel",
+          "sequence parallelism splits activations over the tensor-parallel ranks, and tp is 1");
   require(l.recompute != Recompute::selective || model.transformer.has_value(),
           "use --recompute none or full with --model-costs",
           "selective recomputation needs the model's GPT dimensions (it recomputes the attention core)");

@@ -1,13 +1,28 @@
 #include "artel/train/recipe.h"
 
+#include "artel/core/error.h"
 #include "artel/optim/adamw.h"
 #include "artel/optim/sgd.h"
+#include "artel/train/bundled_data.h"
 
 namespace artel::train {
 
 data::DatasetOptions dataset_options(const TrainConfig& cfg) {
   return {.block_size = cfg.block_size, .words = cfg.model == "wordlm", .val_path = cfg.val_data,
           .vocab_size = cfg.vocab_size};
+}
+
+std::unique_ptr<data::Dataset> open_run_data(const TrainConfig& cfg) {
+  const std::string path = cfg.data.empty() ? default_data_for(cfg.model) : cfg.data;
+  std::unique_ptr<data::Dataset> data = data::open_dataset(path, dataset_options(cfg));
+  const bool text = data->kind() == data::DatasetKind::text;
+  if (models::trains_on_text(cfg.model) && !text)
+    throw Error("model " + cfg.model + " trains on a text file, but --data " + path + " is MNIST",
+                "pass a text file, or --model mlp / cnn");
+  if (!models::trains_on_text(cfg.model) && text)
+    throw Error("model " + cfg.model + " trains on MNIST, but --data " + path + " is a text file",
+                "pass the MNIST directory, or --model gpt / wordlm");
+  return data;
 }
 
 int64_t model_vocab(const TrainConfig& cfg, int64_t data_vocab) {

@@ -21,6 +21,11 @@ namespace artel::train {
 // How the model of `cfg` reads its --data (words for wordlm, else characters).
 data::DatasetOptions dataset_options(const TrainConfig& cfg);
 
+// The data a built-in model trains on: --data (the model's bundled data when
+// empty), read as the model reads it (dataset_options). Throws when the model
+// cannot train on it: gpt and wordlm train on text, mlp and cnn on MNIST.
+std::unique_ptr<data::Dataset> open_run_data(const TrainConfig& cfg);
+
 // The model's vocabulary for data of `data_vocab` classes: rounded up to
 // cfg.vocab_multiple (the padding rows are never a target).
 int64_t model_vocab(const TrainConfig& cfg, int64_t data_vocab);

@@ -64,8 +64,7 @@ Trainer::Trainer(TrainConfig cfg, RunOptions run, Strategy* strategy)
       strategy_(strategy ? strategy : alone_.get()) {
   cfg_.validate();
   if (cfg_.data.empty()) throw Error("no data given", "pass --data PATH");
-  data_ = data::open_dataset(cfg_.data, dataset_options(cfg_));
-  check_model_fits_data();
+  data_ = open_run_data(cfg_);
   // Declared: a worker holding a shard materialises only that (Note [Model-parallel seams]).
   model_ = models::declare_model(make_model_config(cfg_, data_->num_classes()));
   start();
@@ -124,16 +123,6 @@ void Trainer::plan_data() {
 }
 
 Trainer::~Trainer() = default;
-
-void Trainer::check_model_fits_data() const {
-  const bool text = data_->kind() == data::DatasetKind::text;
-  if (models::trains_on_text(cfg_.model) && !text)
-    throw Error("model " + cfg_.model + " trains on a text file, but --data " + cfg_.data + " is MNIST",
-                "pass a text file, or --model mlp / cnn");
-  if (!models::trains_on_text(cfg_.model) && text)
-    throw Error("model " + cfg_.model + " trains on MNIST, but --data " + cfg_.data + " is a text file",
-                "pass the MNIST directory, or --model gpt / wordlm");
-}
 
 std::ostream& Trainer::out() const { return run_.out ? *run_.out : std::cout; }
 

@@ -159,7 +159,6 @@ class Trainer {
 
  private:
   void start();  // after the model and data: the weights, optimizer, sampler, schedule
-  void check_model_fits_data() const;
   bool text() const;  // token blocks (items are tokens), not rows
   Compatibility compatibility() const;
   // out dir, config.json, init.safetensors (fresh runs), metrics.jsonl (kept up to `first_step` - 1)
