@@ -229,7 +229,13 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
            {"generate " + nowhere + " --top-k -2", "--top-k: must be >= 0, got -2"},
            {"bench train --steps -3", "--steps takes a count >= 0"},
            {"bench train --timeout -1", "--timeout: must be > 0, got -1"},
-           {"bench train --steps 2 --warmup 5", "--warmup 5 leaves none of --steps 2 to time"}}) {
+           {"bench train --steps 2 --warmup 5", "--warmup 5 leaves none of --steps 2 to time"},
+           // Flags the fixed comparisons would drop without a word.
+           {"bench train --scaling --zero 1,2", "--scaling and --zero are two comparisons"},
+           {"bench train --scaling --threads 2", "--threads would do nothing: --scaling measures 2 workers x 1 thread"},
+           {"bench train --zero 1,2 --threads 1,2", "--threads would do nothing: --zero measures"},
+           {"bench train --recompute none,full --python python3", "--python would do nothing: --recompute measures"},
+           {"bench train --zero 1,3 --gemm onednn,openblas", "--zero measures on one GEMM library, and --gemm gives 2"}}) {
     const Result r = artel(args);
     EXPECT_EQ(r.code, 1) << args;
     EXPECT_EQ(r.out, "") << args;

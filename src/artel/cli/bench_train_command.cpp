@@ -454,6 +454,35 @@ void bench_variants(const BenchArgs& a) {
   }
 }
 
+// --scaling, --zero and --recompute each measure fixed cases (2 workers x 1
+// thread against 1 x 1; ZeRO stages on 2 x 1; recompute modes on 1 x 1), in
+// fp32, and the last two on artel alone: the flags that choose other cases
+// would be dropped without a word, so they are refused.
+void refuse_flags_without_effect(const CLI::App& app, const BenchArgs& a) {
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  const bool variants = !a.zero.empty() || !a.recompute.empty();
+  const std::string mode = a.scaling ? "--scaling" : !a.zero.empty() ? "--zero" : "--recompute";
+  if (a.scaling && variants)
+    throw Error("--scaling and " + std::string(a.zero.empty() ? "--recompute" : "--zero") + " are two comparisons",
+                "run them apart");
+  if (!a.scaling && !variants) return;
+  const std::string cases = a.scaling           ? "2 workers x 1 thread against 1 x 1, in fp32"
+                            : !a.zero.empty()   ? "2 workers x 1 thread, in fp32, on artel alone"
+                                                : "1 worker x 1 thread, in fp32, on artel alone";
+  // Each with whether its value is what these cases run anyway (a script's `--torch off` changes nothing).
+  std::vector<std::pair<const char*, bool>> unused = {{"--threads", a.threads == std::vector<int>{1}},
+                                                      {"--precision", a.precisions == std::vector<std::string>{"fp32"}}};
+  if (variants)
+    unused.insert(unused.end(),
+                  {{"--torch", a.torch == "off"}, {"--python", false}, {"--torch-harness", false}, {"--timeout", false}});
+  for (const auto& [flag, as_run] : unused)
+    if (given(flag) && !as_run)
+      throw Error(std::string(flag) + " would do nothing: " + mode + " measures " + cases, std::string("drop ") + flag);
+  if (variants && a.gemms.size() > 1)
+    throw Error(mode + " measures on one GEMM library, and --gemm gives " + std::to_string(a.gemms.size()),
+                "give one --gemm");
+}
+
 int run_bench_train(int argc, char** argv) {
   BenchArgs a;
   CLI::App app{"ms/step of W1, W2, the CNN and GPT-2 (median after warmup), next to the PyTorch harness", "artel bench train"};
@@ -514,6 +543,7 @@ int run_bench_train(int argc, char** argv) {
   for (int64_t z : a.zero) ARTEL_CHECK(z >= 0 && z <= 3, "--zero takes stages 0 to 3, got ", z);
   for (const auto& r : a.recompute) nn::parse_recompute(r);  // rejects unknown names before any work
   ARTEL_CHECK(a.zero.empty() || a.recompute.empty(), "--zero and --recompute are two comparisons: run them apart");
+  refuse_flags_without_effect(app, a);
   if (!a.zero.empty() || !a.recompute.empty()) {
     if (!app.get_option("--workloads")->count()) a.workloads = {"w2"};
     bench_variants(a);
