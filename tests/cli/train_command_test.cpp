@@ -215,6 +215,9 @@ TEST_F(TrainCommand, OtherCommandsSayBadInputInOneLineAndNothingElse) {
   for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
            {"report " + nowhere, "metrics.jsonl does not exist"},
            {"generate " + nowhere, "is not a run directory"},
+           {"generate " + std::string(ARTEL_SOURCE_DIR) + "/README.md",
+            "README.md is a file, not a run directory (hint: pass the --out directory of an `artel train` run; other "
+            "weights go with --weights FILE)"},
            {"bench comm -n 2 --min-bytes 10 --max-bytes 5", "--min-bytes <= --max-bytes"},
            {"bench comm -n 2 --max-bytes -1", "cannot read '-1' as a size"},  // was 2^64 - 1, until killed
            {"bench comm -n 2 --max-bytes 99999999999G", "cannot read '99999999999G' as a size"},
@@ -440,7 +443,7 @@ TEST_F(TrainCommand, GenerateFromARunDirectory) {
   std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt hello");
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("use --prompt-ids"), std::string::npos) << out;
-  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"7 300\"");
+  std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids 7,300");  // commas separate too
   EXPECT_EQ(code, 1);
   EXPECT_EQ(out.rfind("artel generate: error: --prompt-ids: 300 is not below the model's vocabulary of 300", 0), 0u) << out;
   std::tie(code, out) = generate((dir_ / "tokens").string() + " --prompt-ids \"   \"");

@@ -169,6 +169,11 @@ TEST(TrainConfig, SettingsThisRunDoesNotReadAreRefusedUnlessTheyChangeNothing) {
                                 "this run has --model cnn (hint: drop 'dropout' from the config file, or change --model)"),
             std::string::npos)
       << error_of(file);
+  // A run's own config.json, read to act on that run (artel generate): what it holds was taken when it ran.
+  ConfigSources recorded{.json = {{"momentum", 0.9}}, .recorded = true};
+  EXPECT_EQ(resolve_config(recorded).momentum, 0.9);
+  recorded.overrides = {{"beta1", "0.8"}, {"optimizer", "sgd"}};  // flags given now are still checked
+  EXPECT_NE(error_of(recorded).find("--beta1 0.8 would do nothing"), std::string::npos) << error_of(recorded);
   // Where they take effect, or change nothing, they are taken.
   EXPECT_EQ(resolve_config({.overrides = {{"optimizer", "sgd"}, {"momentum", "0.9"}, {"nesterov", "true"}}}).momentum, 0.9);
   EXPECT_EQ(resolve_config({.overrides = {{"model", "wordlm"}, {"n_layer", "2"}}}).n_layer, 2);

@@ -5,6 +5,7 @@
 // --tokenizer (llm.c's gpt2_tokenizer.bin, data/token_table.h). With the
 // run's seed and temperature and no prompt, it draws what the end of
 // `artel train --generate N` printed.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -38,7 +39,9 @@ struct GenerateArgs {
 
 std::vector<int64_t> parse_ids(const std::string& text) {
   std::vector<int64_t> ids;
-  std::istringstream in(text);
+  std::string spaced = text;
+  std::replace(spaced.begin(), spaced.end(), ',', ' ');  // "464,318" as "464 318"
+  std::istringstream in(spaced);
   for (std::string w; in >> w;) {
     size_t used = 0;
     long long v = -1;
@@ -59,7 +62,7 @@ int run_generate(int argc, char** argv) {
   app.add_option("run", a.run, "a run directory (config.json, final.safetensors)")->required();
   app.add_option("--weights", a.weights, "weights to load instead of RUN/final.safetensors (artel's or Hugging Face's GPT-2 layout)");
   app.add_option("--prompt", a.prompt, "text to continue (character and word models)");
-  app.add_option("--prompt-ids", a.prompt_ids, "token ids to continue, space-separated (any text model)");
+  app.add_option("--prompt-ids", a.prompt_ids, "token ids to continue, separated by spaces or commas (any text model)");
   app.add_option("--tokens", a.tokens, "tokens to sample [default 200]")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--temperature", a.temperature, "the logits are divided by it [default: the run's]")
       ->check(positive());
@@ -71,10 +74,13 @@ int run_generate(int argc, char** argv) {
   if (!a.prompt.empty() && !a.prompt_ids.empty()) throw Error("--prompt and --prompt-ids together", "give one of them");
 
   const std::string config = (fs::path(a.run) / "config.json").string();
+  if (fs::is_regular_file(a.run))
+    throw Error(a.run + " is a file, not a run directory",
+                "pass the --out directory of an `artel train` run; other weights go with --weights FILE");
   if (!fs::is_regular_file(config))
     throw Error(a.run + " is not a run directory: it holds no config.json",
                 "pass the --out directory of an `artel train` run (and --weights for other weights)");
-  train::TrainConfig cfg = train::resolve_config({.json = train::read_config_file(config)});
+  train::TrainConfig cfg = train::resolve_config({.json = train::read_config_file(config), .recorded = true});
   if (!models::trains_on_text(cfg.model))
     throw Error(a.run + " trained " + cfg.model + ", which classifies images", "generate from a gpt or wordlm run");
   if (cfg.data.empty()) cfg.data = train::default_data_for(cfg.model);  // as `artel train` resolves it

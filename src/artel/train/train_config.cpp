@@ -432,7 +432,9 @@ TrainConfig resolve_config(const ConfigSources& src) {
   cfg.validate();
   std::map<std::string, std::string> flags;
   for (const auto& [k, v] : src.overrides) flags[find_field(k, "the command line").key] = v;
-  refuse_settings_without_effect(cfg, defaults, cfg.given, flags);
+  std::vector<std::string> set = cfg.given;
+  if (src.recorded) std::erase_if(set, [&](const std::string& key) { return !flags.contains(key); });
+  refuse_settings_without_effect(cfg, defaults, set, flags);
   return cfg;
 }
 

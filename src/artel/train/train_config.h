@@ -167,6 +167,10 @@ void apply_preset(TrainConfig& c, const std::string& preset);
 struct ConfigSources {
   nlohmann::json json = nlohmann::json::object();   // a --config file's contents (an object)
   std::map<std::string, std::string> overrides;     // key -> text, from flags
+  // `json` is a run's own config.json, read to act on that run (artel
+  // generate): settings it holds that the run did not read were taken when
+  // it ran, so they are not refused (refuse_settings_without_effect) now.
+  bool recorded = false;
 };
 
 // defaults(model) <- preset <- json <- overrides, then validate(). The model
