@@ -97,6 +97,15 @@ TEST_F(TrainCommand, TinyGptWritesMetricsAndWeights) {
   EXPECT_EQ(init.tensors.at("transformer.wte.weight").shape(), (artel::Shape{65, 16}));
   EXPECT_NE(init.tensors.at("transformer.wte.weight").to_vector(), final.tensors.at("transformer.wte.weight").to_vector());
   EXPECT_NE(r.out.find("step 3/3"), std::string::npos);
+  // `artel report` redraws it, from the run's directory or its metrics file.
+  fs::remove(dir_ / "run" / "report.svg");
+  const Result report = artel("report " + (dir_ / "run" / "metrics.jsonl").string());
+  EXPECT_EQ(report.code, 0) << report.err;
+  EXPECT_EQ(report.out, "wrote " + (dir_ / "run" / "report.svg").string() + "\n");
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "report.svg"));
+  const Result not_a_run = artel("report " + (dir_ / "run" / "final.safetensors").string());
+  EXPECT_EQ(not_a_run.code, 1);
+  EXPECT_NE(not_a_run.err.find("final.safetensors is a file, not a run directory"), std::string::npos) << not_a_run.err;
 }
 
 TEST_F(TrainCommand, InitReproducesARunAndLoadsItsFinalWeights) {
