@@ -18,6 +18,8 @@
 #include "artel/core/error.h"
 #include "artel/parallel/mesh_groups.h"
 #include "artel/train/data_parallel.h"
+#include "artel/train/fully_sharded_strategy.h"
+#include "artel/nn/safetensors.h"
 #include "artel/train/model_mesh.h"
 #include "artel/data/dataset.h"
 #include "artel/nn/activations.h"
@@ -171,6 +173,55 @@ TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   EXPECT_NE(log_.str().find("artel train: two-layer, 131 parameters"), std::string::npos) << log_.str();
   // The same run again: the same losses (weights drawn from cfg.seed, batches in order).
   EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
+}
+
+// Every data-parallel strategy takes a user's own model as it takes the
+// built-in ones: ZeRO 0 (DDP), 1 and 2 (DataParallelStrategy with the
+// optimizer, then the gradients, sharded) and 3 (FullyShardedStrategy), each
+// on 2 workers of 16 rows, end with one worker's weights on 32 (the weights
+// file rank 0 writes, gathered for ZeRO 3).
+TEST_F(TrainerTest, AUsersOwnModelUnderEachZeroStageEqualsOneWorker) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("artel_user_zero_" + std::to_string(::getpid()));
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 12, c.threads = 1, c.lr = 0.1, c.eval_batches = 1, c.data_order = "sequential";
+  c.optimizer = "adamw", c.momentum = 0, c.weight_decay = 0.01;  // AdamW: its two moments are what ZeRO shards
+  RunOptions run = quiet();
+  run.write_files = true;
+  auto weights = [](const std::filesystem::path& out) {
+    std::map<std::string, std::vector<float>> w;
+    for (const auto& [name, t] : nn::read_safetensors((out / "final.safetensors").string()).tensors) w[name] = t.to_vector();
+    return w;
+  };
+  TrainConfig alone = c;
+  alone.batch_size = 32, alone.out = (dir / "one").string();
+  Trainer(alone, std::make_unique<TwoLayer>(), argmax_rows(512), run).run();
+  const std::map<std::string, std::vector<float>> one = weights(alone.out);
+  for (int zero = 0; zero <= 3; ++zero) {
+    TrainConfig dp = c;
+    dp.batch_size = 16, dp.zero = zero, dp.out = (dir / ("zero" + std::to_string(zero))).string();
+    comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+      auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+      std::unique_ptr<Strategy> strategy;
+      if (zero == 3) {
+        strategy = std::make_unique<FullyShardedStrategy>(world, parallel::FsdpOptions{});
+      } else {
+        parallel::DdpOptions ddp = dp.ddp_options();
+        ddp.shard_optimizer = zero >= 1, ddp.shard_gradients = zero >= 2;
+        strategy = std::make_unique<DataParallelStrategy>(world, ddp);
+      }
+      Trainer(dp, std::make_unique<TwoLayer>(), argmax_rows(512), run, strategy.get()).run();
+    });
+    const std::map<std::string, std::vector<float>> sharded = weights(dp.out);
+    ASSERT_EQ(sharded.size(), one.size()) << "zero " << zero;
+    double worst = 0;
+    for (const auto& [name, w] : one) {
+      ASSERT_EQ(sharded.at(name).size(), w.size()) << name;
+      for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, double(std::fabs(w[i] - sharded.at(name)[i])));
+    }
+    EXPECT_LE(worst, 1e-6) << "zero " << zero;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A model of 3 outputs on data of 5 classes is named at the first step: the
