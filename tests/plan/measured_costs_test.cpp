@@ -9,7 +9,10 @@
 
 #include "artel/core/error.h"
 #include "artel/models/model.h"
+#include "artel/parallel/model_shard.h"
+#include "artel/parallel/stages.h"
 #include "artel/plan/kept_activations.h"
+#include "artel/plan/stage_work.h"
 #include "../models/tiny_gpt.h"
 
 namespace artel::plan {
@@ -72,6 +75,27 @@ TEST(MeasuredCosts, AnMlpsLayersAreItsProductsAndParameters) {
     EXPECT_EQ(back.layers[i].activation_bytes, m.layers[i].activation_bytes);
   }
   EXPECT_THROW(measure_model_costs("mlp", *mlp, Tensor::zeros({0, 784})), Error);
+}
+
+// The planner cuts a measured model's pipeline stages where `artel train`
+// cuts its pieces (parallel::balanced_stages by parameter count), for every
+// stage count: what it predicts is the layout that runs, and a pp that does
+// not divide the layers (the MLP's 5) is a layout.
+TEST(MeasuredCosts, StagesAreCutWhereTrainingCutsThem) {
+  for (const char* kind : {"mlp", "cnn"}) {
+    models::ModelConfig c;
+    c.kind = kind;
+    auto model = models::make_model(c);
+    const Tensor batch = std::string(kind) == "mlp" ? Tensor::zeros({2, 784}) : Tensor::zeros({2, 1, 28, 28});
+    const ModelDescription m = measure_model_costs(kind, *model, batch);
+    const std::vector<bool> layers = parallel::piece_layers(*model);
+    for (int pp = 1; pp <= static_cast<int>(m.layers.size()); ++pp) {
+      const Layout l{.pp = pp};
+      const std::vector<parallel::PieceRange> trained = parallel::layers_of(
+          layers, parallel::balanced_stages(layers, parallel::piece_parameter_counts(*model), pp));
+      EXPECT_EQ(listed_stage_layers(m, l), trained) << kind << " pp " << pp;
+    }
+  }
 }
 
 }  // namespace

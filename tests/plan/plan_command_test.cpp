@@ -103,9 +103,19 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
               (std::string(model) == "wordlm" ? 2 : 1) * own["parameters"].get<double>()) << model;
   }
   fs::remove(costs);
-  // Pipeline stages cut between the measured layers: the CNN's 12 over 4
-  // stages, but not the MLP's 5 (3 Linears, 2 ReLUs) over 2.
+  // Pipeline stages cut between the measured layers where `artel train`
+  // cuts them, by parameters: the CNN's 12 over 4 stages, and the MLP's 5
+  // (3 Linears, 2 ReLUs) over 2 as `artel train --model mlp --pp 2` runs it.
   EXPECT_EQ(plan("--model cnn --pp 4 --micro-batches 4" + layout).code, 0);
+  const Result uneven = plan("--model mlp --pp 2 --cluster data/clusters/selene.json --workers 8 --global-batch 64");
+  EXPECT_EQ(uneven.code, 0) << uneven.err;
+  EXPECT_NE(uneven.out.find("layers per stage [0,1) [1,5) (balanced by parameters, as artel train cuts)"),
+            std::string::npos)
+      << uneven.out;
+  const Result too_many = plan("--model mlp --pp 8 --cluster data/clusters/selene.json --workers 8 --global-batch 64");
+  EXPECT_EQ(too_many.code, 1);
+  EXPECT_NE(too_many.err.find("pp 8 stages for the model's 5 layers: every stage needs one"), std::string::npos)
+      << too_many.err;
   // --search ranks only what `artel train --model cnn` accepts: no
   // interleaved schedule (artel runs one chunk a stage), as for its GPT.
   const Result search = plan("--model cnn --cluster data/clusters/selene.json --workers 8 --global-batch 512 --search "
@@ -114,9 +124,6 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
   const nlohmann::json ranked = nlohmann::json::parse(search.out);
   EXPECT_GT(ranked.size(), 10u);
   for (const nlohmann::json& r : ranked) EXPECT_NE(r["layout"]["schedule"], "interleaved") << r;
-  const Result uneven = plan("--model mlp --pp 2" + layout);
-  EXPECT_EQ(uneven.code, 1);
-  EXPECT_NE(uneven.err.find("pp 2 does not divide the model's 5 layers"), std::string::npos) << uneven.err;
 }
 
 // A cost beyond any layer (10^300 parameters) is a typing slip: refused

@@ -102,8 +102,13 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
           "use --recompute none or full with --model-costs",
           "selective recomputation needs the model's GPT dimensions (it recomputes the attention core)");
   const int64_t layers = model.pipeline_layers();
-  require(layers % l.pp == 0, "choose a pp that divides the number of layers", "pp ", l.pp,
-          " does not divide the model's ", layers, " layers");
+  // A GPT's blocks split evenly; listed layers are cut where their parameters balance (listed_stage_layers).
+  if (model.transformer)
+    require(layers % l.pp == 0, "choose a pp that divides the number of layers", "pp ", l.pp,
+            " does not divide the model's ", layers, " layers");
+  else
+    require(l.pp <= layers, "choose a pp of at most the layer count", "pp ", l.pp, " stages for the model's ", layers,
+            " layers: every stage needs one");
   if (l.schedule == Schedule::interleaved) {
     ARTEL_CHECK(l.pp >= 2, "the interleaved schedule needs pp >= 2, got pp=", l.pp);
     ARTEL_CHECK(l.chunks >= 2, "the interleaved schedule needs chunks >= 2 per stage, got ", l.chunks);

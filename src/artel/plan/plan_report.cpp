@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "artel/plan/stage_work.h"
+
 namespace artel::plan {
 
 namespace {
@@ -31,7 +33,14 @@ std::string prediction_text(const Prediction& p, const ModelDescription& model, 
   os << "model " << model.name << ": " << fixed(model.parameters() / 1e6, 2) << "M parameters; cluster " << cluster.name
      << ": " << cluster.workers() << " workers (" << cluster.host_count() << " hosts x " << cluster.per_host() << ")\n";
   os << "layout " << describe(p.layout) << ", micro-batch " << micro_batch_size(p.layout, workload) << ", global batch "
-     << workload.global_batch << ", " << precision_name(workload.precision) << "\n\n";
+     << workload.global_batch << ", " << precision_name(workload.precision) << "\n";
+  if (!model.transformer && p.layout.pp > 1) {  // where its layers were cut, as `artel train` cuts them
+    os << "layers per stage";
+    for (const parallel::PieceRange& r : listed_stage_layers(model, p.layout)) os << " [" << r.first << "," << r.last << ")";
+    os << (p.layout.schedule == Schedule::interleaved ? " (equal runs)" : " (balanced by parameters, as artel train cuts)")
+       << "\n";
+  }
+  os << "\n";
   os << "step time " << fixed(t.step * 1e3, 2) << " ms\n";
   const std::pair<const char*, double> rows[] = {
       {"compute", t.compute},

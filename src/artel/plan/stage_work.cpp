@@ -241,12 +241,12 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
                                      const Workload& w) {
   const double b = static_cast<double>(micro_batch_size(l, w));
   const double rate = achieved_flops(cluster.device, w.precision);
-  const size_t per_stage = model.layers.size() / static_cast<size_t>(l.pp);
+  const std::vector<parallel::PieceRange> cut = listed_stage_layers(model, l);
   std::vector<StageWork> stages(l.pp);
   for (int64_t s = 0; s < l.pp; ++s) {
     StageWork& st = stages[s];
     double flops = 0, kept = 0, inputs = 0, largest = 0;
-    for (size_t i = s * per_stage; i < (s + 1) * per_stage; ++i) {
+    for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
       const LayerCosts& layer = model.layers[i];
       flops += layer.forward_flops;
       kept += layer.activation_bytes;
@@ -264,12 +264,24 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
     st.flops = b * flops * (l.recompute == Recompute::full ? 4 : 3);
     st.activation_bytes = b * (l.recompute == Recompute::full ? inputs : kept);
     st.working_bytes = l.recompute == Recompute::full ? b * largest : 0;
-    st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[(s + 1) * per_stage - 1].output_bytes;
+    st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[static_cast<size_t>(cut[s].last) - 1].output_bytes;
   }
   return stages;
 }
 
 }  // namespace
+
+std::vector<parallel::PieceRange> listed_stage_layers(const ModelDescription& model, const Layout& l) {
+  const auto n = static_cast<int64_t>(model.layers.size());
+  if (l.schedule == Schedule::interleaved) {  // validate_layout: pp·chunks divides the layers
+    std::vector<parallel::PieceRange> even;
+    for (int64_t s = 0; s < l.pp; ++s) even.push_back({s * n / l.pp, (s + 1) * n / l.pp});
+    return even;
+  }
+  std::vector<double> parameters;
+  for (const LayerCosts& layer : model.layers) parameters.push_back(layer.parameters);
+  return parallel::balanced_stages(std::vector<bool>(model.layers.size(), true), parameters, static_cast<int>(l.pp));
+}
 
 std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
                                   const Workload& workload) {

@@ -3,7 +3,8 @@
 // and backward, the FLOPs, the activation bytes it keeps until backward,
 // the parameters it holds and what it sends to the next stage. Built from a
 // GPT's shape (every product and streaming kernel of Megatron's block,
-// split over tp) or from a user's per-layer costs.
+// split over tp) or from a user's per-layer costs (stages cut as
+// listed_stage_layers says).
 //
 // Time of a kernel: matrix products by gemm_seconds() (the cluster's rate
 // for that shape, or peak × efficiency); the kernels that only stream
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "artel/parallel/bucket_plan.h"
+#include "artel/parallel/stages.h"
 #include "artel/plan/cluster.h"
 #include "artel/plan/layout.h"
 #include "artel/plan/model_description.h"
@@ -78,6 +80,13 @@ struct StageWork {
 // One entry per pipeline stage. Validate the layout first (validate_layout).
 std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& cluster, const Layout& layout,
                                   const Workload& workload);
+
+// The layers [first, last) of each pipeline stage of a model given by its
+// layers (not a GPT): cut where their parameters balance, as `artel train`
+// cuts a model's pieces by default (parallel::balanced_stages over
+// --stage-layers params), so any stage count up to the layers is a layout;
+// the interleaved schedule's chunks take equal runs of layers.
+std::vector<parallel::PieceRange> listed_stage_layers(const ModelDescription& model, const Layout& layout);
 
 // Bytes of one activation element at this precision (bf16 2, fp32 4).
 double activation_element_bytes(Precision p);
