@@ -189,6 +189,11 @@ TEST(TrainConfig, JsonTypesAreChecked) {
   EXPECT_NE(error_of(src).find("config key 'steps' must be an integer"), std::string::npos);
   src.json = nlohmann::json::parse(R"({"steps": 2.5})");
   EXPECT_NE(error_of(src).find("must be an integer"), std::string::npos);
+  src.json = nlohmann::json::parse(R"({"steps": 9999999999999999999})");  // past int64: was -8.4e18
+  EXPECT_NE(error_of(src).find("config key 'steps' must be an integer of at most 9223372036854775807, got "
+                               "9999999999999999999"),
+            std::string::npos)
+      << error_of(src);
   src.json = nlohmann::json::parse(R"({"lr": 1})");  // an integer is a fine number
   EXPECT_DOUBLE_EQ(resolve_config(src).lr, 1.0);
 }

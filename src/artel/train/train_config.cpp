@@ -118,6 +118,9 @@ void set_from_json(TrainConfig& cfg, const Field& f, const nlohmann::json& v) {
           cfg.*member = v.get<bool>();
         } else if constexpr (std::is_same_v<T, int64_t>) {
           ARTEL_CHECK(v.is_number_integer(), where, " must be an integer, got ", v.dump());
+          // JSON reads integers past int64 as unsigned, which would wrap to a negative count.
+          ARTEL_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{INT64_MAX}, where,
+                      " must be an integer of at most 9223372036854775807, got ", v.dump());
           cfg.*member = v.get<int64_t>();
         } else {
           ARTEL_CHECK(v.is_number(), where, " must be a number, got ", v.dump());
