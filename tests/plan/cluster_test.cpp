@@ -76,6 +76,8 @@ TEST(Cluster, AValueOfTheWrongTypeIsRefusedByName) {
     return std::string("accepted");
   };
   EXPECT_EQ(error([](nlohmann::json& j) { j["name"] = 5; }), "c.json: \"name\" must be a string, got number 5");
+  // A number out of range is said of the file too (was "cluster: hosts ...", whichever file).
+  EXPECT_EQ(error([](nlohmann::json& j) { j["hosts"] = 0; }), "c.json: hosts must be positive, got 0");
   EXPECT_EQ(error([](nlohmann::json& j) { j["device"]["memory_bytes"] = {{"value", 1e9}, {"source", 3}}; }),
             "c.json: device: memory_bytes: \"source\" must be a string, got number 3");
   EXPECT_EQ(error([](nlohmann::json& j) {

@@ -245,7 +245,12 @@ Cluster parse_cluster(const nlohmann::json& j, const std::string& origin) {
               ": needs an object \"links\" with \"intra_host\" and \"inter_host\"");
   c.intra_host = parse_link(j["links"], "intra_host", origin + ": links");
   c.inter_host = parse_link(j["links"], "inter_host", origin + ": links");
-  c.validate();
+  try {
+    c.validate();
+  } catch (const Error& e) {  // validate() says "cluster: ..."; the file's name says which
+    const std::string what = e.what(), prefix = "cluster: ";
+    throw Error(origin + ": " + (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what));
+  }
   return c;
 }
 
