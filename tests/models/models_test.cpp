@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "artel/autograd/ops.h"
 #include "artel/models/cnn.h"
@@ -100,6 +101,28 @@ TEST(WordLm, ItsBulkIsASparseTableAndItsForwardGivesWordLogits) {
   EXPECT_EQ(m->forward(ids).shape(), (Shape{2, 5, 1000}));
   EXPECT_THROW(m->forward(Tensor::zeros({2, 9}, DType::i64)), Error);  // longer than block_size
   EXPECT_THROW(m->forward(Tensor::zeros({2, 5})), Error);              // floats, not ids
+  // Selective recomputation reruns its block's attention core, as the GPT's
+  // (was: set on the GPT alone, so --recompute selective did nothing here).
+  auto checkpoints = [&] {
+    int n = 0;
+    const Variable logits = m->forward(ids);  // holds the graph while it is walked
+    std::vector<std::shared_ptr<autograd::Node>> todo = {logits.grad_fn()};
+    std::set<const autograd::Node*> seen;
+    while (!todo.empty()) {
+      std::shared_ptr<autograd::Node> node = todo.back();
+      todo.pop_back();
+      if (!node || !seen.insert(node.get()).second) continue;
+      n += std::string(node->name()) == "checkpoint";
+      for (const Variable& in : node->inputs())
+        if (in.defined()) todo.push_back(in.grad_fn());
+    }
+    return n;
+  };
+  EXPECT_EQ(checkpoints(), 0);
+  m->set_recompute(nn::Recompute::selective);
+  EXPECT_EQ(checkpoints(), 1);  // one block, one core
+  m->set_recompute(nn::Recompute::none);
+  EXPECT_EQ(checkpoints(), 0);
 }
 
 TEST(Cnn, NamesCountAndForward) {

@@ -160,6 +160,11 @@ TEST(TrainConfig, SettingsThisRunDoesNotReadAreRefusedUnlessTheyChangeNothing) {
   EXPECT_NE(err({{"ps_servers", "1"}, {"grad_all_reduce", "ring"}}).find("and this run has --ps-servers 1"),
             std::string::npos);
   EXPECT_NE(err({{"reshard_after_forward", "false"}}).find("it goes with --zero 3"), std::string::npos);
+  EXPECT_NE(err({{"model", "cnn"}, {"recompute", "selective"}}).find("--recompute selective would do nothing: it goes "
+                                                                     "with --model gpt or wordlm"),
+            std::string::npos);
+  EXPECT_EQ(resolve_config({.overrides = {{"model", "cnn"}, {"recompute", "full"}}}).recompute, "full");
+  EXPECT_EQ(resolve_config({.overrides = {{"model", "wordlm"}, {"recompute", "selective"}}}).recompute, "selective");
   EXPECT_NE(err({{"powersgd_rank", "8"}}).find("it goes with --grad-compression powersgd"), std::string::npos);
   EXPECT_NE(err({{"keep_checkpoints", "1"}}).find("it goes with --checkpoint-every above 0"), std::string::npos);
   EXPECT_NE(err({{"generate", "0"}, {"temperature", "1.2"}}).find("it goes with --generate above 0"), std::string::npos);

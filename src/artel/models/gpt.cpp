@@ -65,12 +65,6 @@ nn::Activations Gpt::head(const nn::Activations& in) {
   return {transformer_->wte->attend(transformer_->ln_f->forward(in.at(0)))};  // (B, T, V), tied lm_head
 }
 
-void Gpt::set_recompute(nn::Recompute mode) {
-  Model::set_recompute(mode);
-  for (auto& [path, m] : named_modules())
-    if (auto* attn = dynamic_cast<CausalSelfAttention*>(m)) attn->set_recompute_core(mode == nn::Recompute::selective);
-}
-
 std::vector<int64_t> Gpt::generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, float temperature,
                                    int64_t top_k, Rng& rng) {
   const ModelConfig& c = config();

@@ -44,8 +44,6 @@ class Gpt : public Model {
   // prompt + new tokens.
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new_tokens, float temperature,
                                 int64_t top_k, Rng& rng);
-  // selective: every block's attention core is recomputed (gpt_block.h).
-  void set_recompute(nn::Recompute mode) override;
 
  private:
   nn::Activations embed(const nn::Activations& ids);  // (B, T) -> (B, T, C)

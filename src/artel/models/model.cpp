@@ -2,6 +2,7 @@
 
 #include "artel/models/cnn.h"
 #include "artel/models/gpt.h"
+#include "artel/models/gpt_block.h"
 #include "artel/models/mlp.h"
 #include "artel/models/word_lm.h"
 #include "artel/nn/activations.h"
@@ -24,6 +25,12 @@ void ModelConfig::validate() const {
               " (hint: pick n_head dividing n_embd, e.g. n_embd 128 with n_head 4)");
   ARTEL_CHECK(dropout >= 0.0f && dropout < 1.0f, "model: dropout must be in [0, 1), got ", dropout);
   nn::parse_gelu(gelu);
+}
+
+void Model::set_recompute(nn::Recompute mode) {
+  nn::Model::set_recompute(mode);
+  for (auto& [path, m] : named_modules())
+    if (auto* attn = dynamic_cast<CausalSelfAttention*>(m)) attn->set_recompute_core(mode == nn::Recompute::selective);
 }
 
 bool trains_on_text(const std::string& kind) { return kind == "gpt" || kind == "wordlm"; }

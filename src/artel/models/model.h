@@ -46,6 +46,9 @@ class Model : public nn::Model {
   const ModelConfig& config() const { return config_; }
   // The dropout stream (save / restore its state() to resume bit-for-bit).
   Rng* dropout_rng() override { return dropout_rng_.get(); }
+  // selective: every attention block's core is recomputed (gpt_block.h), the
+  // GPT's and the word LM's alike; the MLP and the CNN have none.
+  void set_recompute(nn::Recompute mode) override;
 
  protected:
   const std::shared_ptr<Rng>& shared_dropout_rng() const { return dropout_rng_; }

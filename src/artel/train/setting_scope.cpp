@@ -35,6 +35,9 @@ const std::vector<SettingScope>& setting_scopes() {
       {"gelu", "--model gpt or wordlm", "model", text_model},
       {"vocab_multiple", "--model gpt or wordlm", "model", text_model},
       {"generate", "--model gpt or wordlm", "model", text_model},
+      // Selective recomputation reruns the attention core, which only the text models have.
+      {"recompute", "--model gpt or wordlm (selective; full recomputes any model)", "model",
+       [](const TrainConfig& c) { return c.recompute != "selective" || text_model(c); }},
       {"temperature", "--generate above 0", "generate", [](const TrainConfig& c) { return c.generate > 0; }},
       {"momentum", "--optimizer sgd", "optimizer", sgd},
       {"nesterov", "--optimizer sgd", "optimizer", sgd},
