@@ -300,7 +300,7 @@ TEST(ProcessGroup, RendezvousTimesOutNamingMissingRank) {
   o.backend = "thread", o.job_id = "lonely", o.world_size = 2, o.timeout = Duration(200);
   EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank(s) [1]"));
   o.rank = 1, o.job_id = "lonely2";
-  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("rank 0 (which creates it) never created it"));
+  EXPECT_THAT(error_of([&] { init_process_group(o); }), HasSubstr("did not appear before the timeout: rank 0 (which creates it) had not created it"));
 }
 
 // A segment rank 0 has made but not yet initialised when the timeout ends

@@ -80,8 +80,10 @@ class PosixStore : public SegmentStore {
         throw Error("cannot open shared-memory segment " + name + ": " + errno_text(errno));
       }
       if (Clock::now() >= deadline)
-        throw TimeoutError("shared-memory segment " + name + " did not appear: " + who + " never created it",
-                           "start every worker of the job with the same job id; check the other workers' output");
+        throw TimeoutError("shared-memory segment " + name + " did not appear before the timeout: " + who +
+                               " had not created it",
+                           "start every worker of the job with the same job id and check the other workers' "
+                           "output; a timeout shorter than the workers' start-up ends here too (--timeout)");
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
   }
@@ -110,7 +112,8 @@ class ThreadStore : public SegmentStore {
   std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
     std::unique_lock lock(mu_);
     if (!cv_.wait_until(lock, deadline, [&] { return table_.count(name) > 0; }))
-      throw TimeoutError("in-process group " + name + " did not appear: " + who + " never created it",
+      throw TimeoutError("in-process group " + name + " did not appear before the timeout: " + who +
+                             " had not created it",
                          "every rank of the job must call init_process_group");
     return table_[name];
   }
