@@ -4,6 +4,8 @@
 // restarted from the newest checkpoint, a stopped one makes its peers time
 // out naming it. Tiny models: every run takes well under a second; the
 // faults are injected deterministically (ARTEL_TEST_FAULT, train_command.cpp).
+#include <algorithm>
+
 #include "train_runs.h"
 
 namespace {
@@ -333,10 +335,17 @@ TEST_F(TrainParallel, CheckpointOfAnotherModelOrAnImpossibleLayoutIsRefused) {
                           "--batch-size 1 --accum 2; "
                           "or pass --accum"),
             std::string::npos) << more.err;
+  // Said once, before any worker starts (was: by worker 0, then the launcher's "worker exited" line).
+  EXPECT_EQ(more.err.rfind("artel train: error: checkpoint ", 0), 0u) << more.err;
+  EXPECT_EQ(std::count(more.err.begin(), more.err.end(), '\n'), 1) << more.err;
   Result three = train(g + " --steps 4 --resume --nproc 3 --batch-size 1" + out("run"));
   EXPECT_NE(three.code, 0);
   EXPECT_NE(three.err.find("no batch size does with 3 workers; data-parallel degrees 1, 2 or 4 can"),
             std::string::npos) << three.err;
+  Result fewer = train(g + " --steps 1 --resume --nproc 2 --batch-size 2" + out("run"));
+  EXPECT_EQ(fewer.err, "artel train: error: checkpoint " + (dir_ / "run" / "checkpoints" / "ckpt-00000002").string() +
+                           " was taken after step 2 but this run has only 1 steps (hint: raise --steps, or train into "
+                           "another --out)\n");
 }
 
 TEST_F(TrainParallel, MpiBackendWithNprocPointsAtMpirun) {

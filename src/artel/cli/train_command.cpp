@@ -62,6 +62,7 @@
 #include "artel/train/parameter_server.h"
 #include "artel/train/trace_gather.h"
 #include "artel/train/rank_agreement.h"
+#include "artel/train/resume_batch.h"
 #include "artel/train/train_config.h"
 #include "artel/train/trainer.h"
 
@@ -148,6 +149,8 @@ int launch_workers(const JobFlags& job, const train::TrainConfig& cfg, std::vect
   // Refused here, in one line, rather than by every worker.
   if (cfg.precision == "bf16") kernels::check_native_bf16();
   if (!cfg.init.empty()) nn::SafetensorsReader{cfg.init};  // a missing, damaged or non-safetensors --init
+  if (job.resume && cfg.ps_servers == 0)  // the data-parallel replicas: the workers over the model's split
+    train::check_resumable(cfg, job.nproc / (cfg.tp * cfg.pp));
   launch::LaunchConfig lc;
   lc.command = std::move(command);
   lc.nproc = job.nproc;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "artel/core/error.h"
+#include "artel/train/checkpoint_reader.h"
 
 namespace artel::train {
 
@@ -62,6 +63,30 @@ int64_t accum_to_keep_global_batch(int64_t global, const BatchLayout& run, const
     hint = "valid with " + workers(run.replicas) + ": " + data_parallel_choices(global, run.replicas) + "; " + own;
   }
   throw Error(head + (run.mesh ? "" : ", and no --accum makes them " + std::to_string(global)), hint);
+}
+
+void check_steps_after(int64_t step, int64_t total_steps, const std::string& path) {
+  ARTEL_CHECK(step <= total_steps, "checkpoint ", path, " was taken after step ", step, " but this run has only ",
+              total_steps, " steps", " (hint: raise --steps, or train into another --out)");
+}
+
+void check_resumable(const TrainConfig& cfg, int64_t replicas) {
+  std::unique_ptr<ShardedCheckpoint> ck;
+  try {
+    ck = open_newest_checkpoint(cfg.out + "/checkpoints", [](const std::string&) {});
+  } catch (const Error&) {
+    return;
+  }
+  if (!ck) return;
+  accum_to_keep_global_batch(ck->manifest().global_batch,
+                             {.replicas = replicas,
+                              .batch_size = cfg.batch_size,
+                              .accum = cfg.accum,
+                              .accum_given = cfg.was_given("accum"),
+                              .mesh = cfg.model_parallel(),
+                              .micro_batches = cfg.micro_batches},
+                             ck->dir());
+  if (cfg.epochs == 0) check_steps_after(ck->manifest().step, cfg.steps, ck->dir());
 }
 
 }  // namespace artel::train

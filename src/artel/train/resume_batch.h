@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "artel/train/train_config.h"
+
 namespace artel::train {
 
 struct BatchLayout {
@@ -28,5 +30,17 @@ struct BatchLayout {
 // replicas × batch × accum = global. Throws a one-line Error listing valid
 // choices when none does.
 int64_t accum_to_keep_global_batch(int64_t global, const BatchLayout& run, const std::string& path);
+
+// A resumed run has steps left after checkpoint `path`, taken after `step`:
+// throws a one-line Error when `total_steps` does not reach past it.
+void check_steps_after(int64_t step, int64_t total_steps, const std::string& path);
+
+// Before any worker of a --resume run starts: the newest complete checkpoint
+// in cfg.out/checkpoints, if there is one, must fit the run over `replicas`
+// data-parallel replicas — its global batch kept by some --accum, its step
+// within --steps (with --epochs the steps come from the data: the workers
+// check them). Said once, as the workers would each say it. Nothing is
+// checked where no checkpoint can be opened: the workers say why.
+void check_resumable(const TrainConfig& cfg, int64_t replicas);
 
 }  // namespace artel::train

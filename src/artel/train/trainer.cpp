@@ -358,8 +358,7 @@ int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restore
                                           ck.dir());
   row_offset_ = m.consumed_samples - m.step * global_batch();
   plan_data();
-  ARTEL_CHECK(m.step <= total_steps_, "checkpoint ", ck.dir(), " was taken after step ", m.step,
-              " but this run has only ", total_steps_, " steps", " (hint: raise --steps, or train into another --out)");
+  check_steps_after(m.step, total_steps_, ck.dir());
   if (!strategy_->reporter()) return m.step;
   const nlohmann::json now = strategy_->layout();
   bool same_layout = true;
