@@ -167,7 +167,11 @@ TEST(TrainConfig, SettingsThisRunDoesNotReadAreRefusedUnlessTheyChangeNothing) {
   EXPECT_EQ(resolve_config({.overrides = {{"model", "wordlm"}, {"recompute", "selective"}}}).recompute, "selective");
   EXPECT_NE(err({{"powersgd_rank", "8"}}).find("it goes with --grad-compression powersgd"), std::string::npos);
   EXPECT_NE(err({{"keep_checkpoints", "1"}}).find("it goes with --checkpoint-every above 0"), std::string::npos);
-  EXPECT_NE(err({{"generate", "0"}, {"temperature", "1.2"}}).find("it goes with --generate above 0"), std::string::npos);
+  EXPECT_NE(err({{"model", "mlp"}, {"temperature", "1.2"}}).find("--temperature 1.2 would do nothing: it goes with "
+                                                                  "--model gpt or wordlm"),
+            std::string::npos);
+  // A text run's temperature is also what `artel generate RUN` samples at: taken without --generate.
+  EXPECT_EQ(resolve_config({.overrides = {{"generate", "0"}, {"temperature", "1.2"}}}).temperature, 1.2);
   ConfigSources file;
   file.json = {{"model", "cnn"}, {"dropout", 0.1}};
   EXPECT_NE(error_of(file).find("config key 'dropout': 0.1 would do nothing: it goes with --model gpt or wordlm, and "

@@ -38,7 +38,8 @@ const std::vector<SettingScope>& setting_scopes() {
       // Selective recomputation reruns the attention core, which only the text models have.
       {"recompute", "--model gpt or wordlm (selective; full recomputes any model)", "model",
        [](const TrainConfig& c) { return c.recompute != "selective" || text_model(c); }},
-      {"temperature", "--generate above 0", "generate", [](const TrainConfig& c) { return c.generate > 0; }},
+      // Also what `artel generate RUN` samples at by default: it goes with any text model's run.
+      {"temperature", "--model gpt or wordlm", "model", text_model},
       {"momentum", "--optimizer sgd", "optimizer", sgd},
       {"nesterov", "--optimizer sgd", "optimizer", sgd},
       {"beta1", "--optimizer adamw", "optimizer", adamw},
