@@ -52,6 +52,7 @@ TEST(PlanCommand, PredictsOneLayoutAsJson) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["layout"]["dp"], 4);
   EXPECT_EQ(j["layout"]["tp"], 2);
+  EXPECT_EQ(j["layout"]["layers_per_stage"], nlohmann::json::parse("[[0, 12]]"));
   EXPECT_GT(j["time"]["step_s"].get<double>(), 0);
   EXPECT_GT(j["time"]["tensor_parallel_s"].get<double>(), 0);
   EXPECT_GT(j["memory"]["parameters"].get<double>(), 0);
@@ -73,6 +74,8 @@ TEST(PlanCommand, PredictsAUsersModelFromPerLayerCosts) {
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["layout"]["dp"], 4);
+  // Cut where the parameters balance: fc1 + fc2 (1.85 M) against fc3 + fc4 (1.06 M).
+  EXPECT_EQ(j["layout"]["layers_per_stage"], nlohmann::json::parse("[[0, 2], [2, 4]]"));
   EXPECT_GT(j["time"]["bubble_s"].get<double>(), 0);
   EXPECT_GT(j["memory"]["activations"].get<double>(), 0);
 }

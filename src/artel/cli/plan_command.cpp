@@ -312,7 +312,7 @@ int run_plan(int argc, char** argv) {
                 " workers with global batch ", workload.global_batch,
                 "; the batch must split over dp and micro-batches, tp divide the heads and pp the layers");
     if (a.json) {
-      std::cout << plan::ranking_json(ranked, workload, a.top).dump(2) << "\n";
+      std::cout << plan::ranking_json(ranked, model, workload, a.top).dump(2) << "\n";
     } else {
       std::cout << ranked.size() << " valid layouts of " << model.name << " on " << cluster.workers()
                 << " workers, global batch " << workload.global_batch << ", fastest first:\n"
@@ -322,7 +322,7 @@ int run_plan(int argc, char** argv) {
   }
   const plan::Prediction p = plan::predict(model, cluster, layout_of(a, cluster.workers()), workload);
   if (a.json) {
-    std::cout << plan::prediction_json(p, workload).dump(2) << "\n";
+    std::cout << plan::prediction_json(p, model, workload).dump(2) << "\n";
   } else {
     std::cout << plan::prediction_text(p, model, cluster, workload);
   }

@@ -34,11 +34,10 @@ std::string prediction_text(const Prediction& p, const ModelDescription& model, 
      << ": " << cluster.workers() << " workers (" << cluster.host_count() << " hosts x " << cluster.per_host() << ")\n";
   os << "layout " << describe(p.layout) << ", micro-batch " << micro_batch_size(p.layout, workload) << ", global batch "
      << workload.global_batch << ", " << precision_name(workload.precision) << "\n";
-  if (!model.transformer && p.layout.pp > 1) {  // where its layers were cut, as `artel train` cuts them
-    os << "layers per stage";
+  if (!model.transformer && p.layout.pp > 1 && p.layout.schedule != Schedule::interleaved) {
+    os << "layers per stage";  // where its layers were cut, as `artel train` cuts them
     for (const parallel::PieceRange& r : listed_stage_layers(model, p.layout)) os << " [" << r.first << "," << r.last << ")";
-    os << (p.layout.schedule == Schedule::interleaved ? " (equal runs)" : " (balanced by parameters, as artel train cuts)")
-       << "\n";
+    os << " (balanced by parameters, as artel train cuts)\n";
   }
   os << "\n";
   os << "step time " << fixed(t.step * 1e3, 2) << " ms\n";
@@ -96,7 +95,7 @@ std::string ranking_text(const std::vector<Prediction>& ranked, size_t top) {
   return os.str();
 }
 
-nlohmann::ordered_json layout_json(const Layout& l, const Workload& w) {
+nlohmann::ordered_json layout_json(const Layout& l, const ModelDescription& model, const Workload& w) {
   nlohmann::ordered_json j;
   j["dp"] = l.dp;
   j["tp"] = l.tp;
@@ -109,21 +108,30 @@ nlohmann::ordered_json layout_json(const Layout& l, const Workload& w) {
   j["recompute"] = recompute_name(l.recompute);
   j["sequence_parallel"] = l.sequence_parallel;
   j["grad_compression"] = compression_name(l.compression);
+  if (l.schedule == Schedule::interleaved) return j;  // a stage holds several runs of layers: not one range
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  const int64_t blocks = model.transformer ? model.transformer->n_layer : 0;
+  if (model.transformer)
+    for (int64_t s = 0; s < l.pp; ++s) stages.push_back({s * blocks / l.pp, (s + 1) * blocks / l.pp});
+  else
+    for (const parallel::PieceRange& r : listed_stage_layers(model, l)) stages.push_back({r.first, r.last});
+  j["layers_per_stage"] = stages;
   return j;
 }
 
-nlohmann::ordered_json prediction_json(const Prediction& p, const Workload& w) {
+nlohmann::ordered_json prediction_json(const Prediction& p, const ModelDescription& model, const Workload& w) {
   nlohmann::ordered_json j;
-  j["layout"] = layout_json(p.layout, w);
+  j["layout"] = layout_json(p.layout, model, w);
   j["time"] = p.time.to_json();
   j["memory"] = p.memory.to_json();
   return j;
 }
 
-nlohmann::ordered_json ranking_json(const std::vector<Prediction>& ranked, const Workload& w, size_t top) {
+nlohmann::ordered_json ranking_json(const std::vector<Prediction>& ranked, const ModelDescription& model,
+                                    const Workload& w, size_t top) {
   nlohmann::ordered_json j = nlohmann::ordered_json::array();
   for (size_t i = 0; i < ranked.size() && i < top; ++i) {
-    nlohmann::ordered_json row = prediction_json(ranked[i], w);
+    nlohmann::ordered_json row = prediction_json(ranked[i], model, w);
     row["rank"] = i + 1;
     j.push_back(row);
   }
