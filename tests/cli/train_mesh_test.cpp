@@ -77,6 +77,21 @@ TEST_F(TrainMeshRuns, MlpAndCnnPipelinesEqualOneWorker) {
   ok(train(mlp + " --nproc 2 --tp 2" + out("mlp_tp2")));
   expect_same_run("mlp_one", "mlp_tp2");
 }
+
+// The word LM's blocks split over tensor-parallel ranks as the GPT's do (its
+// word table and head whole on each), and its pieces cut into stages: the
+// same run as one worker, its sparse table included. Under SGD, whose
+// update is the gradient itself (AdamW's normalisation would magnify the
+// rounding of the rarely used words' tiny gradients towards its tolerance).
+TEST_F(TrainMeshRuns, AWordModelSplitsItsBlocksAndStagesAsTheGpt) {
+  const std::string w = "--model wordlm --n-layer 2 --n-head 4 --threads 1 --data-order sequential --steps 3 "
+                        "--eval-batches 2 --batch-size 8 --timeout 60 --optimizer sgd --lr 0.5 --weight-decay 0";
+  ok(train(w + out("word_one")));
+  ok(train(w + " --nproc 2 --tp 2" + out("word_tp2")));
+  expect_same_run("word_one", "word_tp2");
+  ok(train(w + " --nproc 4 --tp 2 --pp 2 --micro-batches 2" + out("word_tp2_pp2")));
+  expect_same_run("word_one", "word_tp2_pp2");
+}
 TEST_F(TrainMeshRuns, Pipeline2EqualsOneWorker) { expect_layout_equals_one_worker("--pp 2", 2, 1); }
 TEST_F(TrainMeshRuns, Pipeline4EqualsOneWorker) { expect_layout_equals_one_worker("--pp 4", 4, 1); }
 TEST_F(TrainMeshRuns, DataParallel2ByPipeline2EqualsOneWorker) { expect_layout_equals_one_worker("--pp 2", 4, 2); }

@@ -35,6 +35,15 @@ WordLm::WordLm(const ModelConfig& c) : Model(c) {
                          .modules = {"ln_f", "proj", "out"},
                          .forward = [this](const nn::Activations& in) { return head(in); },
                          .layer = false});
+  // The blocks split as the GPT's (Megatron's pairs: attention by whole
+  // heads, the MLP by its hidden features); the word table and the head stay
+  // whole on every rank, as the MLP's outer layers do.
+  using nn::TensorParallelStyle;
+  const int64_t head = c.n_embd / c.n_head;
+  plan.tensor_parallel = {{"h.*.attn.c_attn", TensorParallelStyle::column, /*groups=*/3, /*unit=*/head},
+                          {"h.*.attn.c_proj", TensorParallelStyle::row, /*groups=*/1, /*unit=*/head},
+                          {"h.*.mlp.c_fc", TensorParallelStyle::column},
+                          {"h.*.mlp.c_proj", TensorParallelStyle::row}};
   set_plan(std::move(plan));
 }
 
