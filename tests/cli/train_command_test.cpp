@@ -195,6 +195,12 @@ TEST_F(TrainCommand, BadInputIsOneLineAndANonZeroExit) {
   expect_one_line_error("--config nowhere.json" + out, "nowhere.json");
   expect_one_line_error("--model gpt --data " + std::string(ARTEL_SOURCE_DIR) + "/data/mnist-t10k" + out,
                         "trains on a text file");
+  {
+    std::ofstream tokens(dir_ / "tokens.bin", std::ios::binary);
+    for (uint16_t id = 0; id < 4096; ++id) tokens.write(reinterpret_cast<const char*>(&id), sizeof id);
+  }
+  expect_one_line_error("--model mlp --data " + (dir_ / "tokens.bin").string() + out,
+                        "model mlp trains on MNIST, but --data " + (dir_ / "tokens.bin").string() + " is a token file");
 }
 
 // Ranks that mpirun or srun started share one terminal: each error line is

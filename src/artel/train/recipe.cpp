@@ -1,5 +1,7 @@
 #include "artel/train/recipe.h"
 
+#include <filesystem>
+
 #include "artel/core/error.h"
 #include "artel/optim/adamw.h"
 #include "artel/optim/sgd.h"
@@ -20,7 +22,8 @@ std::unique_ptr<data::Dataset> open_run_data(const TrainConfig& cfg) {
     throw Error("model " + cfg.model + " trains on a text file, but --data " + path + " is MNIST",
                 "pass a text file, or --model mlp / cnn");
   if (!models::trains_on_text(cfg.model) && text)
-    throw Error("model " + cfg.model + " trains on MNIST, but --data " + path + " is a text file",
+    throw Error("model " + cfg.model + " trains on MNIST, but --data " + path + " is a " +
+                    (std::filesystem::path(path).extension() == ".bin" ? "token file" : "text file"),
                 "pass the MNIST directory, or --model gpt / wordlm");
   return data;
 }
