@@ -77,6 +77,51 @@ TEST(MeasuredCosts, AnMlpsLayersAreItsProductsAndParameters) {
   EXPECT_THROW(measure_model_costs("mlp", *mlp, Tensor::zeros({0, 784})), Error);
 }
 
+// A model whose plan splits its blocks over tensor-parallel ranks is also
+// measured as one rank: the word LM's blocks split as Megatron's (every
+// product, the matrices and the column biases), all-reduce two (s, h)
+// activations in forward, and a rank keeps what the planner's GPT
+// accounting says a rank of a tp-2 block keeps, within one (s, h) tensor. Its table and head split
+// nothing, and the degrees are those the 4 heads divide into.
+TEST(MeasuredCosts, AModelsTensorParallelPartsAreWhatOneRankHolds) {
+  models::ModelConfig c;
+  c.kind = "wordlm", c.vocab_size = 50, c.n_layer = 3, c.n_head = 4, c.n_embd = 32, c.block_size = 8;
+  const TransformerShape shape{c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size};
+  const double s = static_cast<double>(c.block_size), h = static_cast<double>(c.n_embd);
+  Tensor ids = Tensor::zeros({2, c.block_size}, DType::i64);
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = (i * 7) % c.vocab_size;
+  const ModelDescription m = measure_model_costs("wordlm", [&] { return models::declare_model(c); }, ids, 5);
+  EXPECT_EQ(m.tensor_parallel_degrees, (std::vector<int64_t>{2, 4}));
+  ASSERT_EQ(m.layers.size(), 3u);
+  for (const LayerCosts& l : m.layers) {
+    EXPECT_DOUBLE_EQ(l.split_parameters, 12 * h * h + 7 * h) << l.name;  // the row layers' biases stay whole
+    EXPECT_DOUBLE_EQ(l.split_forward_flops, block_forward_flops(shape, 1)) << l.name;
+    EXPECT_DOUBLE_EQ(l.tensor_parallel_bytes, 2 * 4 * s * h) << l.name;
+    EXPECT_EQ(l.tensor_parallel_collectives, 2) << l.name;
+  }
+  const LayerCosts& middle = m.layers[1];
+  EXPECT_DOUBLE_EQ(middle.forward_flops, middle.split_forward_flops);
+  const ActivationShape x{.b = 1, .s = s, .h = h, .a = 4, .v = 50, .t = 2, .accounting = Activations::artel};
+  // The ranks' mean: rank 0 lays the row layers' bias and residual into
+  // their sums, the other keeps zeros in their place (one (s, h) tensor).
+  EXPECT_NEAR(LayerCosts::per_rank(middle.activation_bytes, middle.split_activation_bytes, 2),
+              block_activations(x).kept + 2.0 * 2 * 4 * s, 4 * s * h);  // the norms' statistics, as above
+
+  // They round-trip through the costs file.
+  const ModelDescription back = parse_model_costs(model_costs_json(m, "test"), "round trip");
+  EXPECT_EQ(back.tensor_parallel_degrees, m.tensor_parallel_degrees);
+  EXPECT_EQ(back.layers[1].split_activation_bytes, middle.split_activation_bytes);
+  EXPECT_EQ(back.layers[1].tensor_parallel_collectives, 2);
+
+  // A model whose plan splits nothing is measured whole alone.
+  models::ModelConfig cnn;
+  cnn.kind = "cnn";
+  const ModelDescription whole =
+      measure_model_costs("cnn", [&] { return models::declare_model(cnn); }, Tensor::zeros({2, 1, 28, 28}), 5);
+  EXPECT_TRUE(whole.tensor_parallel_degrees.empty());
+  EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("split_parameters"));
+}
+
 // The planner cuts a measured model's pipeline stages where `artel train`
 // cuts its pieces (parallel::balanced_stages by parameter count), for every
 // stage count: what it predicts is the layout that runs, and a pp that does

@@ -129,6 +129,46 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
   for (const nlohmann::json& r : ranked) EXPECT_NE(r["layout"]["schedule"], "interleaved") << r;
 }
 
+// A measured model's tensor-parallel split is planned as `artel train
+// --tp 2` holds it: the parameters one worker holds are the run's own, to
+// the byte, for the word LM (its blocks split) and the MLP (its first two
+// Linears). A tp its split does not divide into, or a model that declares
+// none, is refused as `artel train` refuses it.
+TEST(PlanCommand, AMeasuredModelsTensorParallelSplitIsWhatTrainingHolds) {
+  const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_tp_run_" + std::to_string(::getpid()));
+  for (const std::string model : {"wordlm", "mlp"}) {
+    fs::remove_all(out);
+    const std::string train = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 300 " + ARTEL_BINARY +
+                              " train --model " + model + " --nproc 2 --tp 2 --steps 1 --batch-size 8 --eval-every 0 "
+                              "--out " + out.string() + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(train.c_str()), 0) << model;
+    double held = 0;
+    std::ifstream metrics(out / "metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("memory"))
+        for (const nlohmann::json& worker : j["memory"]) held = std::max(held, worker["parameters"].get<double>());
+    }
+    const Result p = plan("--model " + model + " --tp 2 --cluster data/clusters/selene.json --workers 2 "
+                          "--global-batch 8 --json");
+    ASSERT_EQ(p.code, 0) << p.err;
+    const nlohmann::json j = nlohmann::json::parse(p.out);
+    EXPECT_EQ(j["memory"]["parameters"].get<double>(), held) << model;
+    EXPECT_GT(j["time"]["tensor_parallel_s"].get<double>(), 0) << model;
+  }
+  fs::remove_all(out);
+  const std::string on8 = " --cluster data/clusters/selene.json --workers 8 --global-batch 64";
+  const Result eight = plan("--model wordlm --tp 8" + on8);
+  EXPECT_EQ(eight.code, 1);
+  EXPECT_NE(eight.err.find("tp 8 does not divide wordlm's tensor-parallel split (hint: choose a tp its split "
+                           "divides into: 2, 4)"),
+            std::string::npos)
+      << eight.err;
+  const Result none = plan("--model cnn --tp 2" + on8);
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("cnn splits nothing over tensor-parallel ranks"), std::string::npos) << none.err;
+}
+
 // A cost beyond any layer (10^300 parameters) is a typing slip: refused
 // with the file, the layer and the key, not planned into 60-digit figures.
 // A cost beyond any model, a value of the wrong type, a misspelt key: each
@@ -143,6 +183,10 @@ TEST(PlanCommand, RefusesModelCostsItCannotTrust) {
       {R"({"layers": [{"parameters": 1, "name": ["fc1"], )" + layer + "}]}",
        R"(: layers[0]: "name" must be a string, got array ["fc1"])"},
       {R"({"layers": [{"parameter": 1, )" + layer + "}]}", R"(: layers[0]: unknown key "parameter")"},
+      {R"({"layers": [{"parameters": 1, "split_parameters": 2, )" + layer + "}]}",
+       R"(: layers[0]: "split_parameters" (2) is more than "parameters" (1))"},
+      {R"({"tensor_parallel_degrees": [1, 2], "layers": [{"parameters": 1, )" + layer + "}]}",
+       R"(: "tensor_parallel_degrees" holds integers from 2, like [2, 4], got 1)"},
   };
   for (const auto& [text, what] : cases) {
     std::ofstream(costs) << text;

@@ -27,8 +27,10 @@ plan::StateBytes artel_state(const train::TrainConfig& c) {
 plan::ModelDescription measured_model(const train::TrainConfig& c) {
   constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
   const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
-  const std::unique_ptr<models::Model> model = models::make_model(train::make_model_config(c, data->num_classes()));
-  return plan::measure_model_costs(c.model, *model, data->val_batch(kSamples, 0).x);
+  const models::ModelConfig config = train::make_model_config(c, data->num_classes());
+  return plan::measure_model_costs(
+      c.model, [&config] { return std::unique_ptr<nn::Model>(models::declare_model(config)); },
+      data->val_batch(kSamples, 0).x, config.seed);
 }
 
 namespace {

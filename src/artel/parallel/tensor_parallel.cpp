@@ -32,9 +32,30 @@ decltype(auto) with_ids(const Tensor& ids, const char* op, const char* what, Fn&
               "store token ids and class indices as integers");
 }
 
-// In place; nothing to do alone or for an empty tensor (every rank has the same shape).
+thread_local TensorParallelTraffic* t_traffic = nullptr;
+
+}  // namespace
+
+void count_tensor_parallel_traffic(double bytes) {
+  for (TensorParallelTraffic* c = t_traffic; c; c = c->outer_) c->bytes_ += bytes, ++c->collectives_;
+}
+
+TensorParallelTraffic::TensorParallelTraffic() : outer_(t_traffic) { t_traffic = this; }
+TensorParallelTraffic::~TensorParallelTraffic() { t_traffic = outer_; }
+
+namespace {
+
+// The group's sum of `in` into `out`, counted.
+void all_reduce_counted(comm::ProcessGroup& group, const Tensor& in, Tensor out) {
+  count_tensor_parallel_traffic(static_cast<double>(in.nbytes()));
+  group.all_reduce(in, std::move(out))->wait();
+}
+
+// In place, counted; nothing to do alone or for an empty tensor (every rank has the same shape).
 void all_reduce(comm::ProcessGroup& group, Tensor t, comm::ReduceOp op) {
-  if (group.size() > 1 && t.numel() > 0) group.all_reduce(std::move(t), {.op = op})->wait();
+  if (group.size() == 1 || t.numel() == 0) return;
+  count_tensor_parallel_traffic(static_cast<double>(t.nbytes()));
+  group.all_reduce(std::move(t), {.op = op})->wait();
 }
 
 // After the all-reduce, hits[i] counts the shards that held index idx[i]:
@@ -70,14 +91,14 @@ Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
       return;
     }
     gi[0] = Tensor::empty(g.shape());  // out of place: g may be shared with other inputs
-    pg->all_reduce(g, gi[0])->wait();
+    all_reduce_counted(*pg, g, gi[0]);
   });
 }
 
 Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
   ARTEL_CHECK(x.defined(), "reduce_from_tensor_parallel: undefined input");
   Tensor y = Tensor::empty(x.shape(), x.value().dtype());
-  if (group.size() > 1) group.all_reduce(x.value(), y)->wait();
+  if (group.size() > 1) all_reduce_counted(group, x.value(), y);
   else y.copy_from(x.value());
   return make_result(y, {x}, "reduce_from_tensor_parallel",
                      [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });

@@ -69,4 +69,24 @@ Variable once_over_tensor_parallel(const Variable& x, comm::ProcessGroup& group)
 Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor& targets, int64_t vocab_start,
                                       comm::ProcessGroup& group, int64_t vocab = -1, int64_t ignore_index = -100);
 
+// Counts, while it lives, the all-reduces the ops above issue on this
+// thread over a group of more than one rank, and their bytes (nested
+// counters all count): what a layer's tensor parallelism sends, as
+// kernels::ProductFlops counts what it computes (plan/measured_costs.h).
+class TensorParallelTraffic {
+ public:
+  TensorParallelTraffic();
+  ~TensorParallelTraffic();
+  TensorParallelTraffic(const TensorParallelTraffic&) = delete;
+  TensorParallelTraffic& operator=(const TensorParallelTraffic&) = delete;
+  double bytes() const { return bytes_; }
+  int64_t collectives() const { return collectives_; }
+
+ private:
+  friend void count_tensor_parallel_traffic(double bytes);
+  double bytes_ = 0;
+  int64_t collectives_ = 0;
+  TensorParallelTraffic* outer_;
+};
+
 }  // namespace artel::parallel

@@ -1,5 +1,6 @@
 #include "artel/plan/layout.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "artel/core/error.h"
@@ -77,6 +78,16 @@ std::string describe(const Layout& l) {
 
 int64_t micro_batch_size(const Layout& l, const Workload& w) { return w.global_batch / (l.dp * l.micro_batches); }
 
+namespace {
+
+std::string join_degrees(const std::vector<int64_t>& degrees) {
+  std::string out;
+  for (int64_t d : degrees) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return out;
+}
+
+}  // namespace
+
 void validate_layout(const ModelDescription& model, const Layout& l, const Workload& w, int64_t workers) {
   ARTEL_CHECK(l.dp >= 1 && l.tp >= 1 && l.pp >= 1, "dp, tp and pp must be >= 1, got dp=", l.dp, " tp=", l.tp,
               " pp=", l.pp);
@@ -87,19 +98,23 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
   require(w.global_batch % (l.dp * l.micro_batches) == 0,
           "choose micro-batches so that dp·micro-batches divides the global batch", "the global batch ", w.global_batch,
           " does not split into dp·micro-batches = ", l.dp, "·", l.micro_batches, " equal micro-batches");
-  if (l.tp > 1) {
-    require(model.transformer.has_value(), "use --tp 1 with --model-costs",
-            "tensor parallelism needs the model's GPT dimensions, ", "but ", model.name,
-            " is given as per-layer costs");
+  if (l.tp > 1 && model.transformer) {
     require(model.transformer->n_head % l.tp == 0, "choose a tp that divides n_head", "tp ", l.tp,
             " does not divide the ", model.transformer->n_head, " attention heads");
+  } else if (l.tp > 1) {
+    const std::vector<int64_t>& degrees = model.tensor_parallel_degrees;
+    require(!degrees.empty(), "use --tp 1 (a model splits as its plan declares; a costs file lists its "
+            "tensor_parallel_degrees)", model.name, " splits nothing over tensor-parallel ranks");
+    require(std::find(degrees.begin(), degrees.end(), l.tp) != degrees.end(),
+            detail::concat("choose a tp its split divides into: ", join_degrees(degrees)).c_str(), "tp ", l.tp,
+            " does not divide ", model.name, "'s tensor-parallel split");
   }
   ARTEL_CHECK(!l.sequence_parallel || model.transformer.has_value(),
               "sequence parallelism needs the model's GPT dimensions");
   require(!l.sequence_parallel || l.tp > 1, "add --tp N, or drop --sequence-parallel",
           "sequence parallelism splits activations over the tensor-parallel ranks, and tp is 1");
   require(l.recompute != Recompute::selective || model.transformer.has_value(),
-          "use --recompute none or full with --model-costs",
+          "use --recompute none or full for a model planned from per-layer costs",
           "selective recomputation needs the model's GPT dimensions (it recomputes the attention core)");
   const int64_t layers = model.pipeline_layers();
   // A GPT's blocks split evenly; listed layers are cut where their parameters balance (listed_stage_layers).
@@ -124,7 +139,7 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
           "ZeRO stage 3 shards over data parallelism alone ", "(artel's --zero 3 is fully sharded data parallelism)");
   if (l.compression.kind == Compression::Kind::powersgd) {
     ARTEL_CHECK(l.compression.rank >= 1, "PowerSGD needs a rank >= 1");
-    require(model.transformer.has_value(), "use --grad-compression none or bf16 with --model-costs",
+    require(model.transformer.has_value(), "use --grad-compression none or bf16 for a model planned from per-layer costs",
             "PowerSGD compresses weight matrices, whose shapes only a GPT's ", "dimensions give");
     ARTEL_CHECK(l.zero <= 1, "PowerSGD all-reduces low-rank factors, so gradients cannot be sharded: ",
                 "it needs ZeRO stage 0 or 1, got ", l.zero);

@@ -1,10 +1,14 @@
 #include "artel/plan/measured_costs.h"
 
+#include <algorithm>
 #include <set>
 
+#include "artel/comm/thread_group.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_stats.h"
 #include "artel/kernels/gemm.h"
+#include "artel/parallel/model_shard.h"
+#include "artel/parallel/tensor_parallel.h"
 
 namespace artel::plan {
 
@@ -29,61 +33,156 @@ void add_into(LayerCosts& to, const LayerCosts& from) {
   to.forward_flops += from.forward_flops;
   to.parameters += from.parameters;
   to.activation_bytes += from.activation_bytes;
+  to.tensor_parallel_bytes += from.tensor_parallel_bytes;
+  to.tensor_parallel_collectives += from.tensor_parallel_collectives;
 }
 
-}  // namespace
-
-ModelDescription measure_model_costs(const std::string& name, nn::Model& model, const Tensor& input) {
+// Each piece's costs on `input`, run once in order with the graph recorded.
+// `settle` runs before each read of the live tensor bytes: alone nothing;
+// over a tensor-parallel group a barrier, after which all `ranks` ranks
+// have run the piece and its bytes are `ranks` times one rank's (every rank
+// holds equal shards).
+std::vector<LayerCosts> piece_costs(nn::Model& model, const nn::NamedParameters& params, const Tensor& input,
+                                    const std::function<void()>& settle, double ranks) {
   const std::vector<nn::Piece>& pieces = model.plan().pieces;
-  ARTEL_CHECK(input.dim() >= 1 && input.size(0) >= 1, "measuring ", name, "'s costs needs a batch of at least one sample");
   const double samples = static_cast<double>(input.size(0));
-  const nn::NamedParameters params = model.named_parameters();
   std::set<std::string> counted;
-  ModelDescription m{.name = name, .transformer = std::nullopt, .layers = {}};
-  std::optional<LayerCosts> before_first;  // non-layer pieces ahead of the first layer
+  std::vector<LayerCosts> costs;
   nn::Activations in{autograd::Variable(input)};
   for (size_t i = 0; i < pieces.size(); ++i) {
+    settle();
     const int64_t live = live_tensor_bytes();
+    settle();
     nn::Activations out;
-    double flops = 0;
+    double flops = 0, sent = 0, collectives = 0;
     {
       kernels::ProductFlops products;
+      parallel::TensorParallelTraffic traffic;
       out = model.run_pieces(i, i + 1, in);
-      flops = products.flops();
+      flops = products.flops(), sent = traffic.bytes(), collectives = static_cast<double>(traffic.collectives());
     }
     in = out;  // the input let go: what still holds it is what backward needs
     out.clear();
-    const LayerCosts c{.name = pieces[i].name,
-                       .forward_flops = flops / samples,
-                       .parameters = new_parameters(pieces[i], params, counted),
-                       .activation_bytes = std::max(0.0, static_cast<double>(live_tensor_bytes() - live)) / samples,
-                       .output_bytes = bytes_of(in) / samples};
-    if (pieces[i].layer) {
-      m.layers.push_back(c);
-      if (before_first) add_into(m.layers.back(), *before_first), before_first.reset();
-    } else if (!m.layers.empty()) {
-      add_into(m.layers.back(), c);
-      m.layers.back().output_bytes = c.output_bytes;  // what the layer's stage now hands on
+    settle();
+    const double grown = static_cast<double>(live_tensor_bytes() - live) / ranks;
+    settle();
+    costs.push_back({.name = pieces[i].name,
+                     .forward_flops = flops / samples,
+                     .parameters = new_parameters(pieces[i], params, counted),
+                     .activation_bytes = std::max(0.0, grown) / samples,
+                     .output_bytes = bytes_of(in) / samples,
+                     .tensor_parallel_bytes = sent / samples,
+                     .tensor_parallel_collectives = collectives});
+  }
+  return costs;
+}
+
+// The pieces' costs as layers: a piece that is not a layer is added to its
+// neighbouring layer, the one whose pipeline stage runs it.
+std::vector<LayerCosts> as_layers(const std::vector<LayerCosts>& pieces, const std::vector<nn::Piece>& plan) {
+  std::vector<LayerCosts> layers;
+  std::optional<LayerCosts> before_first;  // non-layer pieces ahead of the first layer
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const LayerCosts& c = pieces[i];
+    if (plan[i].layer) {
+      layers.push_back(c);
+      if (before_first) add_into(layers.back(), *before_first), before_first.reset();
+    } else if (!layers.empty()) {
+      add_into(layers.back(), c);
+      layers.back().output_bytes = c.output_bytes;  // what the layer's stage now hands on
     } else if (before_first) {
       add_into(*before_first, c);
     } else {
       before_first = c;
     }
   }
+  return layers;
+}
+
+// The degrees the plan's tensor-parallel rules divide the model into.
+std::vector<int64_t> split_degrees(const DeclareModel& declare) {
+  constexpr int64_t kMostRanks = 64;  // Megatron's groups stay within a host's 8; 64 is far past any
+  std::vector<int64_t> degrees;
+  if (declare()->plan().tensor_parallel.empty()) return degrees;
+  for (int64_t t = 2; t <= kMostRanks; ++t) {
+    std::unique_ptr<nn::Model> model = declare();
+    try {
+      parallel::ModelShard(*model, {.tp_degree = static_cast<int>(t)});
+      degrees.push_back(t);
+    } catch (const Error&) {  // the rules do not divide the model by t
+    }
+  }
+  return degrees;
+}
+
+}  // namespace
+
+ModelDescription measure_model_costs(const std::string& name, nn::Model& model, const Tensor& input) {
+  ARTEL_CHECK(input.dim() >= 1 && input.size(0) >= 1, "measuring ", name, "'s costs needs a batch of at least one sample");
+  ModelDescription m{.name = name, .transformer = std::nullopt, .layers = {}};
+  m.layers = as_layers(piece_costs(model, model.named_parameters(), input, [] {}, 1), model.plan().pieces);
   ARTEL_CHECK(!m.layers.empty(), name, " declares no layer piece, so a pipeline has nothing to cut between",
               " (nn::Piece::layer)");
   return m;
 }
 
+ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
+                                     uint64_t seed) {
+  std::unique_ptr<nn::Model> whole = declare();
+  nn::materialize(*whole, seed);
+  ModelDescription m = measure_model_costs(name, *whole, input);
+  whole.reset();
+  m.tensor_parallel_degrees = split_degrees(declare);
+  if (m.tensor_parallel_degrees.empty()) return m;
+  // One rank of the smallest group: a cost c that splits is c₁ = w + s
+  // whole and w + s/t on a rank, so s = (c₁ − c_t)·t/(t − 1).
+  const int t = static_cast<int>(m.tensor_parallel_degrees.front());
+  std::vector<LayerCosts> rank;
+  comm::spawn_threads(t, [&](comm::ProcessGroup& group) {
+    std::unique_ptr<nn::Model> model = declare();
+    parallel::ModelShard shard(*model, {.tp = &group});
+    shard.materialize(seed);
+    auto settle = [&group] { group.barrier()->wait(); };
+    // Once to warm the group (what its first collectives allocate stays), then measured.
+    piece_costs(*model, shard.parameters(), input, settle, t);
+    std::vector<LayerCosts> layers =
+        as_layers(piece_costs(*model, shard.parameters(), input, settle, t), model->plan().pieces);
+    if (group.rank() == 0) rank = std::move(layers);
+  });
+  const double tp = t;
+  auto split = [tp](double whole, double one) { return std::clamp((whole - one) * tp / (tp - 1), 0.0, whole); };
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerCosts& l = m.layers[i];
+    l.split_forward_flops = split(l.forward_flops, rank[i].forward_flops);
+    l.split_parameters = split(l.parameters, rank[i].parameters);
+    l.split_activation_bytes = split(l.activation_bytes, rank[i].activation_bytes);
+    l.tensor_parallel_bytes = rank[i].tensor_parallel_bytes;
+    l.tensor_parallel_collectives = rank[i].tensor_parallel_collectives;
+  }
+  return m;
+}
+
 nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::string& source) {
+  const bool splits = !m.tensor_parallel_degrees.empty();
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  for (const LayerCosts& l : m.layers)
-    layers.push_back({{"name", l.name},
-                      {"forward_flops", l.forward_flops},
-                      {"parameters", l.parameters},
-                      {"activation_bytes", l.activation_bytes},
-                      {"output_bytes", l.output_bytes}});
-  return {{"name", m.name}, {"source", source}, {"layers", layers}};
+  for (const LayerCosts& l : m.layers) {
+    nlohmann::ordered_json j = {{"name", l.name},
+                                {"forward_flops", l.forward_flops},
+                                {"parameters", l.parameters},
+                                {"activation_bytes", l.activation_bytes},
+                                {"output_bytes", l.output_bytes}};
+    if (splits)
+      j.update({{"split_forward_flops", l.split_forward_flops},
+                {"split_parameters", l.split_parameters},
+                {"split_activation_bytes", l.split_activation_bytes},
+                {"tensor_parallel_bytes", l.tensor_parallel_bytes},
+                {"tensor_parallel_collectives", l.tensor_parallel_collectives}});
+    layers.push_back(std::move(j));
+  }
+  nlohmann::ordered_json j = {{"name", m.name}, {"source", source}};
+  if (splits) j["tensor_parallel_degrees"] = m.tensor_parallel_degrees;
+  j["layers"] = std::move(layers);
+  return j;
 }
 
 }  // namespace artel::plan

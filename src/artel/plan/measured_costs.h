@@ -17,10 +17,22 @@
 // added to its neighbouring layer, the one whose pipeline stage runs it.
 // What the loss keeps (its softmax) is in no layer, as in a costs file.
 //
+// Under tensor parallelism: a model whose plan has tensor-parallel rules is
+// also measured as one rank of the smallest group its rules divide it into
+// (ranks as threads, comm/thread_group.h), and each cost's split part
+// follows from the two (model_description.h): a rank's products, shards and
+// activations, and what its forward all-reduces (TensorParallelTraffic).
+// The live bytes are the process's, so a rank's activations are the
+// ranks' mean; they differ by little (rank 0 lays a row layer's bias and
+// residual into its sum, the others keep zeros in their place).
+//
 //   ModelDescription m = measure_model_costs("mlp", model, batch.x);  // batch.x: (B, 784)
+//   ModelDescription t = measure_model_costs("wordlm", [&] { return models::declare_model(cfg); }, ids, 1);
 //   std::ofstream("mlp_costs.json") << model_costs_json(m, "measured").dump(2);
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -34,6 +46,15 @@ namespace artel::plan {
 // with the graph recorded, then lets the graph go. Throws Error when the
 // model declares no layer piece or the batch is empty.
 ModelDescription measure_model_costs(const std::string& name, nn::Model& model, const Tensor& input);
+
+// A new declared instance of the model (no storage), as models::declare_model gives.
+using DeclareModel = std::function<std::unique_ptr<nn::Model>()>;
+
+// The same, on a model drawn from `seed`, and its tensor-parallel parts
+// (degrees and per-layer splits) when its plan splits layers: the
+// measurement `artel plan` makes of a run's model.
+ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
+                                     uint64_t seed);
 
 // The model-costs file of `m`'s layers (docs/PLAN.md), which
 // parse_model_costs reads back to the same numbers.

@@ -1,5 +1,7 @@
 #include "artel/plan/model_description.h"
 
+#include <tuple>
+
 #include "artel/core/error.h"
 #include "artel/core/json_file.h"
 
@@ -30,7 +32,8 @@ constexpr double kMaxLayerCost = 1e18;
 
 constexpr const char* kFormat = "docs/PLAN.md";
 
-double layer_cost(const nlohmann::json& layer, const char* key, const std::string& where) {
+double layer_cost(const nlohmann::json& layer, const char* key, const std::string& where, bool optional = false) {
+  if (optional && !layer.contains(key)) return 0;
   ARTEL_CHECK(layer.contains(key) && layer[key].is_number(), where, ": needs a number \"", key, "\"");
   const double v = layer[key].get<double>();
   ARTEL_CHECK(v >= 0 && v <= kMaxLayerCost, where, ": \"", key, "\" must be in [0, 1e18], got ", v);
@@ -43,7 +46,7 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
   ARTEL_CHECK(j.is_object(), origin, ": a model-costs file holds one JSON object");
   ARTEL_CHECK(j.contains("layers") && j["layers"].is_array() && !j["layers"].empty(), origin,
               ": needs a non-empty array \"layers\"");
-  check_json_keys(j, {"name", "description", "source", "layers"}, origin, kFormat);
+  check_json_keys(j, {"name", "description", "source", "tensor_parallel_degrees", "layers"}, origin, kFormat);
   ModelDescription m;
   m.name = json_string_or(j, "name", "model", origin);
   for (const char* prose : {"description", "source"}) json_string_or(j, prose, "", origin);  // read by people only, but strings
@@ -51,12 +54,35 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
     const nlohmann::json& l = j["layers"][i];
     const std::string where = detail::concat(origin, ": layers[", i, "]");
     ARTEL_CHECK(l.is_object(), where, " must be an object");
-    check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes"}, where, kFormat);
-    m.layers.push_back({.name = json_string_or(l, "name", detail::concat("layer", i), where),
-                        .forward_flops = layer_cost(l, "forward_flops", where),
-                        .parameters = layer_cost(l, "parameters", where),
-                        .activation_bytes = layer_cost(l, "activation_bytes", where),
-                        .output_bytes = layer_cost(l, "output_bytes", where)});
+    check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes",
+                        "split_forward_flops", "split_parameters", "split_activation_bytes", "tensor_parallel_bytes",
+                        "tensor_parallel_collectives"},
+                    where, kFormat);
+    LayerCosts c{.name = json_string_or(l, "name", detail::concat("layer", i), where),
+                 .forward_flops = layer_cost(l, "forward_flops", where),
+                 .parameters = layer_cost(l, "parameters", where),
+                 .activation_bytes = layer_cost(l, "activation_bytes", where),
+                 .output_bytes = layer_cost(l, "output_bytes", where),
+                 .split_forward_flops = layer_cost(l, "split_forward_flops", where, true),
+                 .split_parameters = layer_cost(l, "split_parameters", where, true),
+                 .split_activation_bytes = layer_cost(l, "split_activation_bytes", where, true),
+                 .tensor_parallel_bytes = layer_cost(l, "tensor_parallel_bytes", where, true),
+                 .tensor_parallel_collectives = layer_cost(l, "tensor_parallel_collectives", where, true)};
+    for (const auto& [split, whole, key] : {std::tuple{c.split_forward_flops, c.forward_flops, "forward_flops"},
+                                           std::tuple{c.split_parameters, c.parameters, "parameters"},
+                                           std::tuple{c.split_activation_bytes, c.activation_bytes, "activation_bytes"}})
+      ARTEL_CHECK(split <= whole, where, ": \"split_", key, "\" (", split, ") is more than \"", key, "\" (", whole,
+                  "): the part that splits is a part of the whole");
+    m.layers.push_back(c);
+  }
+  if (j.contains("tensor_parallel_degrees")) {
+    const nlohmann::json& d = j["tensor_parallel_degrees"];
+    ARTEL_CHECK(d.is_array(), origin, ": \"tensor_parallel_degrees\" must be an array of integers >= 2, like [2, 4]");
+    for (const nlohmann::json& t : d) {
+      ARTEL_CHECK(t.is_number_integer() && t.get<int64_t>() >= 2 && t.get<int64_t>() <= 1 << 20, origin,
+                  ": \"tensor_parallel_degrees\" holds integers from 2, like [2, 4], got ", t.dump());
+      m.tensor_parallel_degrees.push_back(t.get<int64_t>());
+    }
   }
   return m;
 }

@@ -2,8 +2,8 @@
 // dimensions (TransformerShape: every cost follows from them, under any
 // tensor-parallel split, recomputation and sequence parallelism), or a
 // user's own model as a list of per-layer costs read from JSON, for which
-// the planner splits nothing inside a layer (tensor parallelism needs the
-// GPT's shape).
+// the planner splits inside a layer only what the costs say splits (their
+// tensor-parallel parts, below).
 //
 // The per-layer JSON (--model-costs FILE.json), every number per sample
 // (one sequence, or one row of the batch):
@@ -15,6 +15,19 @@
 // forward_flops: matrix-product FLOPs of the forward (backward costs twice);
 // activation_bytes: what the forward keeps for backward; output_bytes: the
 // tensor handed to the next layer (a pipeline send when a stage ends there).
+//
+// A model whose plan splits layers over tensor-parallel ranks (Megatron's
+// column and row splits, nn/parallel_plan.h) adds, per layer, the part of
+// each cost that splits, and the file lists the degrees the plan divides by:
+//
+//   "tensor_parallel_degrees": [2, 4],
+//   layers: {..., "split_forward_flops": 1.5e6, "split_parameters": 196608,
+//            "split_activation_bytes": 2048, "tensor_parallel_bytes": 1024,
+//            "tensor_parallel_collectives": 1}
+//
+// so one of t ranks costs (cost − split) + split / t; tensor_parallel_bytes
+// is what its forward all-reduces over the t ranks (backward as much, in as
+// many all-reduces), whole activations, the same at every t.
 //
 //   ModelDescription m = read_model_costs("costs.json");
 //   ModelDescription g = transformer_model("gpt2", {12, 12, 768, 1024, 50304});
@@ -35,12 +48,24 @@ struct LayerCosts {
   double parameters = 0;
   double activation_bytes = 0;  // per sample, kept for backward
   double output_bytes = 0;      // per sample, passed to the next layer
+  // Under tensor parallelism (see above); 0 where nothing splits.
+  double split_forward_flops = 0;
+  double split_parameters = 0;
+  double split_activation_bytes = 0;
+  double tensor_parallel_bytes = 0;        // per sample, forward
+  double tensor_parallel_collectives = 0;  // all-reduces of the forward
+
+  // One of `tp` ranks' share of a cost whose `split` part divides.
+  static double per_rank(double cost, double split, double tp) { return cost - split + split / tp; }
 };
 
 struct ModelDescription {
   std::string name;
   std::optional<TransformerShape> transformer;  // a GPT: costs derived from its shape
   std::vector<LayerCosts> layers;               // otherwise: the user's per-layer costs
+  // Listed layers: the tensor-parallel degrees above 1 the model's plan
+  // splits into (empty: none, so tp stays 1).
+  std::vector<int64_t> tensor_parallel_degrees;
 
   // The units a pipeline cuts between: a GPT's blocks, or the listed layers.
   int64_t pipeline_layers() const;

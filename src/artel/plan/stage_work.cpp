@@ -241,29 +241,43 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
                                      const Workload& w) {
   const double b = static_cast<double>(micro_batch_size(l, w));
   const double rate = achieved_flops(cluster.device, w.precision);
+  const double t = static_cast<double>(l.tp);
+  const bool full = l.recompute == Recompute::full;
   const std::vector<parallel::PieceRange> cut = listed_stage_layers(model, l);
   std::vector<StageWork> stages(l.pp);
   for (int64_t s = 0; s < l.pp; ++s) {
     StageWork& st = stages[s];
-    double flops = 0, kept = 0, inputs = 0, largest = 0;
+    double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0;
     for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
-      const LayerCosts& layer = model.layers[i];
-      flops += layer.forward_flops;
-      kept += layer.activation_bytes;
+      const LayerCosts& layer = model.layers[i];  // one of t ranks' share of it (model_description.h)
+      const double layer_flops = LayerCosts::per_rank(layer.forward_flops, layer.split_forward_flops, t);
+      const double layer_kept = LayerCosts::per_rank(layer.activation_bytes, layer.split_activation_bytes, t);
+      const double layer_parameters = LayerCosts::per_rank(layer.parameters, layer.split_parameters, t);
+      flops += layer_flops;
+      kept += layer_kept;
       inputs += i == 0 ? 0 : model.layers[i - 1].output_bytes;
-      largest = std::max(largest, layer.activation_bytes);
-      st.parameters += layer.parameters;
+      largest = std::max(largest, layer_kept);
+      st.parameters += layer_parameters;
       // A listed layer gives its parameters' total only: one tensor.
-      st.tensors.push_back({.elements = layer.parameters, .unit = st.unit_backward.size()});
-      st.unit_backward.push_back(b * layer.forward_flops / rate * (l.recompute == Recompute::full ? 3 : 2));
+      st.tensors.push_back({.elements = layer_parameters, .unit = st.unit_backward.size()});
+      st.unit_backward.push_back(b * layer_flops / rate * (full ? 3 : 2));
+      if (t > 1 && layer.tensor_parallel_collectives > 0) {  // its whole activations, summed over the tp group
+        const double message = b * layer.tensor_parallel_bytes / layer.tensor_parallel_collectives;
+        all_reduces += layer.tensor_parallel_collectives *
+                       all_reduce_seconds(cluster, place_group(cluster, l.tp, 1), message);
+        st.tensor_parallel_message_bytes = std::max(st.tensor_parallel_message_bytes, message);
+      }
     }
     const double forward = b * flops / rate;
     st.forward_compute = forward;
-    st.recompute_compute = l.recompute == Recompute::full ? forward : 0;
+    st.recompute_compute = full ? forward : 0;
     st.backward_compute = 2 * forward + st.recompute_compute;
-    st.flops = b * flops * (l.recompute == Recompute::full ? 4 : 3);
-    st.activation_bytes = b * (l.recompute == Recompute::full ? inputs : kept);
-    st.working_bytes = l.recompute == Recompute::full ? b * largest : 0;
+    // Backward all-reduces as much as forward (Megatron's conjugate f and g), and recomputation reruns forward's.
+    st.forward_tensor_parallel = all_reduces;
+    st.backward_tensor_parallel = all_reduces * (full ? 2 : 1);
+    st.flops = b * flops * (full ? 4 : 3);
+    st.activation_bytes = b * (full ? inputs : kept);
+    st.working_bytes = full ? b * largest : 0;
     st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[static_cast<size_t>(cut[s].last) - 1].output_bytes;
   }
   return stages;
