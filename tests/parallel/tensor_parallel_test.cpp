@@ -37,9 +37,13 @@ TEST(TensorParallel, CopyToIsIdentityForwardAndSumsGradientsBackward) {
     spawn(world, [&](comm::ProcessGroup& pg) {
       float r = static_cast<float>(pg.rank());
       Variable x(Tensor::full({5}, 3.0f), true);
+      TensorParallelTraffic traffic;
       Variable y = copy_to_tensor_parallel(x, pg);
       EXPECT_TRUE(y.value().same_storage(x.value()));
+      EXPECT_EQ(traffic.collectives(), 0) << "its forward sends nothing";
       y.backward(Tensor::full({5}, r + 1));  // a different output gradient on each rank
+      EXPECT_EQ(traffic.collectives(), 1);
+      EXPECT_EQ(traffic.bytes(), 5 * 4);
       float want = static_cast<float>(world * (world + 1) / 2);
       for (float g : x.grad().to_vector()) EXPECT_EQ(g, want) << "world " << world;
     });
@@ -51,10 +55,14 @@ TEST(TensorParallel, ReduceFromSumsForwardAndPassesGradientsBackward) {
     spawn(world, [&](comm::ProcessGroup& pg) {
       float r = static_cast<float>(pg.rank());
       Variable x(Tensor::full({2, 3}, r + 1), true);
+      TensorParallelTraffic traffic;  // what the planner measures a layer sending (plan/measured_costs.h)
       Variable y = reduce_from_tensor_parallel(x, pg);
+      EXPECT_EQ(traffic.collectives(), 1);
+      EXPECT_EQ(traffic.bytes(), 6 * 4);
       for (float v : x.value().to_vector()) EXPECT_EQ(v, r + 1) << "x must be untouched";
       for (float v : y.value().to_vector()) EXPECT_EQ(v, static_cast<float>(world * (world + 1) / 2));
       y.backward(Tensor::full({2, 3}, 0.25f));
+      EXPECT_EQ(traffic.collectives(), 1) << "its backward sends nothing";
       for (float g : x.grad().to_vector()) EXPECT_EQ(g, 0.25f);
     });
   }

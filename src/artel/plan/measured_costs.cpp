@@ -38,10 +38,10 @@ void add_into(LayerCosts& to, const LayerCosts& from) {
 }
 
 // Each piece's costs on `input`, run once in order with the graph recorded.
-// `settle` runs before each read of the live tensor bytes: alone nothing;
-// over a tensor-parallel group a barrier, after which all `ranks` ranks
-// have run the piece and its bytes are `ranks` times one rank's (every rank
-// holds equal shards).
+// `settle` runs around each read of the live tensor bytes: alone nothing;
+// over a tensor-parallel group a barrier, so that between two reads all
+// `ranks` ranks have run the piece and the growth, the process's, divided
+// by `ranks` is their mean.
 std::vector<LayerCosts> piece_costs(nn::Model& model, const nn::NamedParameters& params, const Tensor& input,
                                     const std::function<void()>& settle, double ranks) {
   const std::vector<nn::Piece>& pieces = model.plan().pieces;
