@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "artel/core/error.h"
+#include "artel/kernels/attention.h"
 #include "artel/models/model.h"
 #include "artel/parallel/model_shard.h"
 #include "artel/parallel/stages.h"
@@ -77,13 +78,14 @@ TEST(MeasuredCosts, AnMlpsLayersAreItsProductsAndParameters) {
   EXPECT_THROW(measure_model_costs("mlp", *mlp, Tensor::zeros({0, 784})), Error);
 }
 
-// A model whose plan splits its blocks over tensor-parallel ranks is also
-// measured as one rank: the word LM's blocks split as Megatron's (every
+// A model whose plan splits its blocks over tensor-parallel ranks, and
+// marks their attention cores for selective recomputation, is also
+// measured as one rank, and with the cores recomputed: the word LM's blocks split as Megatron's (every
 // product, the matrices and the column biases), all-reduce two (s, h)
 // activations in forward, and a rank keeps what the planner's GPT
 // accounting says a rank of a tp-2 block keeps, within one (s, h) tensor. Its table and head split
 // nothing, and the degrees are those the 4 heads divide into.
-TEST(MeasuredCosts, AModelsTensorParallelPartsAreWhatOneRankHolds) {
+TEST(MeasuredCosts, AModelsTensorParallelAndSelectivePartsAreWhatTrainingRuns) {
   models::ModelConfig c;
   c.kind = "wordlm", c.vocab_size = 50, c.n_layer = 3, c.n_head = 4, c.n_embd = 32, c.block_size = 8;
   const TransformerShape shape{c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size};
@@ -113,13 +115,26 @@ TEST(MeasuredCosts, AModelsTensorParallelPartsAreWhatOneRankHolds) {
   EXPECT_EQ(back.layers[1].split_activation_bytes, middle.split_activation_bytes);
   EXPECT_EQ(back.layers[1].tensor_parallel_collectives, 2);
 
+  // Selective recomputation: the attention core each block marks is what the
+  // planner's GPT accounting recomputes — its products rerun in backward,
+  // its probabilities (4 bytes a head, a query and a padded key) not kept.
+  const auto padded = static_cast<double>(kernels::AttentionDims{.time = c.block_size}.padded_time());
+  for (const LayerCosts& l : m.layers) {
+    EXPECT_DOUBLE_EQ(l.recomputed_forward_flops, attention_core_forward_flops(shape, 1)) << l.name;
+    EXPECT_DOUBLE_EQ(l.recomputed_activation_bytes, 4 * s * 4 * padded) << l.name;
+  }
+  EXPECT_TRUE(m.recomputes_selectively());
+  EXPECT_EQ(back.layers[2].recomputed_forward_flops, m.layers[2].recomputed_forward_flops);
+
   // A model whose plan splits nothing is measured whole alone.
   models::ModelConfig cnn;
   cnn.kind = "cnn";
   const ModelDescription whole =
       measure_model_costs("cnn", [&] { return models::declare_model(cnn); }, Tensor::zeros({2, 1, 28, 28}), 5);
   EXPECT_TRUE(whole.tensor_parallel_degrees.empty());
+  EXPECT_FALSE(whole.recomputes_selectively()) << "the CNN marks no core";
   EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("split_parameters"));
+  EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("recomputed_forward_flops"));
 }
 
 // The planner cuts a measured model's pipeline stages where `artel train`

@@ -130,11 +130,11 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
 }
 
 // A measured model's tensor-parallel split is planned as `artel train
-// --tp 2` holds it: the parameters one worker holds are the run's own, to
+// --tp 2` holds it, and its selective cores as --recompute selective reruns them: the parameters one worker holds are the run's own, to
 // the byte, for the word LM (its blocks split) and the MLP (its first two
 // Linears). A tp its split does not divide into, or a model that declares
 // none, is refused as `artel train` refuses it.
-TEST(PlanCommand, AMeasuredModelsTensorParallelSplitIsWhatTrainingHolds) {
+TEST(PlanCommand, AMeasuredModelsTensorParallelSplitAndCoresAreWhatTrainingRuns) {
   const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_tp_run_" + std::to_string(::getpid()));
   for (const std::string model : {"wordlm", "mlp"}) {
     fs::remove_all(out);
@@ -167,6 +167,17 @@ TEST(PlanCommand, AMeasuredModelsTensorParallelSplitIsWhatTrainingHolds) {
   const Result none = plan("--model cnn --tp 2" + on8);
   EXPECT_EQ(none.code, 1);
   EXPECT_NE(none.err.find("cnn splits nothing over tensor-parallel ranks"), std::string::npos) << none.err;
+  // Selective recomputation: the word LM's attention cores, as artel train
+  // --recompute selective runs them (two blocks: one's scores are rebuilt
+  // while the other's are not kept); the MLP marks no core.
+  const std::string two = "--model wordlm --n-layer 2 --json" + on8;
+  const nlohmann::json sel = nlohmann::json::parse(plan(two + " --recompute selective").out);
+  const nlohmann::json kept = nlohmann::json::parse(plan(two).out);
+  EXPECT_GT(sel["time"]["recompute_s"].get<double>(), 0);
+  EXPECT_LT(sel["memory"]["activations"].get<double>(), kept["memory"]["activations"].get<double>());
+  const Result mlp = plan("--model mlp --recompute selective" + on8);
+  EXPECT_EQ(mlp.code, 1);
+  EXPECT_NE(mlp.err.find("mlp's costs mark none (hint: use --recompute none or full)"), std::string::npos) << mlp.err;
 }
 
 // A cost beyond any layer (10^300 parameters) is a typing slip: refused

@@ -113,9 +113,9 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
               "sequence parallelism needs the model's GPT dimensions");
   require(!l.sequence_parallel || l.tp > 1, "add --tp N, or drop --sequence-parallel",
           "sequence parallelism splits activations over the tensor-parallel ranks, and tp is 1");
-  require(l.recompute != Recompute::selective || model.transformer.has_value(),
-          "use --recompute none or full for a model planned from per-layer costs",
-          "selective recomputation needs the model's GPT dimensions (it recomputes the attention core)");
+  require(l.recompute != Recompute::selective || model.transformer.has_value() || model.recomputes_selectively(),
+          "use --recompute none or full", "selective recomputation reruns a core the model marks (attention's), "
+          "and ", model.name, "'s costs mark none");
   const int64_t layers = model.pipeline_layers();
   // A GPT's blocks split evenly; listed layers are cut where their parameters balance (listed_stage_layers).
   if (model.transformer)

@@ -1,8 +1,10 @@
 #include "artel/plan/measured_costs.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
+#include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_stats.h"
@@ -35,6 +37,8 @@ void add_into(LayerCosts& to, const LayerCosts& from) {
   to.activation_bytes += from.activation_bytes;
   to.tensor_parallel_bytes += from.tensor_parallel_bytes;
   to.tensor_parallel_collectives += from.tensor_parallel_collectives;
+  to.recomputed_activation_bytes += from.recomputed_activation_bytes;
+  to.recomputed_forward_flops += from.recomputed_forward_flops;
 }
 
 // Each piece's costs on `input`, run once in order with the graph recorded.
@@ -99,6 +103,51 @@ std::vector<LayerCosts> as_layers(const std::vector<LayerCosts>& pieces, const s
   return layers;
 }
 
+// Each piece's backward FLOPs (per sample, as forward_flops): the piece run
+// on its input, made a leaf that wants a gradient, and the sum of its
+// outputs back-propagated.
+std::vector<LayerCosts> piece_backward_flops(nn::Model& model, const Tensor& input) {
+  const std::vector<nn::Piece>& pieces = model.plan().pieces;
+  const double samples = static_cast<double>(input.size(0));
+  std::vector<LayerCosts> costs;
+  nn::Activations in{autograd::Variable(input)};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    nn::Activations out = model.run_pieces(i, i + 1, in);
+    std::optional<autograd::Variable> total;
+    for (const autograd::Variable& o : out)
+      if (o.requires_grad()) total = total ? autograd::add(*total, autograd::sum(o)) : autograd::sum(o);
+    double flops = 0;
+    {
+      kernels::ProductFlops products;
+      if (total) total->backward();
+      flops = products.flops();
+    }
+    costs.push_back({.name = pieces[i].name, .forward_flops = flops / samples});
+    in.clear();
+    for (const autograd::Variable& o : out)
+      in.emplace_back(o.value(), o.value().dtype() == DType::f32);  // the next piece's leaf
+  }
+  return costs;
+}
+
+// What selective recomputation changes in each layer: what it keeps less,
+// and the FLOPs its backward runs more (the core's forward, again).
+void add_selective_costs(ModelDescription& m, const DeclareModel& declare, const Tensor& input, uint64_t seed) {
+  std::unique_ptr<nn::Model> model = declare();
+  nn::materialize(*model, seed);
+  const std::vector<nn::Piece>& pieces = model->plan().pieces;
+  const std::vector<LayerCosts> none = as_layers(piece_backward_flops(*model, input), pieces);
+  model->set_recompute(nn::Recompute::selective);
+  const std::vector<LayerCosts> kept =
+      as_layers(piece_costs(*model, model->named_parameters(), input, [] {}, 1), pieces);
+  const std::vector<LayerCosts> rerun = as_layers(piece_backward_flops(*model, input), pieces);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerCosts& l = m.layers[i];
+    l.recomputed_activation_bytes = std::clamp(l.activation_bytes - kept[i].activation_bytes, 0.0, l.activation_bytes);
+    l.recomputed_forward_flops = std::max(0.0, rerun[i].forward_flops - none[i].forward_flops);
+  }
+}
+
 // The degrees the plan's tensor-parallel rules divide the model into.
 std::vector<int64_t> split_degrees(const DeclareModel& declare) {
   constexpr int64_t kMostRanks = 64;  // Megatron's groups stay within a host's 8; 64 is far past any
@@ -132,6 +181,7 @@ ModelDescription measure_model_costs(const std::string& name, const DeclareModel
   nn::materialize(*whole, seed);
   ModelDescription m = measure_model_costs(name, *whole, input);
   whole.reset();
+  add_selective_costs(m, declare, input, seed);
   m.tensor_parallel_degrees = split_degrees(declare);
   if (m.tensor_parallel_degrees.empty()) return m;
   // One rank of the smallest group: a cost c that splits is c₁ = w + s
@@ -171,6 +221,9 @@ nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::st
                                 {"parameters", l.parameters},
                                 {"activation_bytes", l.activation_bytes},
                                 {"output_bytes", l.output_bytes}};
+    if (m.recomputes_selectively())
+      j.update({{"recomputed_activation_bytes", l.recomputed_activation_bytes},
+                {"recomputed_forward_flops", l.recomputed_forward_flops}});
     if (splits)
       j.update({{"split_forward_flops", l.split_forward_flops},
                 {"split_parameters", l.split_parameters},

@@ -26,6 +26,10 @@
 // ranks' mean; they differ by little (rank 0 lays a row layer's bias and
 // residual into its sum, the others keep zeros in their place).
 //
+// Selective recomputation: measured again with the model's cores marked
+// (nn::Model::set_recompute): what a layer keeps less, and what its
+// backward runs more — each piece's backward FLOPs with and without.
+//
 //   ModelDescription m = measure_model_costs("mlp", model, batch.x);  // batch.x: (B, 784)
 //   ModelDescription t = measure_model_costs("wordlm", [&] { return models::declare_model(cfg); }, ids, 1);
 //   std::ofstream("mlp_costs.json") << model_costs_json(m, "measured").dump(2);
@@ -50,9 +54,9 @@ ModelDescription measure_model_costs(const std::string& name, nn::Model& model, 
 // A new declared instance of the model (no storage), as models::declare_model gives.
 using DeclareModel = std::function<std::unique_ptr<nn::Model>()>;
 
-// The same, on a model drawn from `seed`, and its tensor-parallel parts
-// (degrees and per-layer splits) when its plan splits layers: the
-// measurement `artel plan` makes of a run's model.
+// The same, on a model drawn from `seed`, with its selective cores' costs
+// and its tensor-parallel parts (degrees and per-layer splits) when its
+// plan splits layers: the measurement `artel plan` makes of a run's model.
 ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
                                      uint64_t seed);
 

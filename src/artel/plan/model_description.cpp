@@ -18,6 +18,12 @@ double ModelDescription::parameters() const {
   return sum;
 }
 
+bool ModelDescription::recomputes_selectively() const {
+  for (const LayerCosts& l : layers)
+    if (l.recomputed_forward_flops > 0 || l.recomputed_activation_bytes > 0) return true;
+  return false;
+}
+
 ModelDescription transformer_model(const std::string& name, const TransformerShape& shape) {
   shape.validate();
   return {.name = name, .transformer = shape, .layers = {}};
@@ -56,7 +62,7 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
     ARTEL_CHECK(l.is_object(), where, " must be an object");
     check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes",
                         "split_forward_flops", "split_parameters", "split_activation_bytes", "tensor_parallel_bytes",
-                        "tensor_parallel_collectives"},
+                        "tensor_parallel_collectives", "recomputed_activation_bytes", "recomputed_forward_flops"},
                     where, kFormat);
     LayerCosts c{.name = json_string_or(l, "name", detail::concat("layer", i), where),
                  .forward_flops = layer_cost(l, "forward_flops", where),
@@ -67,12 +73,17 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
                  .split_parameters = layer_cost(l, "split_parameters", where, true),
                  .split_activation_bytes = layer_cost(l, "split_activation_bytes", where, true),
                  .tensor_parallel_bytes = layer_cost(l, "tensor_parallel_bytes", where, true),
-                 .tensor_parallel_collectives = layer_cost(l, "tensor_parallel_collectives", where, true)};
-    for (const auto& [split, whole, key] : {std::tuple{c.split_forward_flops, c.forward_flops, "forward_flops"},
-                                           std::tuple{c.split_parameters, c.parameters, "parameters"},
-                                           std::tuple{c.split_activation_bytes, c.activation_bytes, "activation_bytes"}})
-      ARTEL_CHECK(split <= whole, where, ": \"split_", key, "\" (", split, ") is more than \"", key, "\" (", whole,
-                  "): the part that splits is a part of the whole");
+                 .tensor_parallel_collectives = layer_cost(l, "tensor_parallel_collectives", where, true),
+                 .recomputed_activation_bytes = layer_cost(l, "recomputed_activation_bytes", where, true),
+                 .recomputed_forward_flops = layer_cost(l, "recomputed_forward_flops", where, true)};
+    for (const auto& [part, whole, part_key, whole_key] :
+         {std::tuple{c.split_forward_flops, c.forward_flops, "split_forward_flops", "forward_flops"},
+          std::tuple{c.split_parameters, c.parameters, "split_parameters", "parameters"},
+          std::tuple{c.split_activation_bytes, c.activation_bytes, "split_activation_bytes", "activation_bytes"},
+          std::tuple{c.recomputed_activation_bytes, c.activation_bytes, "recomputed_activation_bytes",
+                     "activation_bytes"}})
+      ARTEL_CHECK(part <= whole, where, ": \"", part_key, "\" (", part, ") is more than \"", whole_key, "\" (", whole,
+                  "): it is a part of the whole");
     m.layers.push_back(c);
   }
   if (j.contains("tensor_parallel_degrees")) {

@@ -29,6 +29,11 @@
 // is what its forward all-reduces over the t ranks (backward as much, in as
 // many all-reduces), whole activations, the same at every t.
 //
+// A model that marks a core for selective recomputation (Korthikanti et
+// al.: attention's scores) adds "recomputed_activation_bytes", what the
+// layer no longer keeps, and "recomputed_forward_flops", what its backward
+// reruns; both split over tp with the layer (attention's by heads).
+//
 //   ModelDescription m = read_model_costs("costs.json");
 //   ModelDescription g = transformer_model("gpt2", {12, 12, 768, 1024, 50304});
 #pragma once
@@ -54,6 +59,11 @@ struct LayerCosts {
   double split_activation_bytes = 0;
   double tensor_parallel_bytes = 0;        // per sample, forward
   double tensor_parallel_collectives = 0;  // all-reduces of the forward
+  // Under selective recomputation (a core the model marks, such as
+  // attention's): what it no longer keeps and what backward reruns of it;
+  // 0 where the layer marks none.
+  double recomputed_activation_bytes = 0;
+  double recomputed_forward_flops = 0;
 
   // One of `tp` ranks' share of a cost whose `split` part divides.
   static double per_rank(double cost, double split, double tp) { return cost - split + split / tp; }
@@ -63,6 +73,8 @@ struct ModelDescription {
   std::string name;
   std::optional<TransformerShape> transformer;  // a GPT: costs derived from its shape
   std::vector<LayerCosts> layers;               // otherwise: the user's per-layer costs
+  // Listed layers: whether any marks a core for selective recomputation.
+  bool recomputes_selectively() const;
   // Listed layers: the tensor-parallel degrees above 1 the model's plan
   // splits into (empty: none, so tp stays 1).
   std::vector<int64_t> tensor_parallel_degrees;

@@ -242,25 +242,31 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
   const double b = static_cast<double>(micro_batch_size(l, w));
   const double rate = achieved_flops(cluster.device, w.precision);
   const double t = static_cast<double>(l.tp);
-  const bool full = l.recompute == Recompute::full;
+  const bool full = l.recompute == Recompute::full, selective = l.recompute == Recompute::selective;
   const std::vector<parallel::PieceRange> cut = listed_stage_layers(model, l);
   std::vector<StageWork> stages(l.pp);
   for (int64_t s = 0; s < l.pp; ++s) {
     StageWork& st = stages[s];
-    double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0;
+    double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0, rerun = 0, rebuilt = 0;
     for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
       const LayerCosts& layer = model.layers[i];  // one of t ranks' share of it (model_description.h)
       const double layer_flops = LayerCosts::per_rank(layer.forward_flops, layer.split_forward_flops, t);
       const double layer_kept = LayerCosts::per_rank(layer.activation_bytes, layer.split_activation_bytes, t);
       const double layer_parameters = LayerCosts::per_rank(layer.parameters, layer.split_parameters, t);
+      // Selective: the core's bytes not kept, its forward rerun in backward; split with the layer.
+      const double core_split = layer.split_forward_flops > 0 ? t : 1;
+      const double layer_rerun = selective ? layer.recomputed_forward_flops / core_split : 0;
+      const double layer_rebuilt = selective ? layer.recomputed_activation_bytes / core_split : 0;
+      rerun += layer_rerun;
+      rebuilt = std::max(rebuilt, layer_rebuilt);
       flops += layer_flops;
-      kept += layer_kept;
+      kept += layer_kept - layer_rebuilt;
       inputs += i == 0 ? 0 : model.layers[i - 1].output_bytes;
       largest = std::max(largest, layer_kept);
       st.parameters += layer_parameters;
       // A listed layer gives its parameters' total only: one tensor.
       st.tensors.push_back({.elements = layer_parameters, .unit = st.unit_backward.size()});
-      st.unit_backward.push_back(b * layer_flops / rate * (full ? 3 : 2));
+      st.unit_backward.push_back(b * (layer_flops * (full ? 3 : 2) + layer_rerun) / rate);
       if (t > 1 && layer.tensor_parallel_collectives > 0) {  // its whole activations, summed over the tp group
         const double message = b * layer.tensor_parallel_bytes / layer.tensor_parallel_collectives;
         all_reduces += layer.tensor_parallel_collectives *
@@ -270,14 +276,14 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
     }
     const double forward = b * flops / rate;
     st.forward_compute = forward;
-    st.recompute_compute = full ? forward : 0;
+    st.recompute_compute = full ? forward : b * rerun / rate;
     st.backward_compute = 2 * forward + st.recompute_compute;
     // Backward all-reduces as much as forward (Megatron's conjugate f and g), and recomputation reruns forward's.
     st.forward_tensor_parallel = all_reduces;
     st.backward_tensor_parallel = all_reduces * (full ? 2 : 1);
-    st.flops = b * flops * (full ? 4 : 3);
+    st.flops = b * (flops * (full ? 4 : 3) + rerun);
     st.activation_bytes = b * (full ? inputs : kept);
-    st.working_bytes = full ? b * largest : 0;
+    st.working_bytes = b * (full ? largest : rebuilt);  // what backward rebuilds, a layer at a time
     st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[static_cast<size_t>(cut[s].last) - 1].output_bytes;
   }
   return stages;
