@@ -54,7 +54,11 @@ void im2col(const Conv2dDims& d, const float* x, float* col) {
     if (in < 0) return std::fill(o, o + wo, 0.0f);
     const int64_t first = in - shift + kj;  // input index of output column 0 (may be in the padding)
     std::fill(o, o + cols.lo, 0.0f);
-    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) o[ow] = x[first + ow * s];
+    if (s == 1) {  // a contiguous run, copied as one (measured faster than an inlined loop on LeNet's 10-30 floats)
+      std::copy(x + first + cols.lo, x + first + cols.hi, o + cols.lo);
+    } else {
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) o[ow] = x[first + ow * s];
+    }
     std::fill(o + cols.hi, o + wo, 0.0f);
   });
 }
@@ -65,7 +69,12 @@ void col2im_add(const Conv2dDims& d, const float* col, float* dx) {
     if (in < 0) return;
     const float* o = col + out;
     const int64_t first = in - shift + kj;
-    for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dx[first + ow * s] += o[ow];
+    if (s == 1) {  // unit stride, so the loop vectorises
+      float* d = dx + first;
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) d[ow] += o[ow];
+    } else {
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) dx[first + ow * s] += o[ow];
+    }
   });
 }
 
