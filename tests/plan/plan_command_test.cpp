@@ -44,6 +44,24 @@ Result plan(const std::string& args, int timeout_s = 60) {
   return r;
 }
 
+// Runs `artel train ARGS --out OUT` (quietly) and returns the largest
+// `kind` (parameters, activations, ...) any worker's memory record in its
+// metrics.jsonl holds; -1 when the run failed.
+double trained_peak(const std::string& args, const fs::path& out, const std::string& kind) {
+  fs::remove_all(out);
+  const std::string train = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 300 " + ARTEL_BINARY + " train " +
+                            args + " --out " + out.string() + " >/dev/null 2>&1";
+  if (std::system(train.c_str()) != 0) return -1;
+  double peak = 0;
+  std::ifstream metrics(out / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("memory"))
+      for (const nlohmann::json& worker : j["memory"]) peak = std::max(peak, worker[kind].get<double>());
+  }
+  return peak;
+}
+
 const std::string kGpt2 = "--preset gpt2 --cluster data/clusters/selene.json --workers 8 --global-batch 32 ";
 
 TEST(PlanCommand, PredictsOneLayoutAsJson) {
@@ -137,18 +155,9 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
 TEST(PlanCommand, AMeasuredModelsTensorParallelSplitAndCoresAreWhatTrainingRuns) {
   const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_tp_run_" + std::to_string(::getpid()));
   for (const std::string model : {"wordlm", "mlp"}) {
-    fs::remove_all(out);
-    const std::string train = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 300 " + ARTEL_BINARY +
-                              " train --model " + model + " --nproc 2 --tp 2 --steps 1 --batch-size 8 --eval-every 0 "
-                              "--out " + out.string() + " >/dev/null 2>&1";
-    ASSERT_EQ(std::system(train.c_str()), 0) << model;
-    double held = 0;
-    std::ifstream metrics(out / "metrics.jsonl");
-    for (std::string line; std::getline(metrics, line);) {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("memory"))
-        for (const nlohmann::json& worker : j["memory"]) held = std::max(held, worker["parameters"].get<double>());
-    }
+    const double held =
+        trained_peak("--model " + model + " --nproc 2 --tp 2 --steps 1 --batch-size 8 --eval-every 0", out, "parameters");
+    ASSERT_GT(held, 0) << model;
     const Result p = plan("--model " + model + " --tp 2 --cluster data/clusters/selene.json --workers 2 "
                           "--global-batch 8 --json");
     ASSERT_EQ(p.code, 0) << p.err;
@@ -251,19 +260,10 @@ TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
         {"links", {{"intra_host", link}, {"inter_host", link}}}};
   }
   for (const std::string layout : {"", "--recompute selective", "--recompute full", "--tp 2"}) {
-    fs::remove_all(out);
     const bool tp = !layout.empty() && layout.find("--tp") == 0;
-    const std::string train = "cd " + std::string(ARTEL_SOURCE_DIR) + " && timeout 300 " + ARTEL_BINARY +
-                              " train --steps 2 --batch-size 8 --eval-batches 1 --eval-every 0 --generate 0 --out " +
-                              out.string() + " " + layout + (tp ? " --nproc 2" : "") + " >/dev/null 2>&1";
-    ASSERT_EQ(std::system(train.c_str()), 0) << layout;
-    double measured = 0;
-    std::ifstream metrics(out / "metrics.jsonl");
-    for (std::string line; std::getline(metrics, line);) {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      if (j.contains("memory"))
-        for (const nlohmann::json& worker : j["memory"]) measured = std::max(measured, worker["activations"].get<double>());
-    }
+    const double measured = trained_peak("--steps 2 --batch-size 8 --eval-batches 1 --eval-every 0 --generate 0 " +
+                                             layout + (tp ? " --nproc 2" : ""),
+                                         out, "activations");
     ASSERT_GT(measured, 0) << layout;
     const Result p = plan("--model gpt --cluster " + cluster.string() + " --workers " + (tp ? "2" : "1") +
                           " --global-batch 8 --json " + layout);
