@@ -244,10 +244,12 @@ TEST(PlanCommand, ModelGptIsTheGptArtelTrainTrainsByDefault) {
   EXPECT_EQ(nlohmann::json::parse(w2.out), nlohmann::json::parse(spelled.out));
 }
 
-// The activations artel's memory report measures in a short W2 run (the most
+// The activations artel's memory report measures in a short run (the most
 // on any worker) against what `artel plan` predicts for the same layout under
-// artel's accounting: within 10% with and without recomputation and under tp.
-TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
+// artel's accounting: within 10% with and without recomputation and under
+// tp, for W2 (costs from its shape) and the measured models (their pieces'
+// kept bytes, the loss's logits gradient and the gradients in flight).
+TEST(PlanCommand, ActivationsOfEachModelMatchTheMemoryReportOfARun) {
   const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_activations_run_" + std::to_string(::getpid()));
   const fs::path cluster =
       fs::path(::testing::TempDir()) / ("artel_plan_activations_host_" + std::to_string(::getpid()) + ".json");
@@ -259,13 +261,19 @@ TEST(PlanCommand, ArtelActivationsMatchTheMemoryReportOfARun) {
                     {"memory_bytes", 16e9}, {"memory_bandwidth", 1e10}, {"memory_efficiency", 1.0}}},
         {"links", {{"intra_host", link}, {"inter_host", link}}}};
   }
-  for (const std::string layout : {"", "--recompute selective", "--recompute full", "--tp 2"}) {
-    const bool tp = !layout.empty() && layout.find("--tp") == 0;
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpt", ""},          {"gpt", "--recompute selective"}, {"gpt", "--recompute full"},
+      {"gpt", "--tp 2"},    {"mlp", ""},                      {"mlp", "--recompute full"},
+      {"cnn", ""},          {"cnn", "--recompute full"},      {"wordlm", ""},
+      {"wordlm", "--tp 2"}, {"wordlm", "--n-layer 2 --recompute selective"}};
+  for (const auto& [model, flags] : cases) {
+    const std::string layout = std::string("--model ") + model + " " + flags;
+    const bool tp = std::string(flags).find("--tp") == 0;
     const double measured = trained_peak("--steps 2 --batch-size 8 --eval-batches 1 --eval-every 0 --generate 0 " +
                                              layout + (tp ? " --nproc 2" : ""),
                                          out, "activations");
     ASSERT_GT(measured, 0) << layout;
-    const Result p = plan("--model gpt --cluster " + cluster.string() + " --workers " + (tp ? "2" : "1") +
+    const Result p = plan("--cluster " + cluster.string() + " --workers " + (tp ? "2" : "1") +
                           " --global-batch 8 --json " + layout);
     ASSERT_EQ(p.code, 0) << p.err;
     const double predicted = nlohmann::json::parse(p.out)["memory"]["activations"].get<double>();

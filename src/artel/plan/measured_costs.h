@@ -15,7 +15,8 @@
 // - output_bytes: the tensors it hands on.
 // A piece that is not a layer (an embedding, a head, an input check) is
 // added to its neighbouring layer, the one whose pipeline stage runs it.
-// What the loss keeps (its softmax) is in no layer, as in a costs file.
+// What the loss keeps is in no layer, as in a costs file (the planner adds
+// it to the last stage: stage_work.h).
 //
 // Under tensor parallelism: a model whose plan has tensor-parallel rules is
 // also measured as one rank of the smallest group its rules divide it into

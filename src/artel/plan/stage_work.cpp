@@ -247,9 +247,13 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
   std::vector<StageWork> stages(l.pp);
   for (int64_t s = 0; s < l.pp; ++s) {
     StageWork& st = stages[s];
-    double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0, rerun = 0, rebuilt = 0;
+    double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0, rerun = 0, rebuilt = 0, in_flight = 0;
     for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
       const LayerCosts& layer = model.layers[i];  // one of t ranks' share of it (model_description.h)
+      const bool last = i + 1 == model.layers.size();
+      // In its backward, the gradients of its output and of its input are
+      // alive at once; the last layer's output gradient is the loss's, kept below.
+      in_flight = std::max(in_flight, (last ? 0 : layer.output_bytes) + (i == 0 ? 0 : model.layers[i - 1].output_bytes));
       const double layer_flops = LayerCosts::per_rank(layer.forward_flops, layer.split_forward_flops, t);
       const double layer_kept = LayerCosts::per_rank(layer.activation_bytes, layer.split_activation_bytes, t);
       const double layer_parameters = LayerCosts::per_rank(layer.parameters, layer.split_parameters, t);
@@ -282,8 +286,12 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
     st.forward_tensor_parallel = all_reduces;
     st.backward_tensor_parallel = all_reduces * (full ? 2 : 1);
     st.flops = b * (flops * (full ? 4 : 3) + rerun);
-    st.activation_bytes = b * (full ? inputs : kept);
-    st.working_bytes = b * (full ? largest : rebuilt);  // what backward rebuilds, a layer at a time
+    // The loss (cross-entropy) makes the logits' gradient in forward and
+    // keeps it for backward (autograd/loss_ops.cpp): the last output again.
+    const double loss_gradient = s == l.pp - 1 ? model.layers.back().output_bytes : 0;
+    st.activation_bytes = b * ((full ? inputs : kept) + loss_gradient);
+    // What backward rebuilds, a layer at a time, and the gradients in flight.
+    st.working_bytes = b * ((full ? largest : rebuilt) + in_flight);
     st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[static_cast<size_t>(cut[s].last) - 1].output_bytes;
   }
   return stages;

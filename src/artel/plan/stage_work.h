@@ -14,7 +14,9 @@
 // streams alike).
 //
 // Activations kept per micro-batch: kept_activations.h, under the workload's
-// accounting (Megatron-LM's or artel's).
+// accounting (Megatron-LM's or artel's). Listed layers keep what they were
+// measured to keep, the last stage the loss's logits gradient besides, and
+// a stage's backward holds the gradients of a layer's output and input at once.
 //
 //   std::vector<StageWork> w = stage_work(model, cluster, layout, workload);
 //   w[s].forward_compute + w[s].forward_tensor_parallel;   // seconds, one micro-batch
