@@ -15,6 +15,7 @@
 #include "artel/plan/kept_activations.h"
 #include "artel/plan/stage_work.h"
 #include "../models/tiny_gpt.h"
+#include "test_cluster.h"
 
 namespace artel::plan {
 namespace {
@@ -135,6 +136,36 @@ TEST(MeasuredCosts, AModelsTensorParallelAndSelectivePartsAreWhatTrainingRuns) {
   EXPECT_FALSE(whole.recomputes_selectively()) << "the CNN marks no core";
   EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("split_parameters"));
   EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("recomputed_forward_flops"));
+}
+
+// The work outside the products: timed on the CNN, whose im2col and
+// pooling are most of its step, it is positive in forward and backward, and
+// a layer's stream_bytes cost the planner those bytes at the device's
+// streaming rate, per sample, backward its own (test cluster: 100 GB/s).
+TEST(MeasuredCosts, WorkOutsideTheProductsIsTimedAndPlannedAsStreamedBytes) {
+  models::ModelConfig c;
+  c.kind = "cnn";
+  const ModelDescription m = measure_model_costs("cnn", [&] { return models::declare_model(c); },
+                                                 Tensor::zeros({2, 1, 28, 28}), 5,
+                                                 StreamTiming{.batch = Tensor::zeros({8, 1, 28, 28}), .bytes_per_second = 1e10});
+  double forward = 0, backward = 0;
+  for (const LayerCosts& l : m.layers) forward += l.stream_bytes, backward += l.backward_stream_bytes;
+  EXPECT_GT(forward, 0);
+  EXPECT_GT(backward, 0);
+  EXPECT_EQ(parse_model_costs(model_costs_json(m, "test"), "round trip").layers[0].backward_stream_bytes,
+            m.layers[0].backward_stream_bytes);
+
+  ModelDescription typed{.name = "typed", .transformer = std::nullopt,
+                         .layers = {{.name = "l", .forward_flops = 1e6, .parameters = 1, .activation_bytes = 8,
+                                     .output_bytes = 4}}};
+  const Cluster cluster = testing::test_cluster();
+  const Layout l{.dp = 8};
+  const Workload w{.global_batch = 80};
+  const StageWork before = stage_work(typed, cluster, l, w)[0];
+  typed.layers[0].stream_bytes = 1e6, typed.layers[0].backward_stream_bytes = 3e6;
+  const StageWork after = stage_work(typed, cluster, l, w)[0];
+  EXPECT_DOUBLE_EQ(after.forward_compute - before.forward_compute, 10 * 1e6 / 1e11);  // 10 samples a worker
+  EXPECT_DOUBLE_EQ(after.backward_compute - before.backward_compute, 10 * 3e6 / 1e11);
 }
 
 // The planner cuts a measured model's pipeline stages where `artel train`

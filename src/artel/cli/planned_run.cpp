@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "artel/cli/machine_calibration.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_limit.h"
 #include "artel/data/dataset.h"
@@ -28,9 +29,13 @@ plan::ModelDescription measured_model(const train::TrainConfig& c) {
   constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
   const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
   const models::ModelConfig config = train::make_model_config(c, data->num_classes());
+  // Its work outside the products timed on a batch of the run's size, at
+  // the rate `artel plan calibrate` gives this machine's streaming kernels.
+  const plan::StreamTiming timing{.batch = data->val_batch(c.batch_size, 0).x,
+                                  .bytes_per_second = measure_kernel_stream_rate()};
   return plan::measure_model_costs(
       c.model, [&config] { return std::unique_ptr<nn::Model>(models::declare_model(config)); },
-      data->val_batch(kSamples, 0).x, config.seed);
+      data->val_batch(kSamples, 0).x, config.seed, timing);
 }
 
 namespace {

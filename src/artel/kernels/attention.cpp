@@ -585,7 +585,7 @@ double whole_products_flops(const AttentionDims& d) {
 }  // namespace
 
 void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs) {
-  ProductFlops::add(whole_products_flops(d));
+  const ProductFlops::Product product(whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -606,7 +606,7 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
 }
 
 void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv) {
-  ProductFlops::add(2 * whole_products_flops(d));
+  const ProductFlops::Product product(2 * whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

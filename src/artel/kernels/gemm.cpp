@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -245,13 +246,28 @@ thread_local ProductFlops* t_flops = nullptr;
 ProductFlops::ProductFlops() : outer_(t_flops) { t_flops = this; }
 ProductFlops::~ProductFlops() { t_flops = outer_; }
 
-void ProductFlops::add(double flops) {
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+ProductFlops::Product::Product(double flops) {
+  if (!t_flops) return;
   for (ProductFlops* c = t_flops; c; c = c->outer_) c->flops_ += flops;
+  start_ = now_seconds();
+}
+
+ProductFlops::Product::~Product() {
+  if (start_ < 0) return;
+  const double took = now_seconds() - start_;
+  for (ProductFlops* c = t_flops; c; c = c->outer_) c->seconds_ += took;
 }
 
 void gemm(const GemmArgs& g) {
   if (t_recorder) t_recorder->calls_.push_back(g);
-  if (t_flops) ProductFlops::add(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
+  const ProductFlops::Product product(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                                      static_cast<double>(g.k));
   ARTEL_CHECK(!g.bias || g.beta == 0.0f, "a GEMM adds a bias only with beta 0, got beta ", g.beta);
   if (g_precision.load(std::memory_order_relaxed) == GemmPrecision::bf16) return gemm_bf16(g);
   split_product(g, g.bias ? sgemm_then_bias : sgemm);

@@ -172,11 +172,25 @@ class ProductFlops {
   ProductFlops(const ProductFlops&) = delete;
   ProductFlops& operator=(const ProductFlops&) = delete;
   double flops() const { return flops_; }
-  // Adds `flops` to every live counter of this thread (the kernels call it).
-  static void add(double flops);
+  // Seconds the counted products took: the rest of a piece's time is its
+  // streaming work (plan/measured_costs.h).
+  double seconds() const { return seconds_; }
+
+  // What a product kernel holds while it runs: adds its `flops` to every
+  // live counter of this thread now, and its seconds when it ends.
+  class Product {
+   public:
+    explicit Product(double flops);
+    ~Product();
+    Product(const Product&) = delete;
+    Product& operator=(const Product&) = delete;
+
+   private:
+    double start_ = -1;  // seconds; -1 when no counter is live
+  };
 
  private:
-  double flops_ = 0;
+  double flops_ = 0, seconds_ = 0;
   ProductFlops* outer_;
 };
 

@@ -1,6 +1,7 @@
 #include "artel/plan/measured_costs.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 
@@ -8,6 +9,7 @@
 #include "artel/comm/thread_group.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_stats.h"
+#include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
 #include "artel/parallel/model_shard.h"
 #include "artel/parallel/tensor_parallel.h"
@@ -35,6 +37,8 @@ void add_into(LayerCosts& to, const LayerCosts& from) {
   to.forward_flops += from.forward_flops;
   to.parameters += from.parameters;
   to.activation_bytes += from.activation_bytes;
+  to.stream_bytes += from.stream_bytes;
+  to.backward_stream_bytes += from.backward_stream_bytes;
   to.tensor_parallel_bytes += from.tensor_parallel_bytes;
   to.tensor_parallel_collectives += from.tensor_parallel_collectives;
   to.recomputed_activation_bytes += from.recomputed_activation_bytes;
@@ -130,6 +134,53 @@ std::vector<LayerCosts> piece_backward_flops(nn::Model& model, const Tensor& inp
   return costs;
 }
 
+// Each piece's seconds outside its matrix products, per sample, in forward
+// (as stream_bytes) and in backward (as backward_stream_bytes): the piece
+// run on its input, made a leaf that wants a gradient, then the sum of its
+// outputs back-propagated, at one thread; the fastest of a few rounds (the
+// first allocates what the later ones reuse).
+std::vector<LayerCosts> piece_stream_seconds(nn::Model& model, const Tensor& input) {
+  constexpr int kRounds = 3;
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  const std::vector<nn::Piece>& pieces = model.plan().pieces;
+  const double samples = static_cast<double>(input.size(0));
+  const int threads = num_threads();
+  set_num_threads(1);
+  std::vector<LayerCosts> costs(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i)
+    costs[i] = {.name = pieces[i].name, .stream_bytes = 1e300, .backward_stream_bytes = 1e300};
+  for (int round = 0; round < kRounds; ++round) {
+    nn::Activations in{autograd::Variable(input)};
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      nn::Activations out;
+      {
+        kernels::ProductFlops products;
+        const Clock::time_point start = Clock::now();
+        out = model.run_pieces(i, i + 1, in);
+        costs[i].stream_bytes = std::min(costs[i].stream_bytes, std::max(0.0, since(start) - products.seconds()) / samples);
+      }
+      std::optional<autograd::Variable> total;
+      for (const autograd::Variable& o : out)
+        if (o.requires_grad()) total = total ? autograd::add(*total, autograd::sum(o)) : autograd::sum(o);
+      if (total) {
+        kernels::ProductFlops products;
+        const Clock::time_point start = Clock::now();
+        total->backward();
+        costs[i].backward_stream_bytes =
+            std::min(costs[i].backward_stream_bytes, std::max(0.0, since(start) - products.seconds()) / samples);
+      } else {
+        costs[i].backward_stream_bytes = 0;
+      }
+      in.clear();
+      for (const autograd::Variable& o : out)
+        in.emplace_back(o.value(), o.value().dtype() == DType::f32);  // the next piece's leaf
+    }
+  }
+  set_num_threads(threads);
+  return costs;
+}
+
 // What selective recomputation changes in each layer: what it keeps less,
 // and the FLOPs its backward runs more (the core's forward, again).
 void add_selective_costs(ModelDescription& m, const DeclareModel& declare, const Tensor& input, uint64_t seed) {
@@ -176,10 +227,17 @@ ModelDescription measure_model_costs(const std::string& name, nn::Model& model, 
 }
 
 ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
-                                     uint64_t seed) {
+                                     uint64_t seed, const std::optional<StreamTiming>& timing) {
   std::unique_ptr<nn::Model> whole = declare();
   nn::materialize(*whole, seed);
   ModelDescription m = measure_model_costs(name, *whole, input);
+  if (timing) {
+    const std::vector<LayerCosts> seconds = as_layers(piece_stream_seconds(*whole, timing->batch), whole->plan().pieces);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      m.layers[i].stream_bytes = seconds[i].stream_bytes * timing->bytes_per_second;
+      m.layers[i].backward_stream_bytes = seconds[i].backward_stream_bytes * timing->bytes_per_second;
+    }
+  }
   whole.reset();
   add_selective_costs(m, declare, input, seed);
   m.tensor_parallel_degrees = split_degrees(declare);
@@ -214,6 +272,7 @@ ModelDescription measure_model_costs(const std::string& name, const DeclareModel
 
 nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::string& source) {
   const bool splits = !m.tensor_parallel_degrees.empty();
+  const bool streams = std::any_of(m.layers.begin(), m.layers.end(), [](const LayerCosts& l) { return l.stream_bytes > 0; });
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (const LayerCosts& l : m.layers) {
     nlohmann::ordered_json j = {{"name", l.name},
@@ -221,6 +280,7 @@ nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::st
                                 {"parameters", l.parameters},
                                 {"activation_bytes", l.activation_bytes},
                                 {"output_bytes", l.output_bytes}};
+    if (streams) j.update({{"stream_bytes", l.stream_bytes}, {"backward_stream_bytes", l.backward_stream_bytes}});
     if (m.recomputes_selectively())
       j.update({{"recomputed_activation_bytes", l.recomputed_activation_bytes},
                 {"recomputed_forward_flops", l.recomputed_forward_flops}});

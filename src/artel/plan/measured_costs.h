@@ -38,6 +38,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -55,11 +56,24 @@ ModelDescription measure_model_costs(const std::string& name, nn::Model& model, 
 // A new declared instance of the model (no storage), as models::declare_model gives.
 using DeclareModel = std::function<std::unique_ptr<nn::Model>()>;
 
-// The same, on a model drawn from `seed`, with its selective cores' costs
-// and its tensor-parallel parts (degrees and per-layer splits) when its
-// plan splits layers: the measurement `artel plan` makes of a run's model.
+// How the pieces' work outside matrix products is measured: timed on
+// `batch` (as training runs one) at one thread, their seconds outside the
+// products (ProductFlops::seconds) made bytes at `bytes_per_second`, this
+// machine's rate for artel's streaming kernels — the planner's streaming
+// rate (bandwidth × memory_efficiency) of a cluster calibrated here. So on
+// this machine the planner gives back the time measured, and elsewhere
+// that time scaled by the two machines' memory speeds.
+struct StreamTiming {
+  Tensor batch;
+  double bytes_per_second = 0;
+};
+
+// The same, on a model drawn from `seed`, with its selective cores' costs,
+// its tensor-parallel parts (degrees and per-layer splits) when its plan
+// splits layers, and with `timing` its stream_bytes: the measurement
+// `artel plan` makes of a run's model.
 ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
-                                     uint64_t seed);
+                                     uint64_t seed, const std::optional<StreamTiming>& timing = std::nullopt);
 
 // The model-costs file of `m`'s layers (docs/PLAN.md), which
 // parse_model_costs reads back to the same numbers.

@@ -60,7 +60,7 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
     const nlohmann::json& l = j["layers"][i];
     const std::string where = detail::concat(origin, ": layers[", i, "]");
     ARTEL_CHECK(l.is_object(), where, " must be an object");
-    check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes",
+    check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes", "stream_bytes", "backward_stream_bytes",
                         "split_forward_flops", "split_parameters", "split_activation_bytes", "tensor_parallel_bytes",
                         "tensor_parallel_collectives", "recomputed_activation_bytes", "recomputed_forward_flops"},
                     where, kFormat);
@@ -69,6 +69,8 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
                  .parameters = layer_cost(l, "parameters", where),
                  .activation_bytes = layer_cost(l, "activation_bytes", where),
                  .output_bytes = layer_cost(l, "output_bytes", where),
+                 .stream_bytes = layer_cost(l, "stream_bytes", where, true),
+                 .backward_stream_bytes = layer_cost(l, "backward_stream_bytes", where, true),
                  .split_forward_flops = layer_cost(l, "split_forward_flops", where, true),
                  .split_parameters = layer_cost(l, "split_parameters", where, true),
                  .split_activation_bytes = layer_cost(l, "split_activation_bytes", where, true),

@@ -14,7 +14,10 @@
 //
 // forward_flops: matrix-product FLOPs of the forward (backward costs twice);
 // activation_bytes: what the forward keeps for backward; output_bytes: the
-// tensor handed to the next layer (a pipeline send when a stage ends there).
+// tensor handed to the next layer (a pipeline send when a stage ends there);
+// stream_bytes and backward_stream_bytes (optional): the memory traffic of
+// its other work (norms, activations, pooling, im2col) in forward and in
+// backward, timed at the device's streaming rate.
 //
 // A model whose plan splits layers over tensor-parallel ranks (Megatron's
 // column and row splits, nn/parallel_plan.h) adds, per layer, the part of
@@ -53,6 +56,10 @@ struct LayerCosts {
   double parameters = 0;
   double activation_bytes = 0;  // per sample, kept for backward
   double output_bytes = 0;      // per sample, passed to the next layer
+  // per sample, optional: the memory traffic of its work outside matrix
+  // products in forward and in backward, at the device's streaming rate
+  double stream_bytes = 0;
+  double backward_stream_bytes = 0;
   // Under tensor parallelism (see above); 0 where nothing splits.
   double split_forward_flops = 0;
   double split_parameters = 0;

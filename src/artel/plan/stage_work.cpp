@@ -248,6 +248,7 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
   for (int64_t s = 0; s < l.pp; ++s) {
     StageWork& st = stages[s];
     double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0, rerun = 0, rebuilt = 0, in_flight = 0;
+    double streams = 0, backward_streams = 0;  // seconds, one sample's work outside the products
     for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
       const LayerCosts& layer = model.layers[i];  // one of t ranks' share of it (model_description.h)
       const bool last = i + 1 == model.layers.size();
@@ -261,6 +262,12 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
       const double core_split = layer.split_forward_flops > 0 ? t : 1;
       const double layer_rerun = selective ? layer.recomputed_forward_flops / core_split : 0;
       const double layer_rebuilt = selective ? layer.recomputed_activation_bytes / core_split : 0;
+      // Its other work splits as its activations do (what it streams, it mostly makes).
+      const double share = layer.activation_bytes > 0 ? layer_kept / layer.activation_bytes : 1;
+      const double layer_streams = streaming_seconds(cluster.device, layer.stream_bytes * share);
+      const double layer_backward_streams = streaming_seconds(cluster.device, layer.backward_stream_bytes * share);
+      streams += layer_streams;
+      backward_streams += layer_backward_streams;
       rerun += layer_rerun;
       rebuilt = std::max(rebuilt, layer_rebuilt);
       flops += layer_flops;
@@ -270,7 +277,8 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
       st.parameters += layer_parameters;
       // A listed layer gives its parameters' total only: one tensor.
       st.tensors.push_back({.elements = layer_parameters, .unit = st.unit_backward.size()});
-      st.unit_backward.push_back(b * (layer_flops * (full ? 3 : 2) + layer_rerun) / rate);
+      st.unit_backward.push_back(
+          b * ((layer_flops * (full ? 3 : 2) + layer_rerun) / rate + layer_backward_streams + (full ? layer_streams : 0)));
       if (t > 1 && layer.tensor_parallel_collectives > 0) {  // its whole activations, summed over the tp group
         const double message = b * layer.tensor_parallel_bytes / layer.tensor_parallel_collectives;
         all_reduces += layer.tensor_parallel_collectives *
@@ -278,10 +286,10 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
         st.tensor_parallel_message_bytes = std::max(st.tensor_parallel_message_bytes, message);
       }
     }
-    const double forward = b * flops / rate;
+    const double forward = b * (flops / rate + streams);
     st.forward_compute = forward;
     st.recompute_compute = full ? forward : b * rerun / rate;
-    st.backward_compute = 2 * forward + st.recompute_compute;
+    st.backward_compute = b * (2 * flops / rate + backward_streams) + st.recompute_compute;
     // Backward all-reduces as much as forward (Megatron's conjugate f and g), and recomputation reruns forward's.
     st.forward_tensor_parallel = all_reduces;
     st.backward_tensor_parallel = all_reduces * (full ? 2 : 1);
