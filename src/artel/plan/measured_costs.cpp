@@ -107,6 +107,23 @@ std::vector<LayerCosts> as_layers(const std::vector<LayerCosts>& pieces, const s
   return layers;
 }
 
+// The sum of a piece's outputs that want a gradient, where its backward
+// starts; none when nothing does.
+std::optional<autograd::Variable> summed(const nn::Activations& out) {
+  std::optional<autograd::Variable> total;
+  for (const autograd::Variable& o : out)
+    if (o.requires_grad()) total = total ? autograd::add(*total, autograd::sum(o)) : autograd::sum(o);
+  return total;
+}
+
+// A piece's outputs as the next piece's inputs on their own: leaves, the
+// float ones wanting a gradient, so each piece's backward is its own.
+nn::Activations as_leaves(const nn::Activations& out) {
+  nn::Activations in;
+  for (const autograd::Variable& o : out) in.emplace_back(o.value(), o.value().dtype() == DType::f32);
+  return in;
+}
+
 // Each piece's backward FLOPs (per sample, as forward_flops): the piece run
 // on its input, made a leaf that wants a gradient, and the sum of its
 // outputs back-propagated.
@@ -117,9 +134,7 @@ std::vector<LayerCosts> piece_backward_flops(nn::Model& model, const Tensor& inp
   nn::Activations in{autograd::Variable(input)};
   for (size_t i = 0; i < pieces.size(); ++i) {
     nn::Activations out = model.run_pieces(i, i + 1, in);
-    std::optional<autograd::Variable> total;
-    for (const autograd::Variable& o : out)
-      if (o.requires_grad()) total = total ? autograd::add(*total, autograd::sum(o)) : autograd::sum(o);
+    const std::optional<autograd::Variable> total = summed(out);
     double flops = 0;
     {
       kernels::ProductFlops products;
@@ -127,9 +142,7 @@ std::vector<LayerCosts> piece_backward_flops(nn::Model& model, const Tensor& inp
       flops = products.flops();
     }
     costs.push_back({.name = pieces[i].name, .forward_flops = flops / samples});
-    in.clear();
-    for (const autograd::Variable& o : out)
-      in.emplace_back(o.value(), o.value().dtype() == DType::f32);  // the next piece's leaf
+    in = as_leaves(out);
   }
   return costs;
 }
@@ -160,10 +173,7 @@ std::vector<LayerCosts> piece_stream_seconds(nn::Model& model, const Tensor& inp
         out = model.run_pieces(i, i + 1, in);
         costs[i].stream_bytes = std::min(costs[i].stream_bytes, std::max(0.0, since(start) - products.seconds()) / samples);
       }
-      std::optional<autograd::Variable> total;
-      for (const autograd::Variable& o : out)
-        if (o.requires_grad()) total = total ? autograd::add(*total, autograd::sum(o)) : autograd::sum(o);
-      if (total) {
+      if (const std::optional<autograd::Variable> total = summed(out)) {
         kernels::ProductFlops products;
         const Clock::time_point start = Clock::now();
         total->backward();
@@ -172,9 +182,7 @@ std::vector<LayerCosts> piece_stream_seconds(nn::Model& model, const Tensor& inp
       } else {
         costs[i].backward_stream_bytes = 0;
       }
-      in.clear();
-      for (const autograd::Variable& o : out)
-        in.emplace_back(o.value(), o.value().dtype() == DType::f32);  // the next piece's leaf
+      in = as_leaves(out);
     }
   }
   set_num_threads(threads);
