@@ -107,8 +107,12 @@ TEST(MeasuredCosts, AModelsTensorParallelAndSelectivePartsAreWhatTrainingRuns) {
   const ActivationShape x{.b = 1, .s = s, .h = h, .a = 4, .v = 50, .t = 2, .accounting = Activations::artel};
   // The ranks' mean: rank 0 lays the row layers' bias and residual into
   // their sums, the other keeps zeros in their place (one (s, h) tensor).
-  EXPECT_NEAR(LayerCosts::per_rank(middle.activation_bytes, middle.split_activation_bytes, 2),
+  EXPECT_NEAR(LayerCosts::per_rank(middle.activation_bytes, middle.split_activation_bytes, 2) +
+                  middle.tensor_parallel_activation_bytes,
               block_activations(x).kept + 2.0 * 2 * 4 * s, 4 * s * h);  // the norms' statistics, as above
+  // What splitting adds, whatever the degree: the two row layers' partial
+  // sums, (s, h) each, which the sums' graph keeps (the accounting's 4h at tp > 1).
+  EXPECT_NEAR(middle.tensor_parallel_activation_bytes, 2 * 4 * s * h, 4 * s * h);
 
   // They round-trip through the costs file.
   const ModelDescription back = parse_model_costs(model_costs_json(m, "test"), "round trip");

@@ -263,7 +263,7 @@ TEST(PlanCommand, ActivationsOfEachModelMatchTheMemoryReportOfARun) {
   }
   const std::pair<const char*, const char*> cases[] = {
       {"gpt", ""},          {"gpt", "--recompute selective"}, {"gpt", "--recompute full"},
-      {"gpt", "--tp 2"},    {"mlp", ""},                      {"mlp", "--recompute full"},
+      {"gpt", "--tp 2"},    {"mlp", ""},                      {"mlp", "--recompute full"},     {"mlp", "--tp 2"},
       {"cnn", ""},          {"cnn", "--recompute full"},      {"wordlm", ""},
       {"wordlm", "--tp 2"}, {"wordlm", "--n-layer 2 --recompute selective"}};
   for (const auto& [model, flags] : cases) {

@@ -250,28 +250,43 @@ ModelDescription measure_model_costs(const std::string& name, const DeclareModel
   add_selective_costs(m, declare, input, seed);
   m.tensor_parallel_degrees = split_degrees(declare);
   if (m.tensor_parallel_degrees.empty()) return m;
-  // One rank of the smallest group: a cost c that splits is c₁ = w + s
-  // whole and w + s/t on a rank, so s = (c₁ − c_t)·t/(t − 1).
-  const int t = static_cast<int>(m.tensor_parallel_degrees.front());
-  std::vector<LayerCosts> rank;
-  comm::spawn_threads(t, [&](comm::ProcessGroup& group) {
-    std::unique_ptr<nn::Model> model = declare();
-    parallel::ModelShard shard(*model, {.tp = &group});
-    shard.materialize(seed);
-    auto settle = [&group] { group.barrier()->wait(); };
-    // Once to warm the group (what its first collectives allocate stays), then measured.
-    piece_costs(*model, shard.parameters(), input, settle, t);
-    std::vector<LayerCosts> layers =
-        as_layers(piece_costs(*model, shard.parameters(), input, settle, t), model->plan().pieces);
-    if (group.rank() == 0) rank = std::move(layers);
-  });
-  const double tp = t;
-  auto split = [tp](double whole, double one) { return std::clamp((whole - one) * tp / (tp - 1), 0.0, whole); };
+  // One rank of a group of t, measured: the layers' costs on rank 0.
+  auto rank_of = [&](int t) {
+    std::vector<LayerCosts> rank;
+    comm::spawn_threads(t, [&](comm::ProcessGroup& group) {
+      std::unique_ptr<nn::Model> model = declare();
+      parallel::ModelShard shard(*model, {.tp = &group});
+      shard.materialize(seed);
+      auto settle = [&group] { group.barrier()->wait(); };
+      // Once to warm the group (what its first collectives allocate stays), then measured.
+      piece_costs(*model, shard.parameters(), input, settle, t);
+      std::vector<LayerCosts> layers =
+          as_layers(piece_costs(*model, shard.parameters(), input, settle, t), model->plan().pieces);
+      if (group.rank() == 0) rank = std::move(layers);
+    });
+    return rank;
+  };
+  // A cost that splits is c₁ = w + s whole and w + s/t on one of t ranks,
+  // so one group gives s = (c₁ − c_t)·t/(t − 1). Activations may also grow
+  // by e under any tp (a row layer's partial sums, kept by the sum's graph):
+  // c_t = w + s/t + e, which a second group size separates from s.
+  const std::vector<int64_t>& degrees = m.tensor_parallel_degrees;
+  const double t0 = static_cast<double>(degrees[0]);
+  const std::vector<LayerCosts> rank = rank_of(static_cast<int>(t0));
+  const std::vector<LayerCosts> second =
+      degrees.size() > 1 ? rank_of(static_cast<int>(degrees[1])) : std::vector<LayerCosts>{};
+  auto split = [t0](double whole, double one) { return std::clamp((whole - one) * t0 / (t0 - 1), 0.0, whole); };
   for (size_t i = 0; i < m.layers.size(); ++i) {
     LayerCosts& l = m.layers[i];
     l.split_forward_flops = split(l.forward_flops, rank[i].forward_flops);
     l.split_parameters = split(l.parameters, rank[i].parameters);
-    l.split_activation_bytes = split(l.activation_bytes, rank[i].activation_bytes);
+    double s = split(l.activation_bytes, rank[i].activation_bytes);
+    if (!second.empty()) {
+      const double t1 = static_cast<double>(degrees[1]);
+      s = std::clamp((rank[i].activation_bytes - second[i].activation_bytes) / (1 / t0 - 1 / t1), 0.0, l.activation_bytes);
+    }
+    l.split_activation_bytes = s;
+    l.tensor_parallel_activation_bytes = std::max(0.0, rank[i].activation_bytes - (l.activation_bytes - s) - s / t0);
     l.tensor_parallel_bytes = rank[i].tensor_parallel_bytes;
     l.tensor_parallel_collectives = rank[i].tensor_parallel_collectives;
   }
@@ -296,6 +311,7 @@ nlohmann::ordered_json model_costs_json(const ModelDescription& m, const std::st
       j.update({{"split_forward_flops", l.split_forward_flops},
                 {"split_parameters", l.split_parameters},
                 {"split_activation_bytes", l.split_activation_bytes},
+                {"tensor_parallel_activation_bytes", l.tensor_parallel_activation_bytes},
                 {"tensor_parallel_bytes", l.tensor_parallel_bytes},
                 {"tensor_parallel_collectives", l.tensor_parallel_collectives}});
     layers.push_back(std::move(j));

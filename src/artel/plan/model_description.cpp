@@ -61,7 +61,8 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
     const std::string where = detail::concat(origin, ": layers[", i, "]");
     ARTEL_CHECK(l.is_object(), where, " must be an object");
     check_json_keys(l, {"name", "forward_flops", "parameters", "activation_bytes", "output_bytes", "stream_bytes", "backward_stream_bytes",
-                        "split_forward_flops", "split_parameters", "split_activation_bytes", "tensor_parallel_bytes",
+                        "split_forward_flops", "split_parameters", "split_activation_bytes", "tensor_parallel_activation_bytes",
+                        "tensor_parallel_bytes",
                         "tensor_parallel_collectives", "recomputed_activation_bytes", "recomputed_forward_flops"},
                     where, kFormat);
     LayerCosts c{.name = json_string_or(l, "name", detail::concat("layer", i), where),
@@ -74,6 +75,7 @@ ModelDescription parse_model_costs(const nlohmann::json& j, const std::string& o
                  .split_forward_flops = layer_cost(l, "split_forward_flops", where, true),
                  .split_parameters = layer_cost(l, "split_parameters", where, true),
                  .split_activation_bytes = layer_cost(l, "split_activation_bytes", where, true),
+                 .tensor_parallel_activation_bytes = layer_cost(l, "tensor_parallel_activation_bytes", where, true),
                  .tensor_parallel_bytes = layer_cost(l, "tensor_parallel_bytes", where, true),
                  .tensor_parallel_collectives = layer_cost(l, "tensor_parallel_collectives", where, true),
                  .recomputed_activation_bytes = layer_cost(l, "recomputed_activation_bytes", where, true),

@@ -28,7 +28,9 @@
 //            "split_activation_bytes": 2048, "tensor_parallel_bytes": 1024,
 //            "tensor_parallel_collectives": 1}
 //
-// so one of t ranks costs (cost − split) + split / t; tensor_parallel_bytes
+// so one of t ranks costs (cost − split) + split / t, its activations
+// tensor_parallel_activation_bytes more (what splitting adds: a row layer's
+// partial sums, kept by the sum's graph); tensor_parallel_bytes
 // is what its forward all-reduces over the t ranks (backward as much, in as
 // many all-reduces), whole activations, the same at every t.
 //
@@ -64,6 +66,7 @@ struct LayerCosts {
   double split_forward_flops = 0;
   double split_parameters = 0;
   double split_activation_bytes = 0;
+  double tensor_parallel_activation_bytes = 0;  // per sample, more on each rank under any tp > 1
   double tensor_parallel_bytes = 0;        // per sample, forward
   double tensor_parallel_collectives = 0;  // all-reduces of the forward
   // Under selective recomputation (a core the model marks, such as

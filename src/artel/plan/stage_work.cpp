@@ -256,7 +256,8 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
       // alive at once; the last layer's output gradient is the loss's, kept below.
       in_flight = std::max(in_flight, (last ? 0 : layer.output_bytes) + (i == 0 ? 0 : model.layers[i - 1].output_bytes));
       const double layer_flops = LayerCosts::per_rank(layer.forward_flops, layer.split_forward_flops, t);
-      const double layer_kept = LayerCosts::per_rank(layer.activation_bytes, layer.split_activation_bytes, t);
+      const double layer_kept = LayerCosts::per_rank(layer.activation_bytes, layer.split_activation_bytes, t) +
+                                (t > 1 ? layer.tensor_parallel_activation_bytes : 0);
       const double layer_parameters = LayerCosts::per_rank(layer.parameters, layer.split_parameters, t);
       // Selective: the core's bytes not kept, its forward rerun in backward; split with the layer.
       const double core_split = layer.split_forward_flops > 0 ? t : 1;
