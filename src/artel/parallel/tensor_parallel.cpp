@@ -36,7 +36,7 @@ thread_local TensorParallelTraffic* t_traffic = nullptr;
 
 }  // namespace
 
-void count_tensor_parallel_traffic(double bytes) {
+void TensorParallelTraffic::count(double bytes) {
   for (TensorParallelTraffic* c = t_traffic; c; c = c->outer_) c->bytes_ += bytes, ++c->collectives_;
 }
 
@@ -47,14 +47,14 @@ namespace {
 
 // The group's sum of `in` into `out`, counted.
 void all_reduce_counted(comm::ProcessGroup& group, const Tensor& in, Tensor out) {
-  count_tensor_parallel_traffic(static_cast<double>(in.nbytes()));
+  TensorParallelTraffic::count(static_cast<double>(in.nbytes()));
   group.all_reduce(in, std::move(out))->wait();
 }
 
 // In place, counted; nothing to do alone or for an empty tensor (every rank has the same shape).
 void all_reduce(comm::ProcessGroup& group, Tensor t, comm::ReduceOp op) {
   if (group.size() == 1 || t.numel() == 0) return;
-  count_tensor_parallel_traffic(static_cast<double>(t.nbytes()));
+  TensorParallelTraffic::count(static_cast<double>(t.nbytes()));
   group.all_reduce(std::move(t), {.op = op})->wait();
 }
 

@@ -81,9 +81,10 @@ class TensorParallelTraffic {
   TensorParallelTraffic& operator=(const TensorParallelTraffic&) = delete;
   double bytes() const { return bytes_; }
   int64_t collectives() const { return collectives_; }
+  // Adds one all-reduce of `bytes` to every live counter of this thread (the ops above call it).
+  static void count(double bytes);
 
  private:
-  friend void count_tensor_parallel_traffic(double bytes);
   double bytes_ = 0;
   int64_t collectives_ = 0;
   TensorParallelTraffic* outer_;

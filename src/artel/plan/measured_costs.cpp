@@ -223,6 +223,64 @@ std::vector<int64_t> split_degrees(const DeclareModel& declare) {
   return degrees;
 }
 
+// Each layer's work outside the products (piece_stream_seconds), as bytes
+// at the timing's rate.
+void add_stream_costs(ModelDescription& m, nn::Model& model, const StreamTiming& timing) {
+  const std::vector<LayerCosts> seconds = as_layers(piece_stream_seconds(model, timing.batch), model.plan().pieces);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    m.layers[i].stream_bytes = seconds[i].stream_bytes * timing.bytes_per_second;
+    m.layers[i].backward_stream_bytes = seconds[i].backward_stream_bytes * timing.bytes_per_second;
+  }
+}
+
+// One rank of a group of t, measured: the layers' costs on rank 0.
+std::vector<LayerCosts> rank_costs(const DeclareModel& declare, const Tensor& input, uint64_t seed, int t) {
+  std::vector<LayerCosts> rank;
+  comm::spawn_threads(t, [&](comm::ProcessGroup& group) {
+    std::unique_ptr<nn::Model> model = declare();
+    parallel::ModelShard shard(*model, {.tp = &group});
+    shard.materialize(seed);
+    auto settle = [&group] { group.barrier()->wait(); };
+    // Once to warm the group (what its first collectives allocate stays), then measured.
+    piece_costs(*model, shard.parameters(), input, settle, t);
+    std::vector<LayerCosts> layers =
+        as_layers(piece_costs(*model, shard.parameters(), input, settle, t), model->plan().pieces);
+    if (group.rank() == 0) rank = std::move(layers);
+  });
+  return rank;
+}
+
+// The degrees the model's tensor-parallel rules divide it into, and each
+// layer's split parts.
+// A cost that splits is c₁ = w + s whole and w + s/t on one of t ranks,
+// so one group gives s = (c₁ − c_t)·t/(t − 1). Activations may also grow
+// by e under any tp (a row layer's partial sums, kept by the sum's graph):
+// c_t = w + s/t + e, which a second group size separates from s.
+void add_tensor_parallel_costs(ModelDescription& m, const DeclareModel& declare, const Tensor& input, uint64_t seed) {
+  m.tensor_parallel_degrees = split_degrees(declare);
+  const std::vector<int64_t>& degrees = m.tensor_parallel_degrees;
+  if (degrees.empty()) return;
+  const double t0 = static_cast<double>(degrees[0]);
+  const std::vector<LayerCosts> rank = rank_costs(declare, input, seed, static_cast<int>(t0));
+  const std::vector<LayerCosts> second =
+      degrees.size() > 1 ? rank_costs(declare, input, seed, static_cast<int>(degrees[1])) : std::vector<LayerCosts>{};
+  auto split = [t0](double whole, double one) { return std::clamp((whole - one) * t0 / (t0 - 1), 0.0, whole); };
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerCosts& l = m.layers[i];
+    l.split_forward_flops = split(l.forward_flops, rank[i].forward_flops);
+    l.split_parameters = split(l.parameters, rank[i].parameters);
+    double s = split(l.activation_bytes, rank[i].activation_bytes);
+    if (!second.empty()) {
+      const double t1 = static_cast<double>(degrees[1]);
+      s = std::clamp((rank[i].activation_bytes - second[i].activation_bytes) / (1 / t0 - 1 / t1), 0.0, l.activation_bytes);
+    }
+    l.split_activation_bytes = s;
+    l.tensor_parallel_activation_bytes = std::max(0.0, rank[i].activation_bytes - (l.activation_bytes - s) - s / t0);
+    l.tensor_parallel_bytes = rank[i].tensor_parallel_bytes;
+    l.tensor_parallel_collectives = rank[i].tensor_parallel_collectives;
+  }
+}
+
 }  // namespace
 
 ModelDescription measure_model_costs(const std::string& name, nn::Model& model, const Tensor& input) {
@@ -239,57 +297,10 @@ ModelDescription measure_model_costs(const std::string& name, const DeclareModel
   std::unique_ptr<nn::Model> whole = declare();
   nn::materialize(*whole, seed);
   ModelDescription m = measure_model_costs(name, *whole, input);
-  if (timing) {
-    const std::vector<LayerCosts> seconds = as_layers(piece_stream_seconds(*whole, timing->batch), whole->plan().pieces);
-    for (size_t i = 0; i < m.layers.size(); ++i) {
-      m.layers[i].stream_bytes = seconds[i].stream_bytes * timing->bytes_per_second;
-      m.layers[i].backward_stream_bytes = seconds[i].backward_stream_bytes * timing->bytes_per_second;
-    }
-  }
+  if (timing) add_stream_costs(m, *whole, *timing);
   whole.reset();
   add_selective_costs(m, declare, input, seed);
-  m.tensor_parallel_degrees = split_degrees(declare);
-  if (m.tensor_parallel_degrees.empty()) return m;
-  // One rank of a group of t, measured: the layers' costs on rank 0.
-  auto rank_of = [&](int t) {
-    std::vector<LayerCosts> rank;
-    comm::spawn_threads(t, [&](comm::ProcessGroup& group) {
-      std::unique_ptr<nn::Model> model = declare();
-      parallel::ModelShard shard(*model, {.tp = &group});
-      shard.materialize(seed);
-      auto settle = [&group] { group.barrier()->wait(); };
-      // Once to warm the group (what its first collectives allocate stays), then measured.
-      piece_costs(*model, shard.parameters(), input, settle, t);
-      std::vector<LayerCosts> layers =
-          as_layers(piece_costs(*model, shard.parameters(), input, settle, t), model->plan().pieces);
-      if (group.rank() == 0) rank = std::move(layers);
-    });
-    return rank;
-  };
-  // A cost that splits is c₁ = w + s whole and w + s/t on one of t ranks,
-  // so one group gives s = (c₁ − c_t)·t/(t − 1). Activations may also grow
-  // by e under any tp (a row layer's partial sums, kept by the sum's graph):
-  // c_t = w + s/t + e, which a second group size separates from s.
-  const std::vector<int64_t>& degrees = m.tensor_parallel_degrees;
-  const double t0 = static_cast<double>(degrees[0]);
-  const std::vector<LayerCosts> rank = rank_of(static_cast<int>(t0));
-  const std::vector<LayerCosts> second =
-      degrees.size() > 1 ? rank_of(static_cast<int>(degrees[1])) : std::vector<LayerCosts>{};
-  auto split = [t0](double whole, double one) { return std::clamp((whole - one) * t0 / (t0 - 1), 0.0, whole); };
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    LayerCosts& l = m.layers[i];
-    l.split_forward_flops = split(l.forward_flops, rank[i].forward_flops);
-    l.split_parameters = split(l.parameters, rank[i].parameters);
-    double s = split(l.activation_bytes, rank[i].activation_bytes);
-    if (!second.empty()) {
-      const double t1 = static_cast<double>(degrees[1]);
-      s = std::clamp((rank[i].activation_bytes - second[i].activation_bytes) / (1 / t0 - 1 / t1), 0.0, l.activation_bytes);
-    }
-    l.split_activation_bytes = s;
-    l.tensor_parallel_activation_bytes = std::max(0.0, rank[i].activation_bytes - (l.activation_bytes - s) - s / t0);
-    l.tensor_parallel_bytes = rank[i].tensor_parallel_bytes;
-    l.tensor_parallel_collectives = rank[i].tensor_parallel_collectives;
-  }
+  add_tensor_parallel_costs(m, declare, input, seed);
   return m;
 }
 
