@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "artel/autograd/variable.h"
+#include "artel/core/memory_stats.h"
 
 namespace artel::autograd {
 namespace {
@@ -77,6 +78,25 @@ TEST(Engine, ReusableGradIsTheOutputGradientOnlyWhenNothingElseHoldsIt) {
   Tensor alias = g.view({2, 2});
   EXPECT_FALSE(reusable_grad(g).same_storage(g));
   EXPECT_EQ(reusable_grad(g).shape(), g.shape());
+}
+
+// Note [Edges without values]: a sum's backward reads neither term, so the
+// graph keeps an edge to the term's node, and the term's value goes when its
+// last user lets go of it, not at backward; gradients still flow through it.
+TEST(Engine, ANodeHoldsNoValueItsBackwardDoesNotRead) {
+  Variable x(Tensor::full({1000}, 3.0f), true);
+  auto plus = [](const Variable& a, const Variable& b) {
+    Tensor y = Tensor::empty(a.shape());
+    for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = a.value().data<float>()[i] + b.value().data<float>()[i];
+    return make_result(y, {a, b}, "plus", [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g, gi[1] = g; });
+  };
+  Variable square = times(x, x);  // a node's result: its value is 4000 bytes
+  Variable z = plus(square, x);
+  const int64_t before = live_tensor_bytes();
+  square = Variable();
+  EXPECT_EQ(live_tensor_bytes(), before - 4000);
+  z.backward(Tensor::full({1000}, 1.0f));
+  EXPECT_FLOAT_EQ(x.grad().data<float>()[999], 2 * 3 + 1);  // d(x² + x)/dx
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ ActivationShape artel_shape(double t = 1, Recompute r = Recompute::none, Precisi
           .accounting = Activations::artel};
 }
 
-TEST(KeptActivations, ArtelKeepsEveryOpsInputsGeluDerivativeAndProbabilitiesInFp32) {
+TEST(KeptActivations, ArtelKeepsWhatEachBackwardReadsGeluDerivativeAndProbabilitiesInFp32) {
   const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48;
   const BlockActivations b = block_activations(artel_shape());
   // 4h replicated (block output, two layer-norm outputs, the residual sum) +
@@ -25,18 +25,27 @@ TEST(KeptActivations, ArtelKeepsEveryOpsInputsGeluDerivativeAndProbabilitiesInFp
   EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (16 * h + a * tp_time));
   EXPECT_DOUBLE_EQ(b.working, 4 * tokens * 9 * h);
   EXPECT_DOUBLE_EQ(embedding_activations(artel_shape()), 4 * tokens * 2 * h);
-  EXPECT_DOUBLE_EQ(head_activations(artel_shape()), 4 * tokens * (h + 2 * 100));
+  // ln_f's output and the logits' gradient, made by the loss in forward.
+  EXPECT_DOUBLE_EQ(head_activations(artel_shape()), 4 * tokens * (h + 100));
 }
 
-TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndKeepsTheSumsWhole) {
+TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndFreesThePartialSums) {
   const double tokens = 2 * 40, h = 64, a = 4, tp_time = 48, t = 2;
   const BlockActivations b = block_activations(artel_shape(t));
-  // Each row-parallel product's partial sum and the zeros standing for the
-  // residual: 4h more replicated; the 12h and the probabilities halve.
-  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (8 * h + 12 * h / t + a * tp_time / t));
+  // The 12h and the probabilities halve; the row-parallel products' partial
+  // sums are freed once summed, so the 4h replicated stay as they are.
+  EXPECT_DOUBLE_EQ(b.kept, 4 * tokens * (4 * h + 12 * h / t + a * tp_time / t));
   EXPECT_DOUBLE_EQ(b.working, 4 * tokens * (h + 8 * h / t));
-  EXPECT_DOUBLE_EQ(embedding_activations(artel_shape(t)), 4 * tokens * 3 * h);
-  EXPECT_DOUBLE_EQ(head_activations(artel_shape(t)), 4 * tokens * (h + 2 * 100 / t));
+  EXPECT_DOUBLE_EQ(embedding_activations(artel_shape(t)), 4 * tokens * 2 * h);
+  EXPECT_DOUBLE_EQ(head_activations(artel_shape(t)), 4 * tokens * (h + 100 / t));
+}
+
+TEST(KeptActivations, ArtelDropoutKeepsOnlyItsMasks) {
+  const double tokens = 2 * 40, h = 64;
+  ActivationShape x = artel_shape();
+  x.dropout = true;
+  EXPECT_DOUBLE_EQ(block_activations(x).kept - block_activations(artel_shape()).kept, 4 * tokens * 2 * h);
+  EXPECT_DOUBLE_EQ(embedding_activations(x) - embedding_activations(artel_shape()), 4 * tokens * h);
 }
 
 TEST(KeptActivations, ArtelBf16KeepsFp32ActivationsPlusTheProductsBf16Copies) {

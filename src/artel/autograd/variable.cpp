@@ -72,12 +72,32 @@ void Variable::remove_grad_ready_hook(uint64_t handle) {
   std::erase_if(impl_->hooks, [handle](const auto& h) { return h.first == handle; });
 }
 
+// Note [Edges without values]: a node's backward keeps what it reads in its
+// closure; its inputs are only the graph's edges. So a node holds a leaf that
+// needs a gradient (its gradient gathers there), an edge to the node of a
+// non-leaf input (a Variable of that node alone, without the value), and
+// nothing for an input that needs no gradient. An input whose value the
+// backward does not read is then freed when its last user lets go of it, not
+// at backward: a sum's terms (a dropout's output added to the residual), or a
+// row-parallel layer's partial sum, reduced across ranks. PyTorch's edges
+// point at grad_fn nodes the same way.
 Variable make_result(Tensor value, std::vector<Variable> inputs, const char* name, Node::BackwardFn backward) {
   Variable out(std::move(value), false);
   if (!grad_enabled()) return out;
   bool any = false;
   for (const auto& v : inputs) any = any || needs_grad(v);
   if (!any) return out;
+  for (Variable& v : inputs) {
+    if (!needs_grad(v)) {
+      v = Variable();
+    } else if (!v.is_leaf()) {
+      Variable edge;
+      edge.impl_ = std::make_shared<VariableImpl>();
+      edge.impl_->requires_grad = true;
+      edge.impl_->grad_fn = v.impl_->grad_fn;
+      v = std::move(edge);
+    }
+  }
   out.impl_->requires_grad = true;
   out.impl_->grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
   return out;

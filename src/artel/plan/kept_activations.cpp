@@ -38,7 +38,7 @@ BlockActivations megatron_block(const ActivationShape& x) {
 BlockActivations artel_block(const ActivationShape& x) {
   const double t = x.t, h = x.h, tokens = x.s * x.b;
   const auto padded = static_cast<double>(kernels::AttentionDims{.time = static_cast<int64_t>(x.s)}.padded_time());
-  const double replicated = (4 + (t > 1 ? 4 : 0) + (x.dropout ? 6 : 0)) * h / replicated_split(x);
+  const double replicated = (4 + (x.dropout ? 2 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
   double none_kept = 4 * tokens * (replicated + 12 * h / t) + probabilities;
   if (x.precision == Precision::bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
@@ -71,13 +71,13 @@ BlockActivations block_activations(const ActivationShape& x) {
 double embedding_activations(const ActivationShape& x) {
   const double sbh = x.s * x.b * x.h;
   if (x.accounting == Activations::megatron) return x.dropout ? sbh / replicated_split(x) : 0;  // a 1-byte mask
-  return 4 * sbh * (2 + (x.t > 1 ? 1 : 0) + (x.dropout ? 2 : 0)) / replicated_split(x);
+  return 4 * sbh * (2 + (x.dropout ? 1 : 0)) / replicated_split(x);
 }
 
 double head_activations(const ActivationShape& x) {
   const double tokens = x.s * x.b, h = x.h, t = x.t;
   if (x.accounting == Activations::megatron) return 4 * tokens * (h + x.v) / t * megatron_scale(x);
-  double bytes = 4 * tokens * (h / replicated_split(x) + 2 * x.v / t);
+  double bytes = 4 * tokens * (h / replicated_split(x) + x.v / t);
   if (x.precision == Precision::bf16) bytes += 2 * tokens * h + 2 * x.v / t * h;
   return bytes;
 }

@@ -12,26 +12,25 @@
 // block's dropouts, the attention dropout's mask and its output are not kept:
 // 10 → 8 and 5·a·s/h → 2·a·s/h, and the embedding keeps no mask.
 //
-// artel — what artel's own autograd holds, counted from its ops: every op's
-// inputs stay alive through the graph, in fp32 whatever the products'
-// precision. A block keeps, a token, in floats: its output, ln_1's and
-// ln_2's outputs and the attention's residual sum (4h, replicated); c_attn's
-// q|k|v, the attention's output, GELU's output and the GELU derivative that
-// c_fc's fused product and GELU (autograd::linear_gelu) saves instead of the
-// product (12h, split over tp); the softmax probabilities the
-// fused attention saves (a·Tp/t, Tp = s rounded up to 16). Under tp every
-// row-parallel product adds its partial sum and, on ranks other than 0, the
-// zeros that stand for the residual it lays into the sum (4h a block, the
-// worst rank); dropout adds each sublayer's projection, mask and dropped copy
-// (6h). bf16 products keep bf16 copies of their inputs (2h + 5h/t a token)
-// and of the block's weights (12h²/t), 2 bytes each. Selective
-// recomputation drops the probabilities (rebuilt in backward); full keeps the
-// block's input. The embedding keeps the looked-up rows and their sum with
-// the positions (2h; 3h under tp, whose lookups are summed; 4h with dropout),
-// the head ln_f's output (h), the logits and, alive beside them from the
-// start of backward, their gradient (2V/t), plus under bf16 its input's and
-// the tied table's copies. Measured against artel's memory report:
-// tools/plan_vs_measured.py.
+// artel — what artel's own autograd holds, counted from its ops: what each
+// op's backward reads, in fp32 whatever the products' precision (a graph
+// keeps no input only for its edge: Note [Edges without values] in
+// autograd/variable.cpp). A block keeps, a token, in floats: its output,
+// ln_1's and ln_2's outputs and the attention's residual sum (4h,
+// replicated); c_attn's q|k|v, the attention's output, GELU's output and the
+// GELU derivative that c_fc's fused product and GELU (autograd::linear_gelu)
+// saves instead of the product (12h, split over tp); the softmax
+// probabilities the fused attention saves (a·Tp/t, Tp = s rounded up to 16).
+// Under tp a row-parallel product's partial sum is freed once it is summed,
+// so tp adds nothing replicated; dropout adds each sublayer's mask (2h).
+// bf16 products keep bf16 copies of their inputs (2h + 5h/t a token) and of
+// the block's weights (12h²/t), 2 bytes each. Selective recomputation drops
+// the probabilities (rebuilt in backward); full keeps the block's input. The
+// embedding counts 2h at the report's peak whatever the tp (3h with
+// dropout: its mask), the head ln_f's output (h) and the logits' gradient,
+// which the loss makes in forward (V/t; the logits are freed), plus under
+// bf16 its input's and the tied table's copies. Measured against artel's
+// memory report: tools/plan_vs_measured.py.
 //
 // While a block runs backward, `working` bytes are alive beside the kept
 // ones, plus what recomputation rebuilds: megatron, the gradients of all the

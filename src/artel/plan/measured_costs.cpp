@@ -254,7 +254,7 @@ std::vector<LayerCosts> rank_costs(const DeclareModel& declare, const Tensor& in
 // layer's split parts.
 // A cost that splits is c₁ = w + s whole and w + s/t on one of t ranks,
 // so one group gives s = (c₁ − c_t)·t/(t − 1). Activations may also grow
-// by e under any tp (a row layer's partial sums, kept by the sum's graph):
+// by e under any tp (a row layer's partial sum, where an op's backward reads it):
 // c_t = w + s/t + e, which a second group size separates from s.
 void add_tensor_parallel_costs(ModelDescription& m, const DeclareModel& declare, const Tensor& input, uint64_t seed) {
   m.tensor_parallel_degrees = split_degrees(declare);

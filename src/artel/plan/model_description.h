@@ -29,8 +29,8 @@
 //            "tensor_parallel_collectives": 1}
 //
 // so one of t ranks costs (cost − split) + split / t, its activations
-// tensor_parallel_activation_bytes more (what splitting adds: a row layer's
-// partial sums, kept by the sum's graph); tensor_parallel_bytes
+// tensor_parallel_activation_bytes more (what splitting adds, such as a row
+// layer's partial sum that an op's backward reads); tensor_parallel_bytes
 // is what its forward all-reduces over the t ranks (backward as much, in as
 // many all-reduces), whole activations, the same at every t.
 //
