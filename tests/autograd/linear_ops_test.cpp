@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "artel/autograd/ops.h"
+#include "artel/core/memory_stats.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
 #include "artel/kernels/gemm_bf16.h"
@@ -164,6 +165,28 @@ TEST(LinearGelu, HandsItsResultOverRoundedUnderBf16) {
     EXPECT_FALSE(linear_gelu(Variable(x), Variable(w), Variable(b), false).rounded().defined());
   }
   set_num_threads(1);
+}
+
+// Under bf16 products dW reads x's rounding only, so the linear keeps that
+// and not x: an input that nothing else reads (a layer norm's output) is
+// freed when its maker lets go of it, and the gradients are the same.
+TEST(Linear, UnderBf16KeepsItsInputsRoundingNotTheInput) {
+  if (kernels::bf16_instructions().empty()) GTEST_SKIP() << "no native bf16 on this CPU";
+  const Tensor x0 = random_tensor({64, 32}, 1), w0 = random_tensor({16, 32}, 2), g = random_tensor({64, 16}, 3);
+  kernels::set_gemm_precision(kernels::GemmPrecision::bf16);
+  Tensor kept_dw, freed_dw;
+  for (bool keep : {true, false}) {
+    Variable x(x0, true), w(w0, true);
+    Variable in = mul(x, 1.0f);  // an op's result: 64 × 32 floats
+    const Variable y = linear(in, w, Variable());
+    const int64_t before = live_tensor_bytes();
+    if (!keep) in = Variable();
+    EXPECT_EQ(live_tensor_bytes(), before - (keep ? 0 : 64 * 32 * 4));
+    y.backward(g);
+    (keep ? kept_dw : freed_dw) = w.grad();
+  }
+  kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  EXPECT_TRUE(std::equal(kept_dw.data<float>(), kept_dw.data<float>() + kept_dw.numel(), freed_dw.data<float>()));
 }
 
 TEST(Matmul, ForwardAndGradients) {

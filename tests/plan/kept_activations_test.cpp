@@ -48,18 +48,20 @@ TEST(KeptActivations, ArtelDropoutKeepsOnlyItsMasks) {
   EXPECT_DOUBLE_EQ(embedding_activations(x) - embedding_activations(artel_shape()), 4 * tokens * h);
 }
 
-TEST(KeptActivations, ArtelBf16KeepsFp32ActivationsPlusTheProductsBf16Copies) {
+TEST(KeptActivations, ArtelBf16KeepsTheProductsInputsAsBf16CopiesInsteadOfFp32) {
   const double tokens = 2 * 40, h = 64;
   const double fp32 = block_activations(artel_shape()).kept;
   const double bf16 = block_activations(artel_shape(1, Recompute::none, Precision::bf16)).kept;
-  // Inputs of c_attn, c_proj, c_fc and the MLP's c_proj (h + h + h + 4h) and the block's 12h² weights, 2 bytes each.
-  EXPECT_DOUBLE_EQ(bf16 - fp32, 2 * tokens * 7 * h + 2 * 12 * h * h);
+  // Inputs of c_attn, c_proj, c_fc and the MLP's c_proj (h + h + h + 4h) at
+  // 2 bytes instead of 4, and the block's 12h² weights, 2 bytes each.
+  EXPECT_DOUBLE_EQ(bf16 - fp32, -2 * tokens * 7 * h + 2 * 12 * h * h);
   // In backward, c_fc's output's gradient is made bf16 (4h at 2 bytes, not 4).
   EXPECT_DOUBLE_EQ(block_activations(artel_shape()).working -
                        block_activations(artel_shape(1, Recompute::none, Precision::bf16)).working,
                    2 * tokens * 4 * h);
+  // The head's input (ln_f's output) at 2 bytes, and the tied table's copy.
   EXPECT_DOUBLE_EQ(head_activations(artel_shape(1, Recompute::none, Precision::bf16)) - head_activations(artel_shape()),
-                   2 * tokens * h + 2 * 100 * h);
+                   -2 * tokens * h + 2 * 100 * h);
 }
 
 TEST(KeptActivations, ArtelRecomputationDropsTheProbabilitiesOrAllButTheBlocksInput) {

@@ -73,6 +73,7 @@ const uint16_t* bits(const Tensor& t) { return t.defined() ? static_cast<const u
 // products, their roundings.
 struct LinearSaved {
   Tensor xv, wv, x16, w16, w16t;
+  Shape x_shape;
   int64_t M = 0, in = 0, out = 0;
   bool gx = false, gw = false;
 };
@@ -82,7 +83,7 @@ struct LinearSaved {
 // {x, weight, bias, ...}.
 LinearSaved linear_forward(Tensor& y, float beta, bool add_bias, const std::vector<Variable>& inputs) {
   const Variable &x = inputs[0], &weight = inputs[1], &bias = inputs[2];
-  LinearSaved s{.xv = x.value(), .wv = weight.value(), .M = rows_of(x.shape()), .in = weight.size(1),
+  LinearSaved s{.xv = x.value(), .wv = weight.value(), .x_shape = x.shape(), .M = rows_of(x.shape()), .in = weight.size(1),
                 .out = weight.size(0), .gx = needs_grad(x), .gw = needs_grad(weight)};
   const int64_t M = s.M, in = s.in, out = s.out;
   // bf16 products: x and W rounded once, here; backward multiplies by the same
@@ -104,7 +105,11 @@ LinearSaved linear_forward(Tensor& y, float beta, bool add_bias, const std::vect
                                   .b = s.wv.data<float>(), .ldb = in, .beta = beta, .c = y.data<float>(), .ldc = out,
                                   .a16 = bits(s.x16), .b16 = bits(s.w16),
                                   .bias = add_bias ? bias.value().data<float>() : nullptr});
-  if (!s.gw) s.x16 = Tensor();                    // only dW reads x
+  // Only dW reads x, and under bf16 products only its rounding: a layer
+  // norm's or GELU's fp32 output that nothing else reads is then freed with
+  // its op's result (Note [Edges without values]).
+  if (!s.gw) s.x16 = Tensor();
+  if (!s.gw || s.x16.defined()) s.xv = Tensor();
   if (!s.gx || s.w16t.defined()) s.w16 = Tensor();  // dX reads W as stored only without w16t
   return s;
 }
@@ -115,7 +120,7 @@ void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16,
   kernels::RoundOperandsOnce once;  // bf16: dY rounded once for both products
   const float* gp = g.defined() ? g.data<float>() : nullptr;
   if (s.gx) {  // dX = dY · W
-    gi[0] = Tensor::empty(s.xv.shape());
+    gi[0] = Tensor::empty(s.x_shape);
     kernels::gemm(kernels::GemmArgs{.m = s.M, .n = s.in, .k = s.out, .a = gp, .lda = s.out, .b = s.wv.data<float>(),
                                     .ldb = s.in, .c = gi[0].data<float>(), .ldc = s.in, .a16 = g16,
                                     .b16 = bits(s.w16t.defined() ? s.w16t : s.w16),
@@ -125,7 +130,8 @@ void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16,
     float beta = 0.0f;
     Tensor& dw = grad_sum_buffer(gi, 1, s.wv.shape(), beta);
     kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = s.out, .n = s.in, .k = s.M, .a = gp, .lda = s.out,
-                                    .b = s.xv.data<float>(), .ldb = s.in, .beta = beta, .c = dw.data<float>(),
+                                    .b = s.x16.defined() ? nullptr : s.xv.data<float>(), .ldb = s.in, .beta = beta,
+                                    .c = dw.data<float>(),
                                     .ldc = s.in, .a16 = g16, .b16 = bits(s.x16)});
   }
 }

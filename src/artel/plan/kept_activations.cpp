@@ -38,10 +38,14 @@ BlockActivations megatron_block(const ActivationShape& x) {
 BlockActivations artel_block(const ActivationShape& x) {
   const double t = x.t, h = x.h, tokens = x.s * x.b;
   const auto padded = static_cast<double>(kernels::AttentionDims{.time = static_cast<int64_t>(x.s)}.padded_time());
-  const double replicated = (4 + (x.dropout ? 2 : 0)) * h / replicated_split(x);
+  // bf16 products keep a bf16 copy of their input instead of the fp32 one:
+  // ln_1's and ln_2's outputs (2h replicated), the attention's and GELU's
+  // outputs (5h/t) are kept at 2 bytes.
+  const bool bf16 = x.precision == Precision::bf16;
+  const double replicated = ((bf16 ? 2 : 4) + (x.dropout ? 2 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
-  double none_kept = 4 * tokens * (replicated + 12 * h / t) + probabilities;
-  if (x.precision == Precision::bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
+  double none_kept = 4 * tokens * (replicated + (bf16 ? 7 : 12) * h / t) + probabilities;
+  if (bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
   // Backward frees what each op kept as the op finishes, so beside the kept
   // bytes only the gradients in flight are alive: at most in the MLP's
   // backward, the incoming gradient, GELU's output's and c_fc's output's
@@ -77,9 +81,9 @@ double embedding_activations(const ActivationShape& x) {
 double head_activations(const ActivationShape& x) {
   const double tokens = x.s * x.b, h = x.h, t = x.t;
   if (x.accounting == Activations::megatron) return 4 * tokens * (h + x.v) / t * megatron_scale(x);
-  double bytes = 4 * tokens * (h / replicated_split(x) + x.v / t);
-  if (x.precision == Precision::bf16) bytes += 2 * tokens * h + 2 * x.v / t * h;
-  return bytes;
+  if (x.precision == Precision::bf16)  // ln_f's output as the head's bf16 input, and the tied table's copy
+    return 4 * tokens * x.v / t + 2 * tokens * h + 2 * x.v / t * h;
+  return 4 * tokens * (h / replicated_split(x) + x.v / t);
 }
 
 }  // namespace artel::plan

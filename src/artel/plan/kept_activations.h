@@ -24,7 +24,9 @@
 // Under tp a row-parallel product's partial sum is freed once it is summed,
 // so tp adds nothing replicated; dropout adds each sublayer's mask (2h).
 // bf16 products keep bf16 copies of their inputs (2h + 5h/t a token) and of
-// the block's weights (12h²/t), 2 bytes each. Selective recomputation drops
+// the block's weights (12h²/t), 2 bytes each, and not the fp32 inputs:
+// ln_1's and ln_2's outputs, the attention's and GELU's go, as does the
+// head's fp32 input. Selective recomputation drops
 // the probabilities (rebuilt in backward); full keeps the block's input. The
 // embedding counts 2h at the report's peak whatever the tp (3h with
 // dropout: its mask), the head ln_f's output (h) and the logits' gradient,
