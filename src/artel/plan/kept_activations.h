@@ -13,7 +13,7 @@
 // 10 → 8 and 5·a·s/h → 2·a·s/h, and the embedding keeps no mask.
 //
 // artel — what artel's own autograd holds, counted from its ops: what each
-// op's backward reads, in fp32 whatever the products' precision (a graph
+// op's backward reads, in fp32 but for bf16 products' inputs (a graph
 // keeps no input only for its edge: Note [Edges without values] in
 // autograd/variable.cpp). A block keeps, a token, in floats: its output,
 // ln_1's and ln_2's outputs and the attention's residual sum (4h,
