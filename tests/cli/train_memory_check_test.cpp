@@ -20,7 +20,7 @@ TEST_F(TrainMemoryCheck, RefusesALayoutThePlannerSaysDoesNotFitWithItsNumbers) {
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   for (const char* part : {"the planner predicts", "parameters", "gradients", "optimizer state", "activations",
-                           "but a worker has 0.25 GiB (--memory-per-worker)", "--no-memory-check"}) {
+                           "but a worker has 256.00 MiB (--memory-per-worker)", "--no-memory-check"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "big" / "metrics.jsonl"));
@@ -36,6 +36,23 @@ TEST_F(TrainMemoryCheck, NoMemoryCheckStartsItAnyway) {
 
 TEST_F(TrainMemoryCheck, TheSameModelFitsWhenTheLimitHoldsIt) {
   const Result r = train(std::string(kTooBig) + "--memory-per-worker 3G" + out("fits"));
+  EXPECT_EQ(r.err.find("the planner predicts"), std::string::npos) << r.err;
+}
+
+// The same for a model whose costs the planner measures (a word LM, as
+// `artel plan --model wordlm` plans it): the check is not the GPT's alone.
+TEST_F(TrainMemoryCheck, RefusesAMeasuredModelThatDoesNotFit) {
+  const Result r = train("--model wordlm " + std::string(kTooBig) + "--memory-per-worker 256M" + out("wordlm"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* part : {"the planner predicts", "activations", "but a worker has 0.25 GiB", "--no-memory-check"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "wordlm" / "metrics.jsonl"));
+}
+
+TEST_F(TrainMemoryCheck, AMeasuredModelThatFitsStarts) {
+  const Result r = train("--model mlp --steps 1 --eval-batches 1 --threads 1 --memory-per-worker 3G" + out("mlp"));
   EXPECT_EQ(r.err.find("the planner predicts"), std::string::npos) << r.err;
 }
 

@@ -142,6 +142,16 @@ TEST(MeasuredCosts, AModelsTensorParallelAndSelectivePartsAreWhatTrainingRuns) {
   EXPECT_FALSE(whole.recomputes_selectively()) << "the CNN marks no core";
   EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("split_parameters"));
   EXPECT_FALSE(model_costs_json(whole, "test")["layers"][0].contains("recomputed_forward_flops"));
+
+  // Parts not asked for are not measured (what artel train's memory check
+  // leaves out of a layout that does not use them); the whole costs stay.
+  const ModelDescription less = measure_model_costs("wordlm", [&] { return models::declare_model(c); }, ids, 5,
+                                                    {.timing = std::nullopt, .selective = false, .tensor_parallel = false});
+  EXPECT_TRUE(less.tensor_parallel_degrees.empty());
+  EXPECT_FALSE(less.recomputes_selectively());
+  ASSERT_EQ(less.layers.size(), m.layers.size());
+  EXPECT_EQ(less.layers[1].activation_bytes, m.layers[1].activation_bytes);
+  EXPECT_EQ(less.layers[1].forward_flops, m.layers[1].forward_flops);
 }
 
 // The work outside the products: timed on the CNN, whose im2col and
@@ -153,7 +163,8 @@ TEST(MeasuredCosts, WorkOutsideTheProductsIsTimedAndPlannedAsStreamedBytes) {
   c.kind = "cnn";
   const ModelDescription m = measure_model_costs("cnn", [&] { return models::declare_model(c); },
                                                  Tensor::zeros({2, 1, 28, 28}), 5,
-                                                 StreamTiming{.batch = Tensor::zeros({8, 1, 28, 28}), .bytes_per_second = 1e10});
+                                                 {.timing = StreamTiming{.batch = Tensor::zeros({8, 1, 28, 28}),
+                                                                         .bytes_per_second = 1e10}});
   double forward = 0, backward = 0;
   for (const LayerCosts& l : m.layers) forward += l.stream_bytes, backward += l.backward_stream_bytes;
   EXPECT_GT(forward, 0);

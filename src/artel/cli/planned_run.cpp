@@ -1,6 +1,8 @@
 #include "artel/cli/planned_run.h"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "artel/cli/machine_calibration.h"
@@ -25,20 +27,25 @@ plan::StateBytes artel_state(const train::TrainConfig& c) {
   return c.optimizer == "sgd" ? plan::StateBytes::artel_sgd(c.momentum != 0) : plan::StateBytes::artel_adamw();
 }
 
-plan::ModelDescription measured_model(const train::TrainConfig& c) {
+namespace {
+
+// The run's model measured as measured_model says: all its parts, timed,
+// or (`timed` false) only the parts c's own layout needs, for its memory.
+plan::ModelDescription measure_run_model(const train::TrainConfig& c, bool timed) {
   constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
   const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
   const models::ModelConfig config = train::make_model_config(c, data->num_classes());
   // Its work outside the products timed on a batch of the run's size, at
   // the rate `artel plan calibrate` gives this machine's streaming kernels.
-  const plan::StreamTiming timing{.batch = data->val_batch(c.batch_size, 0).x,
-                                  .bytes_per_second = measure_kernel_stream_rate()};
+  plan::MeasuredParts parts{.timing = std::nullopt, .selective = c.recompute == "selective", .tensor_parallel = c.tp > 1};
+  if (timed) {
+    parts = {.timing = plan::StreamTiming{.batch = data->val_batch(c.batch_size, 0).x,
+                                          .bytes_per_second = measure_kernel_stream_rate()}};
+  }
   return plan::measure_model_costs(
       c.model, [&config] { return std::unique_ptr<nn::Model>(models::declare_model(config)); },
-      data->val_batch(kSamples, 0).x, config.seed, timing);
+      data->val_batch(kSamples, 0).x, config.seed, parts);
 }
-
-namespace {
 
 // MemAvailable of /proc/meminfo in bytes; nothing when it cannot be read.
 std::optional<double> mem_available() {
@@ -71,14 +78,36 @@ plan::Cluster this_machine(int workers, double bytes) {
                              "this machine");
 }
 
-std::string gib(double bytes) {
-  std::ostringstream os;
-  os.precision(2);
-  os << std::fixed << bytes / (1024.0 * 1024 * 1024) << " GiB";
-  return os.str();
+// Byte counts in one unit for a whole message, so that its parts compare
+// at a glance: GiB, or MiB when `largest` is under one (a small model's
+// parts would read 0.00 GiB).
+std::function<std::string(double)> bytes_in_unit_of(double largest) {
+  const bool in_gib = largest >= 1024.0 * 1024 * 1024;
+  return [in_gib](double bytes) {
+    std::ostringstream os;
+    os.precision(2);
+    os << std::fixed << bytes / (in_gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024) << (in_gib ? " GiB" : " MiB");
+    return os.str();
+  };
+}
+
+// The model the check predicts: the GPT from its shape, any other model
+// from its measurement, untimed. Measuring holds the whole model's fp32
+// weights in this process once; a model whose weights alone would take
+// more than half of what the machine has free is not measured (nothing,
+// and the run starts unchecked) rather than risk this process's memory.
+std::optional<plan::ModelDescription> model_to_check(const train::TrainConfig& cfg) {
+  if (cfg.model == "gpt") return plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
+  const std::optional<double> available = mem_available();
+  const double weights =
+      4.0 * models::declare_model(train::make_model_config(cfg, data_vocabulary(cfg)))->num_parameters();
+  if (!available || weights > *available / 2) return std::nullopt;
+  return measure_run_model(cfg, /*timed=*/false);
 }
 
 }  // namespace
+
+plan::ModelDescription measured_model(const train::TrainConfig& c) { return measure_run_model(c, /*timed=*/true); }
 
 std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers) {
   if (!memory_per_worker.empty()) {
@@ -91,7 +120,7 @@ std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, 
 }
 
 void check_predicted_memory(const train::TrainConfig& cfg, int workers, const WorkerMemory& memory) {
-  if (cfg.model != "gpt" || cfg.ps_servers > 0) return;
+  if (cfg.ps_servers > 0) return;
   plan::Layout l;
   l.tp = cfg.tp;
   l.pp = cfg.pp;
@@ -107,8 +136,10 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   w.cross_host = plan::CrossHost::hierarchical;
   w.tables_apart = true;
   w.state = artel_state(cfg);
-  w.dropout = cfg.dropout > 0;
-  const plan::ModelDescription model = plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
+  w.dropout = cfg.model == "gpt" && cfg.dropout > 0;  // a measured model's masks are in its activations
+  const std::optional<plan::ModelDescription> checked = model_to_check(cfg);
+  if (!checked) return;
+  const plan::ModelDescription& model = *checked;
   const plan::Cluster machine = this_machine(workers, memory.bytes);
   try {
     plan::validate_layout(model, l, w, machine.workers());
@@ -117,10 +148,11 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   }
   const plan::MemoryPrediction m = plan::predict_memory(model, machine, l, w);
   if (m.fits()) return;
-  throw Error("the planner predicts " + gib(m.total()) + " a worker (stage " + std::to_string(m.stage) + " of " +
-                  plan::describe(l) + ": parameters " + gib(m.parameters) + ", gradients " + gib(m.gradients) +
-                  ", optimizer state " + gib(m.optimizer_state) + ", activations " + gib(m.activations) +
-                  ", communication " + gib(m.communication) + ") but a worker has " + gib(memory.bytes) + " (" +
+  const auto size = bytes_in_unit_of(std::max(m.total(), memory.bytes));
+  throw Error("the planner predicts " + size(m.total()) + " a worker (stage " + std::to_string(m.stage) + " of " +
+                  plan::describe(l) + ": parameters " + size(m.parameters) + ", gradients " + size(m.gradients) +
+                  ", optimizer state " + size(m.optimizer_state) + ", activations " + size(m.activations) +
+                  ", communication " + size(m.communication) + ") but a worker has " + size(memory.bytes) + " (" +
                   memory.source + ")",
               out_of_memory_hint() + "; --no-memory-check starts it anyway");
 }

@@ -3,14 +3,14 @@
 // says does not fit in the memory a worker has is refused, with the
 // planner's numbers, unless --no-memory-check.
 //
-// The model is the run's GPT — its shape from the run's config, its
-// vocabulary the data's as the run reads it, padded as the run pads it
-// (train::model_vocab) — so `artel plan --model gpt` and the check predict
-// the model `artel train` builds. Other models (mlp, cnn, wordlm, which
-// `artel plan` plans from measured costs: measured_model) and
-// parameter-server jobs are not checked, and neither is a layout the
-// planner cannot model (validate_layout refuses it, e.g. pipeline stages of
-// unequal blocks): those runs start unchecked, as before.
+// The model is the one `artel train` builds, as `artel plan --model` sees
+// it: a GPT from its shape (its vocabulary the data's as the run reads it,
+// padded as the run pads it: train::model_vocab); the MLP, the CNN and the
+// word LM from their measured costs (measured_model, untimed). Not
+// checked, and started as before: parameter-server jobs, a layout the
+// planner cannot model (validate_layout refuses it, e.g. pipeline stages
+// of unequal blocks), and a measured model whose fp32 weights alone would
+// take half of the machine's free memory in the launcher that measures it.
 //
 //   check_predicted_memory(cfg, /*workers=*/4, memory_per_worker(job));   // throws Error when it does not fit
 #pragma once

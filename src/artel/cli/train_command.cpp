@@ -376,11 +376,13 @@ int run_train(int argc, char** argv) {
     std::filesystem::create_directories(std::filesystem::path(cfg.trace).parent_path(), ec);
     if (!comm::launched_as_worker()) check_writable(cfg.trace, "--trace");
   }
-  // Before any worker starts: a layout the planner predicts not to fit is
-  // refused with its numbers (planned_run.h), once, by the process that launches.
-  if (!comm::launched_as_worker() && job.backend != "mpi" && !job.no_memory_check) {
-    if (std::optional<WorkerMemory> memory = worker_memory(job.memory_per_worker, job.nproc))
-      check_predicted_memory(cfg, job.nproc, *memory);
+  // Before any worker starts: a limit the program itself could not start in
+  // is said as that; a layout the planner predicts not to fit is refused
+  // with its numbers (planned_run.h), once, by the process that launches.
+  if (!comm::launched_as_worker() && job.backend != "mpi") {
+    memory_per_worker(job);
+    std::optional<WorkerMemory> memory = worker_memory(job.memory_per_worker, job.nproc);
+    if (memory && !job.no_memory_check) check_predicted_memory(cfg, job.nproc, *memory);
   }
   const bool limited = !job.memory_per_worker.empty() || job.cpus_per_worker.has_value();
   const bool launches = job.nproc > 1 || limited || (cfg.ps_servers > 0 && job.backend != "mpi");

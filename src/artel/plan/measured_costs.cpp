@@ -293,14 +293,14 @@ ModelDescription measure_model_costs(const std::string& name, nn::Model& model, 
 }
 
 ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
-                                     uint64_t seed, const std::optional<StreamTiming>& timing) {
+                                     uint64_t seed, const MeasuredParts& parts) {
   std::unique_ptr<nn::Model> whole = declare();
   nn::materialize(*whole, seed);
   ModelDescription m = measure_model_costs(name, *whole, input);
-  if (timing) add_stream_costs(m, *whole, *timing);
+  if (parts.timing) add_stream_costs(m, *whole, *parts.timing);
   whole.reset();
-  add_selective_costs(m, declare, input, seed);
-  add_tensor_parallel_costs(m, declare, input, seed);
+  if (parts.selective) add_selective_costs(m, declare, input, seed);
+  if (parts.tensor_parallel) add_tensor_parallel_costs(m, declare, input, seed);
   return m;
 }
 

@@ -68,12 +68,20 @@ struct StreamTiming {
   double bytes_per_second = 0;
 };
 
-// The same, on a model drawn from `seed`, with its selective cores' costs,
-// its tensor-parallel parts (degrees and per-layer splits) when its plan
-// splits layers, and with `timing` its stream_bytes: the measurement
-// `artel plan` makes of a run's model.
+// What the declared model's measurement adds to the whole model's costs.
+// Each part runs the model again (the tensor-parallel one twice, on
+// threads), so a caller that needs less asks for less: artel train's
+// memory check measures only what its layout uses.
+struct MeasuredParts {
+  std::optional<StreamTiming> timing;  // stream_bytes
+  bool selective = true;               // the selective cores' costs
+  bool tensor_parallel = true;         // degrees and per-layer splits, when the plan splits layers
+};
+
+// The same, on a model drawn from `seed`, with `parts`: the measurement
+// `artel plan` makes of a run's model (all of them, timed).
 ModelDescription measure_model_costs(const std::string& name, const DeclareModel& declare, const Tensor& input,
-                                     uint64_t seed, const std::optional<StreamTiming>& timing = std::nullopt);
+                                     uint64_t seed, const MeasuredParts& parts = {});
 
 // The model-costs file of `m`'s layers (docs/PLAN.md), which
 // parse_model_costs reads back to the same numbers.
