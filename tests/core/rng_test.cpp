@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace artel {
 
@@ -38,6 +40,35 @@ TEST(Rng, NormalHasUnitMoments) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sq / n, 1.0, 0.01);
+}
+
+// A run draws each element as its own draw would, whatever the run's start
+// and length (eight lanes at a time, the rest one at a time).
+TEST(Rng, RunsDrawTheSameBitsAsSingleDraws) {
+  for (uint64_t first : {0ull, 5ull, (1ull << 32) - 3}) {
+    for (int64_t n : {1, 7, 8, 9, 37}) {
+      std::vector<float> normal(static_cast<size_t>(n)), uniform(static_cast<size_t>(n));
+      Rng::normal_run(11, 0x123456789abcull, first, n, normal.data());
+      Rng::uniform_run(11, 0x123456789abcull, first, n, uniform.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(normal[i], Rng::normal_at(11, 0x123456789abcull, first + i)) << first << "+" << i;
+        ASSERT_EQ(uniform[i], Rng::uniform_at(11, 0x123456789abcull, first + i)) << first << "+" << i;
+      }
+    }
+  }
+}
+
+// The draws are the words of Philox (the known answer above) through
+// uniform's 24 bits and Box-Muller: against glibc's float logarithm and
+// cosine on the same words, the same values to a float's rounding.
+TEST(Rng, AddressedDrawsAreBoxMullerOnPhiloxsWords) {
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const std::array<uint32_t, 4> w = Rng::philox(3, 17, i);
+    const double u1 = 1.0 - (w[0] >> 8) / 16777216.0, u2 = (w[1] >> 8) / 16777216.0;
+    ASSERT_EQ(Rng::uniform_at(3, 17, i), static_cast<float>((w[0] >> 8) / 16777216.0)) << i;
+    const double want = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2);
+    ASSERT_NEAR(Rng::normal_at(3, 17, i), want, 1e-6 * std::max(1.0, std::abs(want))) << i;
+  }
 }
 
 TEST(Rng, BelowStaysInRange) {

@@ -1,7 +1,9 @@
 // Rng: a counter-based generator (Philox4x32-10, as in PyTorch's CUDA generator
 // and Random123). Its whole state is (seed, stream, counter), so any rank can
 // draw the same stream as another, or its own, and a checkpoint stores three
-// integers to resume bit-for-bit.
+// integers to resume bit-for-bit. Normal draws are Box-Muller through
+// artel's own logarithm and cosine (Note [Machine-independent normals] in
+// rng.cpp): the same bits on every machine, one at a time or in runs.
 //
 //   Rng rng(seed);                 // stream 0
 //   Rng mine(seed, 1 + rank);      // an independent stream per rank
@@ -42,6 +44,11 @@ class Rng {
   // in nn/module.h). uniform_at in [0, 1); normal_at N(0, 1) by Box-Muller.
   static float uniform_at(uint64_t seed, uint64_t stream, uint64_t index);
   static float normal_at(uint64_t seed, uint64_t stream, uint64_t index);
+  // Draws first .. first + n − 1 of a stream into out: each the same bits
+  // as its *_at, eight at a time (a model's initialisation draws hundreds
+  // of millions).
+  static void uniform_run(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float* out);
+  static void normal_run(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float* out);
 
  private:
   RngState state_;

@@ -1,5 +1,6 @@
 #include "artel/nn/init.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "artel/core/threads.h"
@@ -30,14 +31,20 @@ uint64_t stream_of(const std::string& name) {
 
 namespace {
 
-float draw(const Init& init, uint64_t seed, uint64_t stream, uint64_t e) {
+// Elements first .. first + n − 1 of the whole tensor, as `init` draws them.
+void draw(const Init& init, uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float* out) {
   switch (init.kind) {
-    case Init::Kind::zeros: return 0.0f;
-    case Init::Kind::ones: return 1.0f;
-    case Init::Kind::normal: return init.a + init.b * Rng::normal_at(seed, stream, e);
-    case Init::Kind::uniform: return init.a + (init.b - init.a) * Rng::uniform_at(seed, stream, e);
+    case Init::Kind::zeros: std::fill(out, out + n, 0.0f); return;
+    case Init::Kind::ones: std::fill(out, out + n, 1.0f); return;
+    case Init::Kind::normal:
+      Rng::normal_run(seed, stream, first, n, out);
+      for (int64_t i = 0; i < n; ++i) out[i] = init.a + init.b * out[i];
+      return;
+    case Init::Kind::uniform:
+      Rng::uniform_run(seed, stream, first, n, out);
+      for (int64_t i = 0; i < n; ++i) out[i] = init.a + (init.b - init.a) * out[i];
+      return;
   }
-  return 0.0f;
 }
 
 }  // namespace
@@ -50,17 +57,18 @@ void fill(Tensor& out, const Init& init, uint64_t seed, uint64_t stream, const S
               shape_str(whole));
   float* d = out.data<float>();
   const int64_t valid = g.valid();
-  // One row of the part: (outer o, local mid m) -> inner elements.
+  // Rows of the part: (outer o, local mid m) -> inner elements. The rows of
+  // one o are contiguous in the part and in the whole tensor, so each such
+  // span is one run of draws (a replicated tensor: one run per thread).
   parallel_for(g.outer * g.count, std::max<int64_t>(1, 4096 / g.inner), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t r = r0; r < r1;) {
       const int64_t o = r / g.count, m = r % g.count;
-      float* row = d + r * g.inner;
-      if (m >= valid) {
-        for (int64_t i = 0; i < g.inner; ++i) row[i] = 0.0f;
-        continue;
-      }
-      const auto first = static_cast<uint64_t>((o * g.mid + g.begin + m) * g.inner);
-      for (int64_t i = 0; i < g.inner; ++i) row[i] = draw(init, seed, stream, first + static_cast<uint64_t>(i));
+      const int64_t rows = std::min(r1 - r, g.count - m);
+      const int64_t drawn = std::clamp<int64_t>(valid - m, 0, rows);  // the rest is padding: zeros
+      float* span = d + r * g.inner;
+      draw(init, seed, stream, static_cast<uint64_t>((o * g.mid + g.begin + m) * g.inner), drawn * g.inner, span);
+      std::fill(span + drawn * g.inner, span + rows * g.inner, 0.0f);
+      r += rows;
     }
   });
 }
