@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+// The lane vectors never cross a library interface (they live in this
+// file), so GCC's note that passing them changes the ABI does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace artel {
 namespace {
 
