@@ -31,10 +31,10 @@ struct Lanes {
 
 constexpr uint64_t kLow32 = 0xffffffffu;
 
-// The first two words of Philox4x32-10 (Rng::philox) at counters `index`
-// of (key, stream), each 32-bit word in a 64-bit lane.
+// Philox4x32-10's four words at counters `index` of (key, stream), each
+// 32-bit word in a 64-bit lane (U: lanes, or one uint64_t for Rng::philox).
 template <class U>
-void philox_words(uint64_t key, uint64_t stream, U index, U& w0, U& w1) {
+std::array<U, 4> philox_words(uint64_t key, uint64_t stream, U index) {
   constexpr uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   U c0 = index & kLow32, c1 = index >> 32, c2 = U{} + (stream & kLow32), c3 = U{} + (stream >> 32);
   uint64_t k0 = key & kLow32, k1 = key >> 32;
@@ -46,10 +46,10 @@ void philox_words(uint64_t key, uint64_t stream, U index, U& w0, U& w1) {
     c3 = p0 & kLow32;
     k0 = (k0 + kW0) & kLow32, k1 = (k1 + kW1) & kLow32;
   }
-  w0 = c0, w1 = c1;
+  return {c0, c1, c2, c3};
 }
 
-// Σ_{k<n} x^k / (2k+1) and Σ_{k<n} (−x)^k / (2k)!, evaluated by Horner.
+// Σ_{k≤10} x^k / (2k+1) and Σ_{k≤12} (−x)^k / (2k)!, evaluated by Horner.
 template <class D>
 D odd_reciprocals(D x) {
   D p = D{} + 1.0 / 21;
@@ -96,22 +96,9 @@ typename Lanes<L>::D box_muller(typename Lanes<L>::U w0, typename Lanes<L>::U w1
 }  // namespace
 
 std::array<uint32_t, 4> Rng::philox(uint64_t key, uint64_t hi, uint64_t lo) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  uint32_t c[4] = {static_cast<uint32_t>(lo), static_cast<uint32_t>(lo >> 32), static_cast<uint32_t>(hi),
-                   static_cast<uint32_t>(hi >> 32)};
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
-    uint64_t p1 = static_cast<uint64_t>(kM1) * c[2];
-    uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k0;
-    uint32_t n1 = static_cast<uint32_t>(p1);
-    uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k1;
-    uint32_t n3 = static_cast<uint32_t>(p0);
-    c[0] = n0, c[1] = n1, c[2] = n2, c[3] = n3;
-    k0 += kW0, k1 += kW1;
-  }
-  return {c[0], c[1], c[2], c[3]};
+  const std::array<uint64_t, 4> w = philox_words(key, hi, lo);  // in general-purpose registers, not a vector's
+  return {static_cast<uint32_t>(w[0]), static_cast<uint32_t>(w[1]), static_cast<uint32_t>(w[2]),
+          static_cast<uint32_t>(w[3])};
 }
 
 uint32_t Rng::next_u32() {
@@ -157,16 +144,15 @@ void run(uint64_t seed, uint64_t stream, uint64_t first, int64_t n, float* out, 
   using U = Lanes<kLanes>::U;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    U index, w0, w1;
+    U index;
     for (int l = 0; l < kLanes; ++l) index[l] = first + static_cast<uint64_t>(i + l);
-    philox_words(seed, stream, index, w0, w1);
-    const auto drawn = draw(w0, w1);
+    const std::array<U, 4> w = philox_words(seed, stream, index);
+    const auto drawn = draw(w[0], w[1]);
     for (int l = 0; l < kLanes; ++l) out[i + l] = static_cast<float>(drawn[l]);
   }
   for (; i < n; ++i) {
-    Lanes<1>::U w0, w1;
-    philox_words(seed, stream, Lanes<1>::U{first + static_cast<uint64_t>(i)}, w0, w1);
-    out[i] = static_cast<float>(draw(w0, w1)[0]);
+    const std::array<Lanes<1>::U, 4> w = philox_words(seed, stream, Lanes<1>::U{first + static_cast<uint64_t>(i)});
+    out[i] = static_cast<float>(draw(w[0], w[1])[0]);
   }
 }
 
