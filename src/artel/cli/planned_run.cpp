@@ -29,22 +29,23 @@ plan::StateBytes artel_state(const train::TrainConfig& c) {
 
 namespace {
 
-// The run's model measured as measured_model says: all its parts, timed,
-// or (`timed` false) only the parts c's own layout needs, for its memory.
-plan::ModelDescription measure_run_model(const train::TrainConfig& c, bool timed) {
+// The run's model, declared over its opened data, measured as
+// measured_model says: all its parts, timed, or (`timed` false) only the
+// parts c's own layout needs, for its memory.
+plan::ModelDescription measure_run_model(const train::TrainConfig& c, const data::Dataset& data,
+                                         const models::ModelConfig& config, bool timed) {
   constexpr int64_t kSamples = 4;  // the costs are per sample; a batch of several runs the ops as training does
-  const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
-  const models::ModelConfig config = train::make_model_config(c, data->num_classes());
-  // Its work outside the products timed on a batch of the run's size, at
+  // Timed: its work outside the products on a batch of the run's size, at
   // the rate `artel plan calibrate` gives this machine's streaming kernels.
-  plan::MeasuredParts parts{.timing = std::nullopt, .selective = c.recompute == "selective", .tensor_parallel = c.tp > 1};
-  if (timed) {
-    parts = {.timing = plan::StreamTiming{.batch = data->val_batch(c.batch_size, 0).x,
-                                          .bytes_per_second = measure_kernel_stream_rate()}};
-  }
+  const plan::MeasuredParts parts =
+      timed ? plan::MeasuredParts{.timing = plan::StreamTiming{.batch = data.val_batch(c.batch_size, 0).x,
+                                                               .bytes_per_second = measure_kernel_stream_rate()}}
+            : plan::MeasuredParts{.timing = std::nullopt,
+                                  .selective = c.recompute == "selective",
+                                  .tensor_parallel = c.tp > 1};
   return plan::measure_model_costs(
       c.model, [&config] { return std::unique_ptr<nn::Model>(models::declare_model(config)); },
-      data->val_batch(kSamples, 0).x, config.seed, parts);
+      data.val_batch(kSamples, 0).x, config.seed, parts);
 }
 
 // MemAvailable of /proc/meminfo in bytes; nothing when it cannot be read.
@@ -97,17 +98,21 @@ std::function<std::string(double)> bytes_in_unit_of(double largest) {
 // more than half of what the machine has free is not measured (nothing,
 // and the run starts unchecked) rather than risk this process's memory.
 std::optional<plan::ModelDescription> model_to_check(const train::TrainConfig& cfg) {
-  if (cfg.model == "gpt") return plan::transformer_model("gpt", gpt_shape(cfg, data_vocabulary(cfg)));
+  const std::unique_ptr<data::Dataset> data = train::open_run_data(cfg);
+  if (cfg.model == "gpt") return plan::transformer_model("gpt", gpt_shape(cfg, data->num_classes()));
+  const models::ModelConfig config = train::make_model_config(cfg, data->num_classes());
   const std::optional<double> available = mem_available();
-  const double weights =
-      4.0 * models::declare_model(train::make_model_config(cfg, data_vocabulary(cfg)))->num_parameters();
+  const double weights = 4.0 * models::declare_model(config)->num_parameters();
   if (!available || weights > *available / 2) return std::nullopt;
-  return measure_run_model(cfg, /*timed=*/false);
+  return measure_run_model(cfg, *data, config, /*timed=*/false);
 }
 
 }  // namespace
 
-plan::ModelDescription measured_model(const train::TrainConfig& c) { return measure_run_model(c, /*timed=*/true); }
+plan::ModelDescription measured_model(const train::TrainConfig& c) {
+  const std::unique_ptr<data::Dataset> data = train::open_run_data(c);
+  return measure_run_model(c, *data, train::make_model_config(c, data->num_classes()), /*timed=*/true);
+}
 
 std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers) {
   if (!memory_per_worker.empty()) {
