@@ -56,5 +56,42 @@ TEST_F(TrainMemoryCheck, AMeasuredModelThatFitsStarts) {
   EXPECT_EQ(r.err.find("the planner predicts"), std::string::npos) << r.err;
 }
 
+// A parameter-server job: each server's shard and each worker's replica
+// (Note [A parameter server's memory]). One server keeps all ~52 M
+// parameters with their AdamW state and two buffers for each of 2 workers,
+// ~1.1 GiB; four servers keep a quarter each, and then the worker's replica
+// (weights, gradients, activations, the servers' copy, ~0.8 GiB) is what
+// does not fit 600 MiB.
+TEST_F(TrainMemoryCheck, RefusesAParameterServerWhoseShardDoesNotFit) {
+  const Result r = train(std::string(kTooBig) + "--nproc 2 --ps-servers 1 --memory-per-worker 256M" + out("ps1"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* part : {"the planner predicts", "a parameter server (the largest of 1's shards", "optimizer state",
+                           "pushes and pulls of 2 workers", "but a worker has 0.25 GiB", "more --ps-servers"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "ps1" / "metrics.jsonl"));
+}
+
+TEST_F(TrainMemoryCheck, RefusesAParameterServerWorkerThatDoesNotFit) {
+  const Result r = train(std::string(kTooBig) + "--nproc 2 --ps-servers 4 --memory-per-worker 600M" + out("ps4"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* part : {"a parameter-server worker (a whole replica", "optimizer state 0.00 MiB", "activations",
+                           "the servers' copy", "but a worker has 600.00 MiB"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "ps4" / "metrics.jsonl"));
+}
+
+// A parameter-server job's process groups register no shared memory (the
+// pairs and the world only move their callers' tensors): with the default
+// 64 MiB a rank, worker 0 backed 266 MiB of the world's segment alone and
+// 140 MiB for each pair, so this small model stopped with an out-of-memory
+// error under a limit it fits in many times over.
+TEST_F(TrainMemoryCheck, AParameterServerJobIsNotChargedForMemoryItNeverRegisters) {
+  ok(train(std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 2 --memory-per-worker 200M" + out("ps_mlp")));
+}
+
 }  // namespace
 }  // namespace artel_test

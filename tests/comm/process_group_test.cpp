@@ -180,6 +180,27 @@ TEST(ProcessGroup, SendThatFitsTheBufferCompletesWithoutItsReceiver) {
   }, quick());
 }
 
+// A subgroup that only moves its callers' tensors (a parameter server's
+// pairs) registers nothing: its segment holds no arena, yet its sends and
+// receives work, and alloc() says the memory is used up.
+TEST(ProcessGroup, SubgroupWithoutRegisteredMemoryStillSendsAndReceives) {
+  spawn_threads(2, [&](ProcessGroup& pg) {
+    auto link = pg.new_group({0, 1}, {.registered_bytes = 0});
+    ASSERT_TRUE(link);
+    EXPECT_EQ(link->options().registered_bytes, 0u);
+    EXPECT_GT(pg.options().registered_bytes, 0u);  // the parent keeps its own
+    EXPECT_THAT(error_of([&] { link->alloc({16}); }), HasSubstr("registered memory exhausted"));
+    const int64_t n = 1 << 20;  // 4 MiB: through the message buffer in many hand-offs
+    Tensor t = pg.rank() == 0 ? Tensor::full({n}, 5.f) : Tensor::zeros({n});
+    if (pg.rank() == 0) link->send(t, 1)->wait();
+    else link->recv(t, 0)->wait();
+    EXPECT_EQ(t.to_vector()[n - 1], 5.f);
+    auto sum = link->all_reduce(t);
+    sum->wait();
+    EXPECT_EQ(t.to_vector()[0], 10.f);
+  }, quick());
+}
+
 TEST(ProcessGroup, TimeoutNamesOpSeqGroupAndMissingRank) {
   Latch both_failed(2);
   spawn_threads(3, [&](ProcessGroup& pg) {

@@ -11,8 +11,11 @@
 #include "artel/data/dataset.h"
 #include "artel/launch/memory_size.h"
 #include "artel/models/model.h"
+#include "artel/parallel/ps_protocol.h"
 #include "artel/plan/measured_costs.h"
 #include "artel/plan/memory_model.h"
+#include "artel/plan/parameter_server_memory.h"
+#include "artel/train/parameter_server.h"
 #include "artel/train/recipe.h"
 
 namespace artel::cli {
@@ -97,14 +100,34 @@ std::function<std::string(double)> bytes_in_unit_of(double largest) {
 // weights in this process once; a model whose weights alone would take
 // more than half of what the machine has free is not measured (nothing,
 // and the run starts unchecked) rather than risk this process's memory.
-std::optional<plan::ModelDescription> model_to_check(const train::TrainConfig& cfg) {
-  const std::unique_ptr<data::Dataset> data = train::open_run_data(cfg);
-  if (cfg.model == "gpt") return plan::transformer_model("gpt", gpt_shape(cfg, data->num_classes()));
-  const models::ModelConfig config = train::make_model_config(cfg, data->num_classes());
+std::optional<plan::ModelDescription> model_to_check(const train::TrainConfig& cfg, const data::Dataset& data) {
+  if (cfg.model == "gpt") return plan::transformer_model("gpt", gpt_shape(cfg, data.num_classes()));
+  const models::ModelConfig config = train::make_model_config(cfg, data.num_classes());
   const std::optional<double> available = mem_available();
   const double weights = 4.0 * models::declare_model(config)->num_parameters();
   if (!available || weights > *available / 2) return std::nullopt;
-  return measure_run_model(cfg, *data, config, /*timed=*/false);
+  return measure_run_model(cfg, data, config, /*timed=*/false);
+}
+
+// The most elements one server of a parameter-server job keeps: the shard
+// plan the job itself makes (train::ps_table), over the declared model's
+// shapes.
+int64_t largest_ps_shard(const train::TrainConfig& cfg, int64_t data_classes) {
+  const std::unique_ptr<nn::Model> model = models::declare_model(train::make_model_config(cfg, data_classes));
+  const parallel::PsLayout layout(train::ps_table(*model, cfg.ps_sparse),
+                                  static_cast<int>(cfg.ps_servers));
+  return *std::max_element(layout.elements.begin(), layout.elements.end());
+}
+
+// The refusal: one line, every part in one unit.
+[[noreturn]] void refuse(const plan::MemoryPrediction& m, const std::string& process, const WorkerMemory& memory,
+                         const std::string& communication, const std::string& hint = out_of_memory_hint()) {
+  const auto size = bytes_in_unit_of(std::max(m.total(), memory.bytes));
+  throw Error("the planner predicts " + size(m.total()) + " " + process + ": parameters " + size(m.parameters) +
+                  ", gradients " + size(m.gradients) + ", optimizer state " + size(m.optimizer_state) +
+                  ", activations " + size(m.activations) + ", " + communication + " " + size(m.communication) +
+                  ") but a worker has " + size(memory.bytes) + " (" + memory.source + ")",
+              hint + "; --no-memory-check starts it anyway");
 }
 
 }  // namespace
@@ -114,18 +137,18 @@ plan::ModelDescription measured_model(const train::TrainConfig& c) {
   return measure_run_model(c, *data, train::make_model_config(c, data->num_classes()), /*timed=*/true);
 }
 
-std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers) {
+std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int processes) {
   if (!memory_per_worker.empty()) {
     return WorkerMemory{static_cast<double>(launch::parse_memory_size(memory_per_worker)), "--memory-per-worker"};
   }
   const std::optional<double> available = mem_available();
   if (!available) return std::nullopt;
-  return WorkerMemory{*available / workers,
-                      "MemAvailable" + (workers > 1 ? " / " + std::to_string(workers) + " workers" : std::string())};
+  return WorkerMemory{*available / processes, "MemAvailable" + (processes > 1 ? " / " + std::to_string(processes) +
+                                                                                    " processes"
+                                                                              : std::string())};
 }
 
 void check_predicted_memory(const train::TrainConfig& cfg, int workers, const WorkerMemory& memory) {
-  if (cfg.ps_servers > 0) return;
   plan::Layout l;
   l.tp = cfg.tp;
   l.pp = cfg.pp;
@@ -142,24 +165,37 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   w.tables_apart = true;
   w.state = artel_state(cfg);
   w.dropout = cfg.model == "gpt" && cfg.dropout > 0;  // a measured model's masks are in its activations
-  const std::optional<plan::ModelDescription> checked = model_to_check(cfg);
+  const std::unique_ptr<data::Dataset> data = train::open_run_data(cfg);
+  const std::optional<plan::ModelDescription> checked = model_to_check(cfg, *data);
   if (!checked) return;
   const plan::ModelDescription& model = *checked;
   const plan::Cluster machine = this_machine(workers, memory.bytes);
+
+  if (cfg.ps_servers > 0) {  // Note [A parameter server's memory] (plan/parameter_server_memory.h)
+    w.global_batch = cfg.batch_size;
+    plan::ParameterServerMemory m;
+    try {
+      m = plan::predict_ps_memory(model, machine, w, l.recompute, workers, largest_ps_shard(cfg, data->num_classes()));
+    } catch (const Error&) {
+      return;  // a replica the planner does not model: not checked
+    }
+    if (!m.server.fits())
+      refuse(m.server, "a parameter server (the largest of " + std::to_string(cfg.ps_servers) + "'s shards", memory,
+             "pushes and pulls of " + std::to_string(workers) + " workers",
+             "more --ps-servers split the parameters further, or raise --memory-per-worker");
+    if (!m.worker.fits())
+      refuse(m.worker, "a parameter-server worker (a whole replica, its optimizer state on the servers", memory,
+             "the servers' copy");
+    return;
+  }
   try {
     plan::validate_layout(model, l, w, machine.workers());
   } catch (const Error&) {
     return;  // a layout the planner does not model: not checked
   }
   const plan::MemoryPrediction m = plan::predict_memory(model, machine, l, w);
-  if (m.fits()) return;
-  const auto size = bytes_in_unit_of(std::max(m.total(), memory.bytes));
-  throw Error("the planner predicts " + size(m.total()) + " a worker (stage " + std::to_string(m.stage) + " of " +
-                  plan::describe(l) + ": parameters " + size(m.parameters) + ", gradients " + size(m.gradients) +
-                  ", optimizer state " + size(m.optimizer_state) + ", activations " + size(m.activations) +
-                  ", communication " + size(m.communication) + ") but a worker has " + size(memory.bytes) + " (" +
-                  memory.source + ")",
-              out_of_memory_hint() + "; --no-memory-check starts it anyway");
+  if (!m.fits())
+    refuse(m, "a worker (stage " + std::to_string(m.stage) + " of " + plan::describe(l), memory, "communication");
 }
 
 }  // namespace artel::cli

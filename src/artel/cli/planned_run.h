@@ -6,11 +6,13 @@
 // The model is the one `artel train` builds, as `artel plan --model` sees
 // it: a GPT from its shape (its vocabulary the data's as the run reads it,
 // padded as the run pads it: train::model_vocab); the MLP, the CNN and the
-// word LM from their measured costs (measured_model, untimed). Not
-// checked, and started as before: parameter-server jobs, a layout the
-// planner cannot model (validate_layout refuses it, e.g. pipeline stages
-// of unequal blocks), and a measured model whose fp32 weights alone would
-// take half of the machine's free memory in the launcher that measures it.
+// word LM from their measured costs (measured_model, untimed). A
+// parameter-server job's workers and its largest server are checked as
+// plan/parameter_server_memory.h predicts them. Not checked, and started
+// as before: a layout the planner cannot model (validate_layout refuses it,
+// e.g. pipeline stages of unequal blocks), and a measured model whose fp32
+// weights alone would take half of the machine's free memory in the
+// launcher that measures it.
 //
 //   check_predicted_memory(cfg, /*workers=*/4, memory_per_worker(job));   // throws Error when it does not fit
 #pragma once
@@ -45,16 +47,18 @@ plan::StateBytes artel_state(const train::TrainConfig& c);
 // The memory one worker has, and where that figure comes from.
 struct WorkerMemory {
   double bytes = 0;
-  std::string source;  // "--memory-per-worker", "MemAvailable / 4 workers"
+  std::string source;  // "--memory-per-worker", "MemAvailable / 4 processes"
 };
 
-// --memory-per-worker when given, else the machine's MemAvailable
-// (/proc/meminfo) shared by the workers; nothing when neither is known.
-std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int workers);
+// --memory-per-worker when given (every process the launcher starts, a
+// parameter server too, runs under it), else the machine's MemAvailable
+// (/proc/meminfo) shared by the `processes`; nothing when neither is known.
+std::optional<WorkerMemory> worker_memory(const std::string& memory_per_worker, int processes);
 
-// Throws Error — one line with the planner's peak per worker by kind
-// against what a worker has — when the run's layout over `workers`
-// processes (dp = workers / (tp·pp)) is predicted not to fit.
+// Throws Error — one line with the planner's peak per process by kind
+// against what a process has — when the run's layout over `workers`
+// processes (dp = workers / (tp·pp); under --ps-servers, that many workers
+// beside the servers) is predicted not to fit.
 void check_predicted_memory(const train::TrainConfig& cfg, int workers, const WorkerMemory& memory);
 
 }  // namespace artel::cli

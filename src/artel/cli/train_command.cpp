@@ -268,6 +268,9 @@ int run_worker(const JobFlags& job, train::TrainConfig cfg, train::RunOptions ru
       if (cfg.threads == 0) cfg.threads = env->num_threads.value_or(1);
     }
     run.resume = run.resume || restarts > 0;
+    // A parameter-server job's world only agrees on settings and gathers
+    // small reports; its ranks register nothing (parallel/ps_protocol.h's pairs).
+    if (cfg.ps_servers > 0) g.registered_bytes = 0;
     pg = comm::init_process_group(g);
     train::check_ranks_agree(*pg, cfg);  // mpirun: each rank parsed its own flags and files
     run.after_step = fault_injection(pg->rank(), restarts);
@@ -381,7 +384,8 @@ int run_train(int argc, char** argv) {
   // with its numbers (planned_run.h), once, by the process that launches.
   if (!comm::launched_as_worker() && job.backend != "mpi") {
     memory_per_worker(job);
-    std::optional<WorkerMemory> memory = worker_memory(job.memory_per_worker, job.nproc);
+    std::optional<WorkerMemory> memory =
+        worker_memory(job.memory_per_worker, job.nproc + static_cast<int>(cfg.ps_servers));
     if (memory && !job.no_memory_check) check_predicted_memory(cfg, job.nproc, *memory);
   }
   const bool limited = !job.memory_per_worker.empty() || job.cpus_per_worker.has_value();

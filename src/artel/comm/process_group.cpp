@@ -273,6 +273,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   opts.world_size = static_cast<int>(sorted.size());
   if (sub.message_bytes) opts.message_bytes = sub.message_bytes;
   if (sub.timeout > Duration::zero()) opts.timeout = sub.timeout;
+  if (sub.registered_bytes) opts.registered_bytes = *sub.registered_bytes;
   // Errors in the subgroup name its ranks in the first group's numbering too.
   const std::vector<int>* parent = impl_->progress->world_ranks();
   std::vector<int> world;

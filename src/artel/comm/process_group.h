@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,10 @@ struct NewGroupOptions {
   // How long its ops wait (and its Work::wait's default): a parameter
   // server's worker waits on a bound that a peer's own timeout decides.
   Duration timeout = Duration::zero();
+  // Per rank, the memory alloc() can hand out (shm/thread): 0 for a group
+  // that only moves its callers' own tensors, whose creator would otherwise
+  // back the parent's registered bytes for every member. Empty: the parent's.
+  std::optional<size_t> registered_bytes;
 };
 
 // Reads ARTEL_RANK, ARTEL_WORLD_SIZE, ARTEL_JOB_ID (set by `artel launch`) into

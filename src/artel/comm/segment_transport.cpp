@@ -149,6 +149,7 @@ std::unique_ptr<Transport> SegmentTransport::split(const std::vector<int>& ranks
   SegmentConfig cfg = cfg_;
   cfg.name = cfg_.name + "." + id;
   cfg.channel_bytes = opts.message_bytes;
+  cfg.arena_bytes = opts.registered_bytes;
   cfg.rank = static_cast<int>(it - ranks.begin());
   cfg.world = static_cast<int>(ranks.size());
   return connect(cfg);

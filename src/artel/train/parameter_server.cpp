@@ -55,27 +55,42 @@ ParameterServerStrategy::ParameterServerStrategy(comm::ProcessGroup& world, para
       sparse_tables_(sparse_tables),
       client_(world, roles, staleness, patience(world)) {}
 
+namespace {
+
+// The sparse embeddings of `model` whose tables move by rows, and their
+// parameter's index in the model's order.
+std::vector<std::pair<nn::Embedding*, size_t>> row_tables(nn::Model& model, bool sparse_tables) {
+  std::vector<std::pair<nn::Embedding*, size_t>> out;
+  if (!sparse_tables) return out;
+  const nn::NamedParameters params = model.named_parameters();
+  for (auto& [path, module] : model.named_modules()) {
+    auto* e = dynamic_cast<nn::Embedding*>(module);
+    if (!e || !e->sparse()) continue;
+    const std::string name = path.empty() ? "weight" : path + ".weight";
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i].first == name) out.emplace_back(e, i);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<parallel::PsParameter> ps_table(nn::Model& model, bool sparse_tables) {
+  std::vector<parallel::PsParameter> table;
+  for (const nn::DeclaredParameter& d : model.declared_parameters()) table.push_back({d.name, d.shape});
+  for (const auto& [e, i] : row_tables(model, sparse_tables)) table[i].sparse = true;
+  return table;
+}
+
 nn::NamedParameters ParameterServerStrategy::build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                                                    const std::string& init) {
   nn::NamedParameters params = Strategy::build(model, data, seed, init);
-  std::vector<parallel::PsParameter> table;
   std::vector<Tensor> values;
-  for (const auto& [name, p] : params) {
-    table.push_back({name, p.value().shape()});
-    values.push_back(p.value());
-  }
+  for (const auto& [name, p] : params) values.push_back(p.value());
   fetched_.assign(params.size(), {});
-  for (auto& [path, module] : model.named_modules()) {
-    auto* e = dynamic_cast<nn::Embedding*>(module);
-    if (!sparse_tables_ || !e || !e->sparse()) continue;
-    const std::string name = path.empty() ? "weight" : path + ".weight";
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].first != name) continue;
-      table[i].sparse = true;
-      e->before_lookup([this, i](const Tensor& ids) { fetch_rows(i, ids); });
-    }
-  }
-  client_.start(table, values, /*introduce=*/rank_ == 0);
+  for (const auto& [e, i] : row_tables(model, sparse_tables_))
+    e->before_lookup([this, i = i](const Tensor& ids) { fetch_rows(i, ids); });
+  client_.start(ps_table(model, sparse_tables_), values, /*introduce=*/rank_ == 0);
   return params;
 }
 

@@ -133,6 +133,12 @@ class ParameterServerJob {
   std::unique_ptr<Trainer> trainer_;
 };
 
+// The parameter table the servers are given for `model` (parallel/ps_protocol.h;
+// its whole shapes, declared or materialised), its sparse embeddings marked
+// to move by rows when `sparse_tables` (--ps-sparse): what decides each
+// server's shard.
+std::vector<parallel::PsParameter> ps_table(nn::Model& model, bool sparse_tables);
+
 // Settings a parameter-server job refuses, with the reason (before any
 // process starts).
 void check_parameter_server(const TrainConfig& cfg);
