@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -128,14 +129,24 @@ void check_memory_limit_at_start(int64_t limit) {
 }
 
 namespace {
+// Set by every Trainer as it starts: ranks that are threads of one process
+// (the thread backend) set it at once, and a string written by two threads
+// was freed twice.
+std::mutex g_hint_mutex;
 std::string& hint_in_force() {
   static std::string hint = kOutOfMemoryHint;
   return hint;
 }
 }  // namespace
 
-void set_out_of_memory_hint(std::string hint) { hint_in_force() = std::move(hint); }
+void set_out_of_memory_hint(std::string hint) {
+  std::lock_guard lock(g_hint_mutex);
+  hint_in_force() = std::move(hint);
+}
 
-const std::string& out_of_memory_hint() { return hint_in_force(); }
+std::string out_of_memory_hint() {
+  std::lock_guard lock(g_hint_mutex);
+  return hint_in_force();
+}
 
 }  // namespace artel

@@ -35,9 +35,10 @@ inline constexpr const char* kOutOfMemoryHint =
 
 // The hint this process's out-of-memory errors give: kOutOfMemoryHint until
 // a run sets its own, one that leaves out what the run already does
-// (train::memory_hint_for). Set before the run's threads start.
+// (train::memory_hint_for). Ranks that are threads of one process set it
+// each as its Trainer starts, so it is read and written under a lock.
 void set_out_of_memory_hint(std::string hint);
-const std::string& out_of_memory_hint();
+std::string out_of_memory_hint();  // a copy: any thread may set it meanwhile
 
 // Smaller allocations are not checked: reading /proc for each would cost more
 // than they do, and they cannot take a process far over its limit.
