@@ -93,5 +93,14 @@ TEST_F(TrainMemoryCheck, AParameterServerJobIsNotChargedForMemoryItNeverRegister
   ok(train(std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 2 --memory-per-worker 200M" + out("ps_mlp")));
 }
 
+// Note [Each rank backs its own registered memory] (comm/segment_store.h):
+// worker 0 creates the group's shared segment but backs only its head and
+// its own 64 MiB of registered memory. When it backed all of it, the 266 MiB
+// of 4 ranks' registered memory alone broke this 200 MiB limit on worker 0,
+// while the others held 80 MiB.
+TEST_F(TrainMemoryCheck, WorkerZeroIsChargedOnlyItsOwnRegisteredMemory) {
+  ok(train(std::string(kMlp) + " --steps 2 --nproc 4 --memory-per-worker 200M" + out("dp4")));
+}
+
 }  // namespace
 }  // namespace artel_test

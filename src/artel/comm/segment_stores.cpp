@@ -22,51 +22,78 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Maps the segment; the fd stays open for back() and is closed with the
+// mapping. Null (errno set, fd open) when it cannot be mapped.
 std::shared_ptr<Segment> map_fd(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) throw Error("cannot map shared-memory segment " + name + ": " + errno_text(err));
+  if (p == MAP_FAILED) return nullptr;
   auto seg = std::make_shared<Segment>();
   seg->base = static_cast<std::byte*>(p);
   seg->bytes = bytes;
-  seg->release = [p, bytes] { munmap(p, bytes); };
+  seg->fd = fd;
+  seg->name = name;
+  seg->release = [p, bytes, fd] {
+    munmap(p, bytes);
+    close(fd);
+  };
   return seg;
+}
+
+// Backs [offset, offset + len) of the file `fd`: charged to this process's
+// memory cgroup, so checked against --memory-per-worker first; a full
+// /dev/shm is an error here, not a SIGBUS later.
+void back_range(int fd, size_t offset, size_t len, const std::string& name) {
+  check_memory_limit(len, "a shared-memory segment for communication");
+  if (int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len)); err != 0)
+    throw Error("cannot back " + std::to_string(len >> 20) + " MiB of shared-memory segment " + name + ": " +
+                    errno_text(err),
+                "free space in /dev/shm (df -h /dev/shm) or lower GroupOptions::registered_bytes / staging_bytes");
+}
+
+// Backed by this process, so charged to its memory cgroup (--memory-per-worker)
+// though not yet resident: counted until the segment is unmapped.
+void note_backed(Segment& seg, size_t len) {
+  note_backed_shared_memory(static_cast<int64_t>(len));
+  seg.release = [unmap = std::move(seg.release), len] {
+    unmap();
+    note_backed_shared_memory(-static_cast<int64_t>(len));
+  };
 }
 
 class PosixStore : public SegmentStore {
  public:
-  std::shared_ptr<Segment> create(const std::string& name, size_t bytes) override {
+  std::shared_ptr<Segment> create(const std::string& name, size_t bytes, size_t backed) override {
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 && errno == EEXIST)
       throw Error("shared-memory segment " + name + " already exists: another job uses this job id",
                   "give each job its own id; if no job is running, remove /dev/shm" + name);
     if (fd < 0) throw Error("cannot create shared-memory segment " + name + ": " + errno_text(errno));
-    // Backing the pages charges them to this process's memory cgroup: over
-    // --memory-per-worker, the one-line error rather than the kernel's OOM kill.
     try {
-      check_memory_limit(bytes, "a shared-memory segment for communication");
+      if (ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+        throw Error("cannot size shared-memory segment " + name + ": " + errno_text(errno));
+      if (backed > 0) back_range(fd, 0, backed, name);
     } catch (...) {
       close(fd);
       shm_unlink(name.c_str());
       throw;
     }
-    // Back every page now: a full /dev/shm is an error here, not a SIGBUS later.
-    int err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : errno;
-    if (err != 0) {
+    std::shared_ptr<Segment> seg = map_fd(fd, bytes, name);
+    if (!seg) {
+      const int err = errno;
       close(fd);
       shm_unlink(name.c_str());
-      throw Error("cannot create shared-memory segment " + name + " of " + std::to_string(bytes >> 20) + " MiB: " + errno_text(err),
-                  "free space in /dev/shm (df -h /dev/shm) or lower GroupOptions::registered_bytes / staging_bytes");
+      throw Error("cannot create shared-memory segment " + name + " of " + std::to_string(bytes >> 20) +
+                      " MiB: cannot map it: " + errno_text(err),
+                  "lower GroupOptions::registered_bytes / staging_bytes");
     }
-    std::shared_ptr<Segment> seg = map_fd(fd, bytes, name);
-    // Backed by us, so charged to our memory cgroup (--memory-per-worker) though not yet resident.
-    note_backed_shared_memory(static_cast<int64_t>(bytes));
-    seg->release = [unmap = std::move(seg->release), bytes] {
-      unmap();
-      note_backed_shared_memory(-static_cast<int64_t>(bytes));
-    };
+    if (backed > 0) note_backed(*seg, backed);
     return seg;
+  }
+
+  void back(Segment& seg, size_t offset, size_t len) override {
+    if (len == 0) return;
+    back_range(seg.fd, offset, len, seg.name);
+    note_backed(seg, len);
   }
 
   std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
@@ -74,7 +101,12 @@ class PosixStore : public SegmentStore {
       int fd = shm_open(name.c_str(), O_RDWR, 0600);
       if (fd >= 0) {
         struct stat st;
-        if (fstat(fd, &st) == 0 && st.st_size > 0) return map_fd(fd, static_cast<size_t>(st.st_size), name);
+        if (fstat(fd, &st) == 0 && st.st_size > 0) {
+          if (std::shared_ptr<Segment> seg = map_fd(fd, static_cast<size_t>(st.st_size), name)) return seg;
+          const int err = errno;
+          close(fd);
+          throw Error("cannot map shared-memory segment " + name + ": " + errno_text(err));
+        }
         close(fd);  // being created: not sized yet
       } else if (errno != ENOENT) {
         throw Error("cannot open shared-memory segment " + name + ": " + errno_text(errno));
@@ -94,7 +126,7 @@ class PosixStore : public SegmentStore {
 // Segments of ranks that are threads of this process, by name.
 class ThreadStore : public SegmentStore {
  public:
-  std::shared_ptr<Segment> create(const std::string& name, size_t bytes) override {
+  std::shared_ptr<Segment> create(const std::string& name, size_t bytes, size_t /*backed: all of it*/) override {
     std::lock_guard lock(mu_);
     if (table_.count(name)) throw Error("in-process group " + name + " already exists", "give each job its own id");
     void* p = std::aligned_alloc(4096, bytes);
@@ -108,6 +140,8 @@ class ThreadStore : public SegmentStore {
     cv_.notify_all();
     return seg;
   }
+
+  void back(Segment&, size_t, size_t) override {}  // ordinary memory, zeroed whole at create
 
   std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
     std::unique_lock lock(mu_);

@@ -40,7 +40,8 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
   SegmentLayout layout;
   if (creator) {
     layout = SegmentLayout::make(cfg.world, cfg.half_bytes, cfg.channel_bytes, cfg.arena_bytes);
-    seg = cfg.store->create(cfg.name, layout.total);
+    // Note [Each rank backs its own registered memory] (segment_store.h): the head only.
+    seg = cfg.store->create(cfg.name, layout.total, layout.arena_off);
     SegmentHeader* h = SegmentLayout::header(seg->base);
     h->magic = kSegmentMagic, h->version = kSegmentVersion, h->world = cfg.world;
     h->half_bytes = layout.half_bytes, h->channel_bytes = layout.channel_bytes, h->arena_bytes = layout.arena_bytes;
@@ -58,6 +59,12 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
     }
     check_header(h, *seg, cfg);
     layout = SegmentLayout::make(cfg.world, h->half_bytes, h->channel_bytes, h->arena_bytes);
+  }
+  try {  // this rank's registered memory, charged to it (segment_store.h)
+    cfg.store->back(*seg, layout.arena_off + static_cast<size_t>(cfg.rank) * layout.arena_bytes, layout.arena_bytes);
+  } catch (...) {
+    cfg.store->remove(cfg.name);  // the job cannot form: leave no name behind
+    throw;
   }
   std::unique_ptr<SegmentTransport> t(new SegmentTransport(cfg, seg, layout));
   t->rendezvous(creator, deadline);
