@@ -18,6 +18,15 @@ nlohmann::json ps_summary(const fs::path& metrics) {
   return {};
 }
 
+nlohmann::json memory_rows(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("memory")) return j["memory"];
+  }
+  return {};
+}
+
 TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
   const std::string m = std::string(kMlp) + " --steps 4 --batch-size 8 --nproc 4";
   ok(train(m + out("mlp_dp")));
@@ -40,6 +49,29 @@ TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
   // Pull and push each move the whole model: 669,706 floats each way, plus headers.
   EXPECT_NEAR(s["bytes_sent_per_step"].get<double>(), 669706.0 * 4, 200);
   EXPECT_NEAR(s["bytes_received_per_step"].get<double>(), 669706.0 * 4, 200);
+
+  // The memory report holds worker 0 and every server (Note [A parameter
+  // server's memory]): the worker's copy of the servers' elements is its
+  // communication; each server its shard, the gradient of it, SGD's
+  // momentum of it, and a push and a pull's snapshot for each of 4 workers.
+  const nlohmann::json memory = memory_rows(dir_ / "mlp_ps" / "metrics.jsonl");
+  ASSERT_EQ(memory.size(), 3u) << memory;
+  EXPECT_FALSE(memory[0].contains("process"));
+  EXPECT_EQ(memory[0]["communication"].get<int64_t>(), 669706 * 4);
+  EXPECT_EQ(memory[0]["optimizer_state"].get<int64_t>(), 0);
+  int64_t held = 0;
+  for (int server = 0; server < 2; ++server) {
+    const nlohmann::json& m = memory[server + 1];
+    EXPECT_EQ(m["process"], "server " + std::to_string(server));
+    const int64_t shard = m["parameters"].get<int64_t>();
+    held += shard;
+    EXPECT_EQ(m["gradients"].get<int64_t>(), shard);
+    EXPECT_EQ(m["optimizer_state"].get<int64_t>(), shard);
+    EXPECT_EQ(m["communication"].get<int64_t>(), 2 * 4 * shard);
+    EXPECT_GT(m["peak_resident"].get<int64_t>(), 11 * shard);
+  }
+  EXPECT_EQ(held, 669706 * 4);
+  EXPECT_NE(ps.out.find("server 1"), std::string::npos) << ps.out;
 }
 
 // The word-level LM's table moves by the rows a step reads: still the

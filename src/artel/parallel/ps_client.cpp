@@ -234,6 +234,28 @@ std::vector<PsWorkerStats> PsClient::stats() {
   return decode_ps_stats(words);
 }
 
+int64_t PsClient::buffer_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& b : buffers_) bytes += static_cast<int64_t>(b.nbytes());
+  return bytes;
+}
+
+std::vector<PsServerMemory> PsClient::server_memory() {
+  finish_pushes();
+  std::vector<PsServerMemory> out;
+  for (int s = 0; s < roles_.servers; ++s)
+    with_server(s, [&](comm::ProcessGroup& pair) {
+      ps_send_header(pair, 1, PsMessage::kMemory);
+      std::vector<int64_t> h = ps_recv_header(pair, 1);
+      ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kMemoryReply), "expected a memory report, got message kind ",
+                  h[0]);
+      Tensor t = Tensor::zeros({std::max<int64_t>(1, h[1])}, DType::i64);
+      pair.recv(t, 1)->wait();
+      out.push_back(PsServerMemory::decode({t.data<int64_t>(), t.data<int64_t>() + h[1]}));
+    });
+  return out;
+}
+
 void PsClient::done(int64_t clock) {
   finish_pushes();
   for (int s = 0; s < roles_.servers; ++s)

@@ -66,12 +66,17 @@ class PsClient {
 
   // Server 0's statistics of every worker (collected from their pushes).
   std::vector<PsWorkerStats> stats();
+  // What each server holds, by server.
+  std::vector<PsServerMemory> server_memory();
   // Tells every server this worker is finished (after its last push or read).
   void done(int64_t clock);
 
   const PsLayout& layout() const { return *layout_; }
   const PsRoles& roles() const { return roles_; }
   int64_t bytes_sent() const { return sent_; }
+  // Its copy of the servers' elements (one flat buffer a server): what a
+  // pull lands in and a push is packed from.
+  int64_t buffer_bytes() const;
   int64_t bytes_received() const { return received_; }
 
  private:

@@ -190,6 +190,15 @@ std::vector<PsWorkerStats> decode_ps_stats(const std::vector<int64_t>& w) {
   return stats;
 }
 
+std::vector<int64_t> PsServerMemory::encode() const {
+  return {parameters, gradients, optimizer_state, buffers, peak_resident};
+}
+
+PsServerMemory PsServerMemory::decode(const std::vector<int64_t>& w) {
+  ARTEL_CHECK(w.size() == 5, "parameter server: a memory report of ", w.size(), " words, not 5");
+  return {w[0], w[1], w[2], w[3], w[4]};
+}
+
 std::optional<int64_t> parse_staleness(const std::string& text) {
   if (text == "inf") return std::nullopt;
   size_t used = 0;

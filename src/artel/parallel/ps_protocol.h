@@ -55,7 +55,8 @@
 namespace artel::parallel {
 
 enum class PsMessage : int64_t {
-  kHello = 1, kPull, kValues, kPush, kStats, kStatsReply, kDone, kStart, kCheckpoint, kRestore, kOutcome
+  kHello = 1, kPull, kValues, kPush, kStats, kStatsReply, kDone, kStart, kCheckpoint, kRestore, kOutcome, kMemory,
+  kMemoryReply
 };
 inline constexpr int64_t kHeaderWords = 6;
 
@@ -132,6 +133,16 @@ struct PsWorkerStats {
 };
 std::vector<int64_t> encode_ps_stats(const std::vector<PsWorkerStats>& stats);
 std::vector<PsWorkerStats> decode_ps_stats(const std::vector<int64_t>& words);
+
+// What one server holds at most, in bytes (ps_server.h): its shard's
+// weights and the gradient its optimizer reads, that optimizer's state, the
+// per-worker buffers (pending pushes, pulls' snapshots), and the process's
+// peak resident memory (VmHWM).
+struct PsServerMemory {
+  int64_t parameters = 0, gradients = 0, optimizer_state = 0, buffers = 0, peak_resident = 0;
+  std::vector<int64_t> encode() const;
+  static PsServerMemory decode(const std::vector<int64_t>& words);  // throws on a wrong count
+};
 
 // --staleness: "0" (BSP), a positive count (SSP) or "inf" (ASP, no bound).
 std::optional<int64_t> parse_staleness(const std::string& text);  // throws on anything else

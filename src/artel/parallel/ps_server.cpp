@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "artel/core/error.h"
+#include "artel/core/memory_stats.h"
 #include "artel/core/trace.h"
 #include "artel/kernels/accumulate.h"
 #include "artel/kernels/elementwise.h"
@@ -118,6 +119,9 @@ bool ParameterServer::handle(int w, const std::vector<int64_t>& h) {
     }
     case PsMessage::kStats:
       answer_stats(w);
+      return true;
+    case PsMessage::kMemory:
+      answer_memory(w);
       return true;
     case PsMessage::kStart: {
       std::lock_guard lock(mu_);
@@ -257,6 +261,27 @@ void ParameterServer::checkpoint(int w, bool save, int64_t step, const std::stri
   comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
   ps_send_header(pair, 0, PsMessage::kOutcome, problem.empty() ? 1 : 0, static_cast<int64_t>(problem.size()));
   ps_send_text(pair, 0, problem);
+}
+
+PsServerMemory ParameterServer::memory() {
+  std::lock_guard lock(mu_);
+  PsServerMemory m;
+  m.parameters = static_cast<int64_t>(values_.nbytes());
+  m.gradients = static_cast<int64_t>(grads_.nbytes());
+  m.optimizer_state = optimizer_ ? optimizer_->state_bytes() : 0;
+  for (const std::vector<Tensor>* buffers : {&pending_, &messages_})
+    for (const Tensor& t : *buffers) m.buffers += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
+  m.peak_resident = peak_resident_bytes();
+  return m;
+}
+
+void ParameterServer::answer_memory(int w) {
+  const std::vector<int64_t> words = memory().encode();
+  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
+  std::copy(words.begin(), words.end(), t.data<int64_t>());
+  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
+  ps_send_header(pair, 0, PsMessage::kMemoryReply, static_cast<int64_t>(words.size()));
+  pair.send(t, 0)->wait();
 }
 
 void ParameterServer::answer_stats(int w) {

@@ -94,6 +94,8 @@ class ParameterServer {
   void serve();
 
   int index() const { return index_; }
+  // What this server holds, now (its buffers grow to their peak in the first step).
+  PsServerMemory memory();
   int64_t elements() const { return values_.numel(); }
 
  private:
@@ -106,6 +108,7 @@ class ParameterServer {
   void answer_pull(int w, int64_t required, PsSelection sel, int64_t row_words);
   PsRowList receive_rows(int w, int64_t words);
   void answer_stats(int w);
+  void answer_memory(int w);  // kMemory: memory(), to the worker that asked
   // kCheckpoint, kRestore: run the hook, answer kOutcome.
   void checkpoint(int w, bool save, int64_t step, const std::string& dir);
   void lose(int w, const std::string& why);  // a worker's group failed before it was done

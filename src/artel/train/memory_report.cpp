@@ -28,24 +28,35 @@ MemoryReport MemoryReport::from_values(const std::vector<int64_t>& v) {
 }
 
 nlohmann::ordered_json MemoryReport::to_json() const {
-  return {{"parameters", parameters},       {"gradients", gradients},         {"optimizer_state", optimizer_state},
-          {"activations", activations},     {"communication", communication}, {"peak_resident", peak_resident},
-          {"gathered", gathered}};
+  nlohmann::ordered_json j;
+  if (!label.empty()) j["process"] = label;
+  j.update(nlohmann::ordered_json{{"parameters", parameters},
+                                  {"gradients", gradients},
+                                  {"optimizer_state", optimizer_state},
+                                  {"activations", activations},
+                                  {"communication", communication},
+                                  {"peak_resident", peak_resident},
+                                  {"gathered", gathered}});
+  return j;
 }
 
 std::string memory_table(const std::vector<MemoryReport>& workers) {
-  bool gathering = false;
-  for (const MemoryReport& m : workers) gathering = gathering || m.gathered > 0;
-  std::string s = "memory: peak MiB per worker\n  rank  parameters  gradients  optimizer  activations  communication  "
-                  "resident (VmHWM)";
+  bool gathering = false, labelled = false;
+  for (const MemoryReport& m : workers) {
+    gathering = gathering || m.gathered > 0;
+    labelled = labelled || !m.label.empty();
+  }
+  std::string s = std::string("memory: peak MiB per ") + (labelled ? "process\n  process " : "worker\n  rank") +
+                  "  parameters  gradients  optimizer  activations  communication  resident (VmHWM)";
   s += gathering ? "  of the parameters gathered (ZeRO-3's units in use)\n" : "\n";
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   for (size_t r = 0; r < workers.size(); ++r) {
     const MemoryReport& m = workers[r];
+    const std::string who = m.label.empty() ? std::to_string(r) : m.label;
     char line[240];
-    int n = std::snprintf(line, sizeof line, "  %4zu  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f", r,
-                          mib(m.parameters), mib(m.gradients), mib(m.optimizer_state), mib(m.activations),
-                          mib(m.communication), mib(m.peak_resident));
+    int n = std::snprintf(line, sizeof line, "  %*s  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f", labelled ? 8 : 4,
+                          who.c_str(), mib(m.parameters), mib(m.gradients), mib(m.optimizer_state),
+                          mib(m.activations), mib(m.communication), mib(m.peak_resident));
     if (gathering) std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %34.2f", mib(m.gathered));
     s += line;
     s += "\n";

@@ -26,6 +26,10 @@ struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
   int64_t peak_resident = 0;
   int64_t gathered = 0;
+  // A process that is not a worker ("server 1": a parameter server, whose
+  // communication is its per-worker buffers); empty for a worker, named by
+  // its rank. Not among values(): workers gather only workers' reports.
+  std::string label;
 
   void keep_max(const MemoryReport& o);      // field by field
   std::vector<int64_t> values() const;       // in the order above, for gathering
@@ -33,7 +37,8 @@ struct MemoryReport {
   nlohmann::ordered_json to_json() const;    // bytes
 };
 
-// The table printed at the end of a run: one row per worker, MiB.
+// The table printed at the end of a run: one row per worker (then the
+// labelled processes), MiB.
 std::string memory_table(const std::vector<MemoryReport>& workers);
 
 }  // namespace artel::train

@@ -273,8 +273,23 @@ void ParameterServerStrategy::finish_run(std::vector<nlohmann::ordered_json>& re
                          {"staleness_max", all.max()},
                          {"bytes_sent_per_step", sent},
                          {"bytes_received_per_step", received}}}});
+    servers_memory_ = client_.server_memory();
   }
   client_.done(clock_);
+}
+
+std::vector<MemoryReport> ParameterServerStrategy::gather_memory(const MemoryReport& mine) {
+  std::vector<MemoryReport> all{mine};
+  for (size_t s = 0; s < servers_memory_.size(); ++s) {
+    const parallel::PsServerMemory& m = servers_memory_[s];
+    all.push_back({.parameters = m.parameters,
+                   .gradients = m.gradients,
+                   .optimizer_state = m.optimizer_state,
+                   .communication = m.buffers,
+                   .peak_resident = m.peak_resident,
+                   .label = "server " + std::to_string(s)});
+  }
+  return all;
 }
 
 ParameterServerJob::ParameterServerJob(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> world)

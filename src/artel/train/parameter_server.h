@@ -75,6 +75,10 @@ class ParameterServerStrategy : public Strategy {
   std::string describe_sync() const override;
   nlohmann::ordered_json step_record() const override;
   void finish_run(std::vector<nlohmann::ordered_json>& records, std::vector<std::string>& lines) override;
+  // The reporter's own, then every server's (asked for in finish_run, while
+  // the servers still serve): the workers do not reduce with each other.
+  std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override;
+  int64_t communication_bytes() const override { return client_.buffer_bytes(); }
 
  private:
   // Into the model (everything, by default); records the staleness of a step's read.
@@ -99,6 +103,7 @@ class ParameterServerStrategy : public Strategy {
   int64_t step_bytes_ = 0;                  // this step's pull and push, both ways
   int64_t steps_sent_ = 0, steps_received_ = 0;  // over the steps of this run (not the setup, evaluations, final read)
   parallel::StalenessHistogram seen_;
+  std::vector<parallel::PsServerMemory> servers_memory_;  // the reporter's, at the end of the run
 };
 
 // One rank of a parameter-server job: a worker (a Trainer over
