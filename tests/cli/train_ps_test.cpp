@@ -9,23 +9,17 @@ namespace {
 using namespace artel_test;
 using TrainPs = TrainRuns;
 
-nlohmann::json ps_summary(const fs::path& metrics) {
+// The first line of a run's metrics.jsonl that holds `key`, its value.
+nlohmann::json metrics_entry(const fs::path& metrics, const char* key) {
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
-    if (j.contains("parameter_server")) return j["parameter_server"];
+    if (j.contains(key)) return j[key];
   }
   return {};
 }
 
-nlohmann::json memory_rows(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("memory")) return j["memory"];
-  }
-  return {};
-}
+nlohmann::json ps_summary(const fs::path& metrics) { return metrics_entry(metrics, "parameter_server"); }
 
 TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
   const std::string m = std::string(kMlp) + " --steps 4 --batch-size 8 --nproc 4";
@@ -54,7 +48,7 @@ TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {
   // server's memory]): the worker's copy of the servers' elements is its
   // communication; each server its shard, the gradient of it, SGD's
   // momentum of it, and a push and a pull's snapshot for each of 4 workers.
-  const nlohmann::json memory = memory_rows(dir_ / "mlp_ps" / "metrics.jsonl");
+  const nlohmann::json memory = metrics_entry(dir_ / "mlp_ps" / "metrics.jsonl", "memory");
   ASSERT_EQ(memory.size(), 3u) << memory;
   EXPECT_FALSE(memory[0].contains("process"));
   EXPECT_EQ(memory[0]["communication"].get<int64_t>(), 669706 * 4);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +41,24 @@ TEST(MemoryLimit, CountsResidentMemoryAndBackedSharedMemory) {
   EXPECT_GE(resident_bytes(), int64_t{1} << 40);
   note_backed_shared_memory(-(int64_t{1} << 40));
   EXPECT_LT(resident_bytes(), int64_t{1} << 40);
+}
+
+// Ranks that are threads of one process each set the hint as their Trainer
+// starts: a plain string written by two threads at once was freed twice
+// (ASan, which runs this test in CI, names it at once).
+TEST(MemoryLimit, TheHintIsSafeToSetAndReadFromManyThreads) {
+  const std::string before = out_of_memory_hint();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      const std::string mine = "hint of thread " + std::to_string(t) + std::string(64, 'x');  // not a short string
+      for (int i = 0; i < 2000; ++i) {
+        set_out_of_memory_hint(mine);
+        EXPECT_EQ(out_of_memory_hint().rfind("hint of thread ", 0), 0u);
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  set_out_of_memory_hint(before);
 }
 
 TEST(MemoryLimit, WithoutALimitNothingIsRefused) {
