@@ -66,7 +66,7 @@ TEST_F(TrainMemoryCheck, RefusesAParameterServerWhoseShardDoesNotFit) {
   const Result r = train(std::string(kTooBig) + "--nproc 2 --ps-servers 1 --memory-per-worker 256M" + out("ps1"));
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  for (const char* part : {"the planner predicts", "a parameter server (the largest of 1's shards", "optimizer state",
+  for (const char* part : {"the planner predicts", "a parameter server (server 0 of 1, the largest shard", "optimizer state",
                            "pushes and pulls of 2 workers", "but a worker has 0.25 GiB", "more --ps-servers"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
   }

@@ -109,14 +109,18 @@ std::optional<plan::ModelDescription> model_to_check(const train::TrainConfig& c
   return measure_run_model(cfg, data, config, /*timed=*/false);
 }
 
-// The most elements one server of a parameter-server job keeps: the shard
-// plan the job itself makes (train::ps_table), over the declared model's
-// shapes.
-int64_t largest_ps_shard(const train::TrainConfig& cfg, int64_t data_classes) {
+// The server of a parameter-server job that keeps the most elements, and
+// how many: the shard plan the job itself makes (train::ps_table), over the
+// declared model's shapes.
+struct LargestShard {
+  int server = 0;
+  int64_t elements = 0;
+};
+LargestShard largest_ps_shard(const train::TrainConfig& cfg, int64_t data_classes) {
   const std::unique_ptr<nn::Model> model = models::declare_model(train::make_model_config(cfg, data_classes));
-  const parallel::PsLayout layout(train::ps_table(*model, cfg.ps_sparse),
-                                  static_cast<int>(cfg.ps_servers));
-  return *std::max_element(layout.elements.begin(), layout.elements.end());
+  const parallel::PsLayout layout(train::ps_table(*model, cfg.ps_sparse), static_cast<int>(cfg.ps_servers));
+  const auto largest = std::max_element(layout.elements.begin(), layout.elements.end());
+  return {static_cast<int>(largest - layout.elements.begin()), *largest};
 }
 
 // The refusal: one line, every part in one unit.
@@ -173,15 +177,18 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
 
   if (cfg.ps_servers > 0) {  // Note [A parameter server's memory] (plan/parameter_server_memory.h)
     w.global_batch = cfg.batch_size;
+    const LargestShard largest = largest_ps_shard(cfg, data->num_classes());
     plan::ParameterServerMemory m;
     try {
-      m = plan::predict_ps_memory(model, machine, w, l.recompute, workers, largest_ps_shard(cfg, data->num_classes()));
+      m = plan::predict_ps_memory(model, machine, w, l.recompute, workers, largest.elements);
     } catch (const Error&) {
       return;  // a replica the planner does not model: not checked
     }
     if (!m.server.fits())
-      refuse(m.server, "a parameter server (the largest of " + std::to_string(cfg.ps_servers) + "'s shards", memory,
-             "pushes and pulls of " + std::to_string(workers) + " workers",
+      refuse(m.server,
+             "a parameter server (server " + std::to_string(largest.server) + " of " + std::to_string(cfg.ps_servers) +
+                 ", the largest shard",
+             memory, "pushes and pulls of " + std::to_string(workers) + " workers",
              "more --ps-servers split the parameters further, or raise --memory-per-worker");
     if (!m.worker.fits())
       refuse(m.worker, "a parameter-server worker (a whole replica, its optimizer state on the servers", memory,
