@@ -10,6 +10,15 @@ namespace {
 
 using TrainMemoryCheck = TrainRuns;
 
+// A run under --memory-per-worker needs a writable memory cgroup; where
+// there is none the launcher says so in one line, and a test that trains
+// under the limit is skipped, not failed.
+#define SKIP_WITHOUT_MEMORY_CGROUPS(r)                                        \
+  do {                                                                        \
+    if ((r).err.find("cannot limit each worker's memory") != std::string::npos) \
+      GTEST_SKIP() << (r).err;                                                \
+  } while (0)
+
 // A GPT of 4 blocks 1024 wide: ~52 M parameters, whose fp32 weights, gradients
 // and AdamW state (16 bytes a parameter) are ~0.8 GiB, against 256 MiB a worker.
 constexpr const char* kTooBig =
@@ -66,8 +75,8 @@ TEST_F(TrainMemoryCheck, RefusesAParameterServerWhoseShardDoesNotFit) {
   const Result r = train(std::string(kTooBig) + "--nproc 2 --ps-servers 1 --memory-per-worker 256M" + out("ps1"));
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  for (const char* part : {"the planner predicts", "a parameter server (server 0 of 1, the largest shard", "optimizer state",
-                           "pushes and pulls of 2 workers", "but a worker has 0.25 GiB", "more --ps-servers"}) {
+  for (const char* part : {"the planner predicts", "a parameter server (server 0 of 1, the largest shard",
+                           "optimizer state",                           "pushes and pulls of 2 workers", "but a worker has 0.25 GiB", "more --ps-servers"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "ps1" / "metrics.jsonl"));
@@ -90,7 +99,10 @@ TEST_F(TrainMemoryCheck, RefusesAParameterServerWorkerThatDoesNotFit) {
 // 140 MiB for each pair, so this small model stopped with an out-of-memory
 // error under a limit it fits in many times over.
 TEST_F(TrainMemoryCheck, AParameterServerJobIsNotChargedForMemoryItNeverRegisters) {
-  ok(train(std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 2 --memory-per-worker 200M" + out("ps_mlp")));
+  const Result r =
+      train(std::string(kMlp) + " --steps 2 --nproc 2 --ps-servers 2 --memory-per-worker 200M" + out("ps_mlp"));
+  SKIP_WITHOUT_MEMORY_CGROUPS(r);
+  ok(r);
 }
 
 // Note [Each rank backs its own registered memory] (comm/segment_store.h):
@@ -99,7 +111,9 @@ TEST_F(TrainMemoryCheck, AParameterServerJobIsNotChargedForMemoryItNeverRegister
 // of 4 ranks' registered memory alone broke this 200 MiB limit on worker 0,
 // while the others held 80 MiB.
 TEST_F(TrainMemoryCheck, WorkerZeroIsChargedOnlyItsOwnRegisteredMemory) {
-  ok(train(std::string(kMlp) + " --steps 2 --nproc 4 --memory-per-worker 200M" + out("dp4")));
+  const Result r = train(std::string(kMlp) + " --steps 2 --nproc 4 --memory-per-worker 200M" + out("dp4"));
+  SKIP_WITHOUT_MEMORY_CGROUPS(r);
+  ok(r);
 }
 
 }  // namespace
