@@ -76,7 +76,8 @@ TEST_F(TrainMemoryCheck, RefusesAParameterServerWhoseShardDoesNotFit) {
   EXPECT_NE(r.code, 0);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   for (const char* part : {"the planner predicts", "a parameter server (server 0 of 1, the largest shard",
-                           "optimizer state",                           "pushes and pulls of 2 workers", "but a worker has 0.25 GiB", "more --ps-servers"}) {
+                           "optimizer state", "pushes and pulls of 2 workers", "but a worker has 0.25 GiB",
+                           "more --ps-servers"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << " missing from: " << r.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "ps1" / "metrics.jsonl"));
