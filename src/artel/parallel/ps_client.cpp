@@ -225,11 +225,7 @@ std::vector<PsWorkerStats> PsClient::stats() {
   std::vector<int64_t> words;
   with_server(0, [&](comm::ProcessGroup& pair) {
     ps_send_header(pair, 1, PsMessage::kStats);
-    std::vector<int64_t> h = ps_recv_header(pair, 1);
-    ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kStatsReply), "expected statistics, got message kind ", h[0]);
-    Tensor t = Tensor::zeros({std::max<int64_t>(1, h[1])}, DType::i64);
-    pair.recv(t, 1)->wait();
-    words.assign(t.data<int64_t>(), t.data<int64_t>() + h[1]);
+    words = ps_recv_words(pair, 1, PsMessage::kStatsReply, "statistics");
   });
   return decode_ps_stats(words);
 }
@@ -246,12 +242,7 @@ std::vector<PsServerMemory> PsClient::server_memory() {
   for (int s = 0; s < roles_.servers; ++s)
     with_server(s, [&](comm::ProcessGroup& pair) {
       ps_send_header(pair, 1, PsMessage::kMemory);
-      std::vector<int64_t> h = ps_recv_header(pair, 1);
-      ARTEL_CHECK(h[0] == static_cast<int64_t>(PsMessage::kMemoryReply), "expected a memory report, got message kind ",
-                  h[0]);
-      Tensor t = Tensor::zeros({std::max<int64_t>(1, h[1])}, DType::i64);
-      pair.recv(t, 1)->wait();
-      out.push_back(PsServerMemory::decode({t.data<int64_t>(), t.data<int64_t>() + h[1]}));
+      out.push_back(PsServerMemory::decode(ps_recv_words(pair, 1, PsMessage::kMemoryReply, "a memory report")));
     });
   return out;
 }

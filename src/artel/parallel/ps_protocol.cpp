@@ -152,6 +152,23 @@ std::string ps_recv_text(comm::ProcessGroup& pair, int peer, int64_t bytes) {
   return ps_text(words, bytes);
 }
 
+void ps_send_words(comm::ProcessGroup& pair, int peer, PsMessage kind, const std::vector<int64_t>& words) {
+  Tensor t = Tensor::zeros({std::max<int64_t>(1, static_cast<int64_t>(words.size()))}, DType::i64);
+  std::copy(words.begin(), words.end(), t.data<int64_t>());
+  ps_send_header(pair, peer, kind, static_cast<int64_t>(words.size()));
+  if (!words.empty()) pair.send(t, peer)->wait();
+}
+
+std::vector<int64_t> ps_recv_words(comm::ProcessGroup& pair, int peer, PsMessage kind, const std::string& what) {
+  const std::vector<int64_t> h = ps_recv_header(pair, peer);
+  ARTEL_CHECK(h[0] == static_cast<int64_t>(kind), "expected ", what, ", got message kind ", h[0]);
+  ARTEL_CHECK(h[1] >= 0 && h[1] < (1 << 20), "parameter server: a reply of ", h[1], " words");
+  if (h[1] == 0) return {};
+  Tensor t = Tensor::zeros({h[1]}, DType::i64);
+  pair.recv(t, peer)->wait();
+  return {t.data<int64_t>(), t.data<int64_t>() + h[1]};
+}
+
 Tensor ps_words(const std::string& text) {
   Tensor t = Tensor::zeros({std::max<int64_t>(1, ps_word_count(static_cast<int64_t>(text.size())))}, DType::i64);
   std::memcpy(t.data<int64_t>(), text.data(), text.size());

@@ -19,6 +19,7 @@
 //                                      then the row list, if any, and the
 //                                      gradient of the elements selected
 //     kStats  [kind]                   -> kStatsReply (server 0 keeps them)
+//     kMemory [kind]                   -> kMemoryReply: what this server holds
 //     kDone   [kind, clock]            the worker is finished
 //     kStart  [kind, clock]            worker 0, before its first step: every
 //                                      worker's clock starts here (a resumed
@@ -34,6 +35,7 @@
 //     kValues [kind, view, elements] then the elements selected: every
 //                          update of clocks below `view` from every live worker is in them
 //     kStatsReply [kind, words] then `words` int64s (PsWorkerStats, encoded)
+//     kMemoryReply [kind, words] then `words` int64s (PsServerMemory, encoded)
 //     kOutcome [kind, ok, text bytes] then the text: what went wrong, if anything
 //
 // A server's elements are its parts of every parameter (ps_shard_plan.h),
@@ -119,6 +121,11 @@ std::vector<int64_t> ps_recv_header(comm::ProcessGroup& pair, int peer);
 // A text (a path, an error) after a header that gives its length.
 void ps_send_text(comm::ProcessGroup& pair, int peer, const std::string& text);
 std::string ps_recv_text(comm::ProcessGroup& pair, int peer, int64_t bytes);
+// A reply of int64 words (kStatsReply, kMemoryReply): a header of `kind`
+// that gives their count, then the words. The receiver throws when the
+// header is of another kind (naming `what` it expected).
+void ps_send_words(comm::ProcessGroup& pair, int peer, PsMessage kind, const std::vector<int64_t>& words);
+std::vector<int64_t> ps_recv_words(comm::ProcessGroup& pair, int peer, PsMessage kind, const std::string& what);
 // int64 words <-> the bytes of a text (the table) or of stats.
 Tensor ps_words(const std::string& text);
 std::string ps_text(const Tensor& words, int64_t bytes);

@@ -276,12 +276,7 @@ PsServerMemory ParameterServer::memory() {
 }
 
 void ParameterServer::answer_memory(int w) {
-  const std::vector<int64_t> words = memory().encode();
-  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
-  std::copy(words.begin(), words.end(), t.data<int64_t>());
-  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
-  ps_send_header(pair, 0, PsMessage::kMemoryReply, static_cast<int64_t>(words.size()));
-  pair.send(t, 0)->wait();
+  ps_send_words(*pairs_[static_cast<size_t>(w)], 0, PsMessage::kMemoryReply, memory().encode());
 }
 
 void ParameterServer::answer_stats(int w) {
@@ -290,11 +285,7 @@ void ParameterServer::answer_stats(int w) {
     std::lock_guard lock(mu_);
     words = encode_ps_stats(stats_);
   }
-  Tensor t = Tensor::zeros({static_cast<int64_t>(words.size())}, DType::i64);
-  std::copy(words.begin(), words.end(), t.data<int64_t>());
-  comm::ProcessGroup& pair = *pairs_[static_cast<size_t>(w)];
-  ps_send_header(pair, 0, PsMessage::kStatsReply, static_cast<int64_t>(words.size()));
-  pair.send(t, 0)->wait();
+  ps_send_words(*pairs_[static_cast<size_t>(w)], 0, PsMessage::kStatsReply, words);
 }
 
 void ParameterServer::lose(int w, const std::string& why) {
