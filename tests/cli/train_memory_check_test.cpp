@@ -83,6 +83,16 @@ TEST_F(TrainMemoryCheck, RefusesAParameterServerWhoseShardDoesNotFit) {
   EXPECT_FALSE(fs::exists(dir_ / "ps1" / "metrics.jsonl"));
 }
 
+// The same for a model whose costs the planner measures: a word LM's servers.
+TEST_F(TrainMemoryCheck, RefusesAParameterServerOfAMeasuredModel) {
+  const Result r = train("--model wordlm " + std::string(kTooBig) + "--nproc 2 --ps-servers 1 --memory-per-worker 256M" +
+                         out("ps_wordlm"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("a parameter server (server 0 of 1, the largest shard"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "ps_wordlm" / "metrics.jsonl"));
+}
+
 TEST_F(TrainMemoryCheck, RefusesAParameterServerWorkerThatDoesNotFit) {
   const Result r = train(std::string(kTooBig) + "--nproc 2 --ps-servers 4 --memory-per-worker 600M" + out("ps4"));
   EXPECT_NE(r.code, 0);
