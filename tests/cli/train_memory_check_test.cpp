@@ -118,11 +118,22 @@ TEST_F(TrainMemoryCheck, AParameterServerJobIsNotChargedForMemoryItNeverRegister
 
 // Note [Each rank backs its own registered memory] (comm/segment_store.h):
 // worker 0 creates the group's shared segment but backs only its head and
-// its own 64 MiB of registered memory. When it backed all of it, the 266 MiB
-// of 4 ranks' registered memory alone broke this 200 MiB limit on worker 0,
+// its own registered memory. When it backed all of it, the 266 MiB of 4
+// ranks' registered memory alone broke this 200 MiB limit on worker 0,
 // while the others held 80 MiB.
 TEST_F(TrainMemoryCheck, WorkerZeroIsChargedOnlyItsOwnRegisteredMemory) {
   const Result r = train(std::string(kMlp) + " --steps 2 --nproc 4 --memory-per-worker 200M" + out("dp4"));
+  SKIP_WITHOUT_MEMORY_CGROUPS(r);
+  ok(r);
+}
+
+// The same note: a rank backs the registered pages it hands out, not its
+// whole arena (64 MiB by default). W1's 2.7 MB of gradient buckets and its
+// program fit 100 MiB many times over; when each worker backed its arena
+// whole, it stopped here with "64.00 MiB of it shared memory for
+// communication".
+TEST_F(TrainMemoryCheck, AWorkerIsChargedOnlyTheRegisteredMemoryItUses) {
+  const Result r = train(std::string(kMlp) + " --steps 2 --nproc 2 --memory-per-worker 100M" + out("dp2"));
   SKIP_WITHOUT_MEMORY_CGROUPS(r);
   ok(r);
 }

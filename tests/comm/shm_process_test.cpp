@@ -9,10 +9,12 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <iostream>
 #include <thread>
 
 #include "artel/comm/segment_store.h"
+#include "artel/core/memory_limit.h"
 #include "collective_suite.h"
 
 namespace artel::comm {
@@ -187,6 +189,34 @@ TEST(Shm, RegisteredMemoryIsInTheSegment) {
     for (int64_t i = 0; i < t.numel(); ++i)
       if (t.data<float>()[i] != 2 * (i % 100) + 1) return 2;
     return 0;
+  });
+  EXPECT_EQ(codes, std::vector<int>(2, 0));
+}
+
+// Note [Each rank backs its own registered memory] (segment_store.h): a
+// rank is charged the registered pages its alloc hands out, not its whole
+// arena; rank 0 also the segment's head. Blocks freed and handed out again
+// cost nothing more.
+TEST(Shm, ARankBacksOnlyTheRegisteredMemoryItHandsOut) {
+  const std::string job = unique_job("backed");
+  auto codes = run_workers(2, [&](int r) {
+    constexpr int64_t kMiB = 1 << 20;
+    GroupOptions o = shm_options(job, r, 2);
+    o.registered_bytes = 64 * kMiB;
+    const int64_t before = backed_shared_memory_bytes();
+    auto pg = init_process_group(o);
+    const int64_t joined = backed_shared_memory_bytes() - before;
+    if (r == 0 ? joined <= 0 || joined >= 8 * kMiB : joined != 0) return 2;  // the head is rank 0's
+    std::optional<Tensor> a = pg->alloc({kMiB / 4});  // 1 MiB
+    if (backed_shared_memory_bytes() - before - joined != kMiB) return 3;
+    Tensor b = pg->alloc({kMiB / 4 + 1});  // 1 MiB and one float: whole pages
+    if (backed_shared_memory_bytes() - before - joined != 2 * kMiB + 4096) return 4;
+    a.reset();
+    Tensor c = pg->alloc({kMiB / 8});  // in a's freed block
+    if (backed_shared_memory_bytes() - before - joined != 2 * kMiB + 4096) return 5;
+    c.fill(1.f), b.fill(1.f);
+    pg->all_reduce(b)->wait();  // the peer reads this rank's pages: they are there
+    return b.data<float>()[kMiB / 4] == 2.f ? 0 : 6;
   });
   EXPECT_EQ(codes, std::vector<int>(2, 0));
 }

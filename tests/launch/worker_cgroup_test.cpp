@@ -394,18 +394,18 @@ std::vector<std::string> oom_lines(const ArtelProcess::Result& r) {
 TEST(MemoryPerWorker, TrainingOverTheLimitStopsWithOneLineNamingTheWorker) {
   REQUIRE_CGROUPS();
   TempDir dir;
-  // Batches of 8000 MNIST rows hold more than 200 MiB with the worker's
-  // 66 MiB of shared memory. (Each rank backs only its own shared memory
-  // now, comm/segment_store.h, so the same batches weigh alike on every
-  // worker: one worker, to say the line once.)
+  // Batches of 8000 MNIST rows hold more than 130 MiB: 104 MiB of tensors
+  // and the program's 66. (A rank backs only the shared memory it registers,
+  // comm/segment_store.h, so the same batches weigh alike on every worker:
+  // one worker, to say the line once.)
   ArtelProcess p({"train", "--model", "mlp", "--nproc", "1", "--steps", "3", "--batch-size", "8000",
-                  "--memory-per-worker", "200M", "--out", dir.file("run")});
+                  "--memory-per-worker", "130M", "--out", dir.file("run")});
   auto r = run_and_check_cleanup(p);
   EXPECT_NE(r.exit_code, 0);
   std::vector<std::string> oom = oom_lines(r);
   ASSERT_EQ(oom.size(), 1u) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
   const std::regex worker_line(R"(\[\d\] artel train: error: out of memory: allocating [0-9.]+ MiB.* with [0-9.]+ MiB )"
-                               R"(of tensors held, [0-9.]+ MiB resident.* of the 200 MiB --memory-per-worker limit )"
+                               R"(of tensors held, [0-9.]+ MiB resident.* of the 130 MiB --memory-per-worker limit )"
                                R"(\(hint: hold less per worker: --zero 3 .*--recompute full .*--batch-size.*)"
                                R"(more workers.*\))");
 #if defined(__SANITIZE_ADDRESS__)
@@ -413,7 +413,7 @@ TEST(MemoryPerWorker, TrainingOverTheLimitStopsWithOneLineNamingTheWorker) {
   // any tensor the check sees: the kernel may stop the worker first, and then
   // the launcher's line names it.
   const std::regex launcher_line(R"(artel launch: worker \d ran out of memory: the kernel killed it \(SIGKILL\) at )"
-                                 R"(its --memory-per-worker limit of 200 MiB.*\(hint: hold less per worker: --zero 3.*)");
+                                 R"(its --memory-per-worker limit of 130 MiB.*\(hint: hold less per worker: --zero 3.*)");
   EXPECT_TRUE(std::regex_match(oom[0], worker_line) || std::regex_match(oom[0], launcher_line)) << oom[0];
 #else
   EXPECT_TRUE(std::regex_match(oom[0], worker_line)) << oom[0];

@@ -3,9 +3,12 @@
 #include "artel/comm/segment_layout.h"
 
 namespace artel::comm {
+namespace {
+constexpr size_t kPageBytes = 4096;
+}  // namespace
 
-Arena::Arena(std::shared_ptr<Segment> segment, std::byte* base, size_t bytes)
-    : segment_(std::move(segment)), base_(base), bytes_(bytes) {
+Arena::Arena(std::shared_ptr<Segment> segment, std::byte* base, size_t bytes, Backer back)
+    : segment_(std::move(segment)), base_(base), bytes_(bytes), back_(std::move(back)) {
   if (bytes) free_[0] = bytes;
 }
 
@@ -16,6 +19,11 @@ Tensor Arena::alloc(const Shape& shape, DType dtype) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < want) continue;
     size_t off = it->first, len = it->second;
+    if (off + want > backed_) {  // pages nobody has had yet: back them first, whole pages
+      const size_t end = std::min(bytes_, round_up(off + want, kPageBytes));
+      back_(backed_, end - backed_);  // throws with the free list untouched
+      backed_ = end;
+    }
     free_.erase(it);
     if (len > want) free_[off + want] = len - want;
     auto self = shared_from_this();
@@ -32,6 +40,11 @@ Tensor Arena::alloc(const Shape& shape, DType dtype) {
 bool Arena::contains(const void* p, size_t nbytes) const {
   auto* b = static_cast<const std::byte*>(p);
   return b >= base_ && b + nbytes <= base_ + bytes_;
+}
+
+size_t Arena::backed() const {
+  std::lock_guard lock(mu_);
+  return backed_;
 }
 
 size_t Arena::used() const {

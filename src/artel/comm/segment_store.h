@@ -14,8 +14,13 @@
 // memory (64 MiB a rank by default) besides its own: 266 MiB for a group of
 // 4, so that a worker 0 ran out of memory under a limit its peers kept to.
 // Rank 0 now backs only the shared head (header, controls, scratch, message
-// rings), and each rank backs its own arena as it joins, before the group
-// is complete, so an error is still said at the start, never a SIGBUS later.
+// rings), and each rank backs its own arena's pages as its alloc first hands
+// them out (comm/arena.h), before any peer can touch them: an error is said
+// there, where the caller can still take plain memory instead, never as a
+// SIGBUS later. A rank is charged what it registers, not the whole arena: a
+// W1 worker (2.7 MB of gradient buckets) held 64 MiB of shared memory when
+// each rank backed its arena whole as it joined, and ran out of memory under
+// --memory-per-worker 100M.
 #pragma once
 
 #include <cstddef>

@@ -60,12 +60,6 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
     check_header(h, *seg, cfg);
     layout = SegmentLayout::make(cfg.world, h->half_bytes, h->channel_bytes, h->arena_bytes);
   }
-  try {  // this rank's registered memory, charged to it (segment_store.h)
-    cfg.store->back(*seg, layout.arena_off + static_cast<size_t>(cfg.rank) * layout.arena_bytes, layout.arena_bytes);
-  } catch (...) {
-    cfg.store->remove(cfg.name);  // the job cannot form: leave no name behind
-    throw;
-  }
   std::unique_ptr<SegmentTransport> t(new SegmentTransport(cfg, seg, layout));
   t->rendezvous(creator, deadline);
   return t;
@@ -74,7 +68,12 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
 SegmentTransport::SegmentTransport(const SegmentConfig& cfg, std::shared_ptr<Segment> seg, const SegmentLayout& layout)
     : cfg_(cfg), seg_(std::move(seg)), layout_(layout), base_(seg_->base), rank_(cfg.rank), world_(cfg.world),
       policy_(WaitPolicy::for_ranks(cfg.host_ranks > 0 ? cfg.host_ranks : cfg.world)), inbound_(cfg.world) {
-  arena_ = std::make_shared<Arena>(seg_, layout_.arena(base_, rank_), layout_.arena_bytes);
+  // Note [Each rank backs its own registered memory] (segment_store.h): as alloc hands it out.
+  const size_t arena_off = layout_.arena_off + static_cast<size_t>(rank_) * layout_.arena_bytes;
+  arena_ = std::make_shared<Arena>(seg_, layout_.arena(base_, rank_), layout_.arena_bytes,
+                                   [store = cfg_.store, seg = seg_.get(), arena_off](size_t off, size_t len) {
+                                     store->back(*seg, arena_off + off, len);
+                                   });
 }
 
 // Claims this rank's slot, then waits for all ranks; the last to claim removes

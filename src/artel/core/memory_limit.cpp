@@ -72,6 +72,8 @@ int64_t memory_limit_bytes() {
 
 void note_backed_shared_memory(int64_t bytes) { g_backed_shared.fetch_add(bytes, std::memory_order_relaxed); }
 
+int64_t backed_shared_memory_bytes() { return g_backed_shared.load(std::memory_order_relaxed); }
+
 void set_kept_memory_release(void (*release)()) { g_kept_release.store(release); }
 
 void release_freed_memory() {

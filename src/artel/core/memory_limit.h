@@ -55,6 +55,7 @@ int64_t resident_bytes();
 // Shared memory this process created and backed (comm's /dev/shm segments):
 // +bytes when created, -bytes when released. Thread-safe.
 void note_backed_shared_memory(int64_t bytes);
+int64_t backed_shared_memory_bytes();  // what the notes add up to now
 
 // What of a limit is kept back for what the check cannot see: the kernel's
 // own memory for the process (page tables, ...) and allocations under
