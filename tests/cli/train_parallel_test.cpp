@@ -56,6 +56,29 @@ TEST_F(TrainParallel, MlpWorkersEqualOneWorkerOnTheGlobalBatch) {
   expect_same_run("one", "accum");
 }
 
+// A host whose /dev/shm has little room, as in a container (Docker gives
+// 64 MiB): a worker registers what fits, says once that the rest is
+// ordinary memory, and trains to the same weights. When each worker backed
+// its whole 64 MiB as it joined, such a job could not start. The small
+// /dev/shm is a tmpfs in a mount namespace of the run's own (unshare -m).
+TEST_F(TrainParallel, ASmallDevShmTrainsTheSameWeightsSayingSoOnce) {
+  if (std::system("unshare -m true >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mount namespaces here (unshare -m)";
+  const std::string m = std::string(kMlp) + " --steps 3 --batch-size 16 --nproc 2";
+  ok(train(m + out("roomy")));
+  // 6 MiB: the segment's head (4.5 MiB for 2 workers) and some of the 2.6 MB of gradient buckets.
+  const Result small = train(m + out("small"), "",
+                             "unshare -m sh -c 'mount -t tmpfs -o size=6M artel-test /dev/shm && exec \"$0\" \"$@\"' ");
+  ok(small);
+  size_t notes = 0;
+  for (size_t at = small.err.find("artel: note: registered memory for communication falls back to ordinary memory");
+       at != std::string::npos; at = small.err.find("artel: note: registered memory", at + 1))
+    ++notes;
+  EXPECT_GE(notes, 1u) << small.err;
+  EXPECT_LE(notes, 2u) << "once a worker:\n" << small.err;
+  EXPECT_NE(small.err.find("No space left on device (hint: free space in /dev/shm"), std::string::npos) << small.err;
+  expect_identical_run("roomy", "small");
+}
+
 // wordlm's table is sparse (nn::Embedding::set_sparse): data parallelism
 // gathers the rows its lookups read instead of reducing the table, and
 // still takes one worker's step on the global batch, at ZeRO 1 and at ZeRO

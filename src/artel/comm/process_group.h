@@ -137,6 +137,14 @@ bool launched_as_worker();
 
 class Transport;
 
+// /dev/shm had no room for the pages of registered memory (ProcessGroup::alloc):
+// a container's default of 64 MiB, say. The memory is still to be had as
+// ordinary memory, and the collectives then stage through scratch.
+class SharedMemoryFull : public Error {
+ public:
+  using Error::Error;
+};
+
 // One concrete class for every backend: a backend supplies a small transport
 // (transport.h) and the collectives are algorithms written once over it.
 class ProcessGroup {
@@ -196,7 +204,8 @@ class ProcessGroup {
 
   // A tensor in memory the backend can move without copies ("registered"
   // memory, e.g. inside the shm segment); plain memory when it has none.
-  // Throws Error when the registered memory is used up (GroupOptions::registered_bytes).
+  // Throws Error when the registered memory is used up (GroupOptions::registered_bytes),
+  // SharedMemoryFull when the host's /dev/shm has no room for its pages.
   Tensor alloc(const Shape& shape, DType dtype = DType::f32);
   // Bytes of alloc()'s tensors still alive on this group (communication
   // buffers of a memory report).

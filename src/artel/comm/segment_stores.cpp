@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "artel/comm/process_group.h"
 #include "artel/comm/segment_store.h"
 #include "artel/core/memory_limit.h"
 
@@ -44,10 +45,15 @@ std::shared_ptr<Segment> map_fd(int fd, size_t bytes, const std::string& name) {
 // /dev/shm is an error here, not a SIGBUS later.
 void back_range(int fd, size_t offset, size_t len, const std::string& name) {
   check_memory_limit(len, "a shared-memory segment for communication");
-  if (int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len)); err != 0)
-    throw Error("cannot back " + std::to_string(len >> 20) + " MiB of shared-memory segment " + name + ": " +
-                    errno_text(err),
-                "free space in /dev/shm (df -h /dev/shm) or lower GroupOptions::registered_bytes / staging_bytes");
+  if (int err = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len)); err != 0) {
+    const std::string what = "cannot back " + std::to_string(len >> 20) + " MiB of shared-memory segment " + name +
+                             ": " + errno_text(err);
+    const std::string hint =
+        "free space in /dev/shm (df -h /dev/shm; in a container, a larger --shm-size) or lower "
+        "GroupOptions::registered_bytes / staging_bytes";
+    if (err == ENOSPC) throw SharedMemoryFull(what, hint);
+    throw Error(what, hint);
+  }
 }
 
 // Backed by this process, so charged to its memory cgroup (--memory-per-worker)

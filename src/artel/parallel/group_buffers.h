@@ -9,9 +9,11 @@
 
 namespace artel::parallel {
 
-// Registered memory while the group has room (GroupOptions::registered_bytes),
+// Registered memory while the group has room (GroupOptions::registered_bytes)
+// and /dev/shm has room for its pages (said once a process when it has not),
 // else plain memory: the collectives then stage through the scratch buffers,
-// slower but the same result. Every rank decides alike (same model, same budget).
+// slower but the same result. Ranks may differ (one finds /dev/shm full):
+// each collective's handshake asks whether every rank's buffer is registered.
 // `registered` (may be null) adds the bytes when the memory is the group's.
 // Zeroed from element `zero_from` on (all of it by default).
 Tensor registered_or_plain(comm::ProcessGroup& group, int64_t numel, int64_t* registered = nullptr,
