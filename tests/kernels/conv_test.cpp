@@ -94,6 +94,14 @@ TEST(Conv2d, MatchesNaiveLoopsForLeNetLayersOnTwoThreads) {
   expect_matches({3, 6, 14, 14, 16, 5, 5, 1, 0}, 2);
 }
 
+// Rows of more than 16 outputs, whose runs start and end in the padding at
+// every offset (Note [Unit-stride patch rows], conv.cpp).
+TEST(Conv2d, MatchesNaiveLoopsOnRowsWiderThanAVectorAtUnitStride) {
+  expect_matches({2, 2, 9, 37, 3, 7, 7, 1, 3}, 1);
+  expect_matches({1, 1, 5, 33, 2, 3, 4, 1, 0}, 2);
+  expect_matches({1, 2, 4, 16, 2, 3, 3, 1, 1}, 1);
+}
+
 TEST(Conv2d, PointwiseKernelUsesTheInputDirectly) { expect_matches({2, 4, 5, 3, 3, 1, 1, 1, 0}, 1); }
 TEST(Conv2d, StrideLargerThanKernelSkipsInputs) { expect_matches({1, 2, 7, 7, 2, 1, 2, 3, 1}, 1); }
 
