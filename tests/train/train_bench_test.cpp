@@ -90,7 +90,10 @@ TEST(TrainBench, PeerCommandRunsTheSameWorkload) {
   auto w1 = torch_harness_command("py", "t.py", {.workload = "w1", .threads = 1, .steps = 63, .warmup = 20, .data = ""});
   EXPECT_EQ(std::vector<std::string>(w1.end() - 4, w1.end()),
             (std::vector<std::string>{"--workload", "mnist-mlp", "--epochs", "2"}));  // 63 steps need 2 epochs of 62
-  EXPECT_TRUE(torch_harness_command("py", "t.py", BenchCase{.workload = "cnn", .threads = 1, .steps = 0, .warmup = 20, .data = ""}).empty());  // no CNN peer
+  auto cnn = torch_harness_command("py", "t.py", {.workload = "cnn", .threads = 1, .steps = 0, .warmup = 20, .data = ""});
+  EXPECT_EQ(std::vector<std::string>(cnn.end() - 4, cnn.end()),
+            (std::vector<std::string>{"--workload", "mnist-cnn", "--epochs", "2"}));  // its 124 steps
+  EXPECT_TRUE(torch_harness_command("py", "t.py", {.workload = "cnn", .threads = 1, .precision = "bf16"}).empty());
 }
 
 TEST(TrainBench, ConfigsAreTheBaselineRecipes) {

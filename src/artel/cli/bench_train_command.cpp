@@ -193,7 +193,7 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
 // Every round's measurements of one (workload, threads).
 struct BenchRounds {
   std::vector<train::BenchResult> artel;
-  std::vector<double> torch_ms;  // empty when PyTorch did not run (no harness, or the CNN)
+  std::vector<double> torch_ms;  // empty when PyTorch did not run (no harness, or no peer recipe: gpt-50m)
 };
 
 // The median row of `--repeat` rounds: artel's medians, and PyTorch's with

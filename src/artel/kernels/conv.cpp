@@ -48,18 +48,68 @@ void for_each_patch_row(const Conv2dDims& d, Fn&& fn) {
 // At stride 1 a patch row is a run of the input row shifted by the kernel
 // column, with zeros where it falls in the padding: LeNet's are 10 to 28
 // floats. Calls of memmove and fill for each took im2col and col2im to 40%
-// of the CNN's step (AVX-512 machine, 1 thread); 16 outputs at a time with
-// a mask of the lanes inside [cols.lo, cols.hi) take two instructions.
-// The address of lane 0 may lie before the input where the row starts in
-// the padding; its lanes there are masked off, so nothing is read there.
-__mmask16 lanes_inside(int64_t ow, Range cols) {
-  const int64_t lo = std::clamp<int64_t>(cols.lo - ow, 0, 16), hi = std::clamp<int64_t>(cols.hi - ow, 0, 16);
-  return static_cast<__mmask16>(((uint32_t{1} << hi) - 1) & ~((uint32_t{1} << lo) - 1));
-}
-__mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(n, 16)) - 1); }
+// of the CNN's step (AVX-512 machine, 1 thread). Here 16 outputs at a time
+// are one load and one store under a mask of the lanes inside [cols.lo,
+// cols.hi), the masks made once for all output rows of a kernel column
+// (made for each row, they cost more than the copies). The address of lane
+// 0 may lie before the input where a row starts in the padding; those lanes
+// are masked off, so nothing is read there.
+struct RowMasks {
+  std::vector<__mmask16> inside, row;  // per 16 outputs: the lanes in [cols.lo, cols.hi); those below wo
+  RowMasks(int64_t wo, Range cols) {
+    for (int64_t ow = 0; ow < wo; ow += 16) {
+      auto lanes_below = [ow](int64_t n) { return (uint32_t{1} << std::clamp<int64_t>(n - ow, 0, 16)) - 1; };
+      inside.push_back(static_cast<__mmask16>(lanes_below(cols.hi) & ~lanes_below(cols.lo)));
+      row.push_back(static_cast<__mmask16>(lanes_below(wo)));
+    }
+  }
+};
+
 template <class T>
-T* shifted(T* p, int64_t by) {  // p + by, which may point outside the array (Note [Unit-stride patch rows])
+T* shifted(T* p, int64_t by) {  // p + by, which may point outside the array (the note)
   return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(by * int64_t{sizeof(T)}));
+}
+
+// Visits a sample's patch rows at stride 1: fn(col row, input row or null
+// in the padding, input offset of output column 0, the kernel column's masks).
+template <class Fn>
+void for_each_unit_stride_row(const Conv2dDims& d, Fn&& fn) {
+  const int64_t ho = d.out_height(), wo = d.out_width();
+  for (int64_t kj = 0; kj < d.kernel_w; ++kj) {
+    const RowMasks masks(wo, valid_outputs(d.width, wo, 1, d.padding, kj));
+    for (int64_t c = 0; c < d.c_in; ++c)
+      for (int64_t ki = 0; ki < d.kernel_h; ++ki) {
+        const int64_t row = (c * d.kernel_h + ki) * d.kernel_w + kj;
+        for (int64_t oh = 0; oh < ho; ++oh) {
+          const int64_t ih = oh - d.padding + ki;
+          fn(row * ho * wo + oh * wo, ih >= 0 && ih < d.height, (c * d.height + ih) * d.width - d.padding + kj, masks);
+        }
+      }
+  }
+}
+
+void im2col_unit_stride(const Conv2dDims& d, const float* x, float* col) {
+  for_each_unit_stride_row(d, [&](int64_t out, bool inside, int64_t first, const RowMasks& m) {
+    float* o = col + out;
+    for (size_t v = 0; v < m.row.size(); ++v) {
+      const auto ow = static_cast<int64_t>(16 * v);
+      const __m512 in = inside ? _mm512_maskz_loadu_ps(m.inside[v], shifted(x, first + ow)) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(o + ow, m.row[v], in);
+    }
+  });
+}
+
+void col2im_add_unit_stride(const Conv2dDims& d, const float* col, float* dx) {
+  for_each_unit_stride_row(d, [&](int64_t out, bool inside, int64_t first, const RowMasks& m) {
+    if (!inside) return;
+    const float* o = col + out;
+    for (size_t v = 0; v < m.row.size(); ++v) {
+      const auto ow = static_cast<int64_t>(16 * v);
+      float* at = shifted(dx, first + ow);
+      const __mmask16 k = m.inside[v];
+      _mm512_mask_storeu_ps(at, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, at), _mm512_maskz_loadu_ps(k, o + ow)));
+    }
+  });
 }
 #endif
 
@@ -71,19 +121,14 @@ bool is_pointwise(const Conv2dDims& d) {
 }  // namespace
 
 void im2col(const Conv2dDims& d, const float* x, float* col) {
+#if defined(__AVX512F__)
+  if (d.stride == 1) return im2col_unit_stride(d, x, col);
+#endif
   const int64_t wo = d.out_width(), s = d.stride, shift = d.padding;
   for_each_patch_row(d, [&](int64_t out, int64_t in, int64_t kj, Range cols) {
     float* o = col + out;
     if (in < 0) return std::fill(o, o + wo, 0.0f);
     const int64_t first = in - shift + kj;  // input index of output column 0 (may be in the padding)
-#if defined(__AVX512F__)
-    if (s == 1) {  // Note [Unit-stride patch rows]
-      for (int64_t ow = 0; ow < wo; ow += 16)
-        _mm512_mask_storeu_ps(o + ow, first_lanes(wo - ow),
-                              _mm512_maskz_loadu_ps(lanes_inside(ow, cols), shifted(x, first + ow)));
-      return;
-    }
-#endif
     std::fill(o, o + cols.lo, 0.0f);
     if (s == 1) {  // a contiguous run, copied as one (measured faster than an inlined loop on LeNet's 10-30 floats)
       std::copy(x + first + cols.lo, x + first + cols.hi, o + cols.lo);
@@ -95,21 +140,14 @@ void im2col(const Conv2dDims& d, const float* x, float* col) {
 }
 
 void col2im_add(const Conv2dDims& d, const float* col, float* dx) {
+#if defined(__AVX512F__)
+  if (d.stride == 1) return col2im_add_unit_stride(d, col, dx);
+#endif
   const int64_t s = d.stride, shift = d.padding;
   for_each_patch_row(d, [&](int64_t out, int64_t in, int64_t kj, Range cols) {
     if (in < 0) return;
     const float* o = col + out;
     const int64_t first = in - shift + kj;
-#if defined(__AVX512F__)
-    if (s == 1) {  // Note [Unit-stride patch rows]
-      for (int64_t ow = cols.lo - cols.lo % 16; ow < cols.hi; ow += 16) {
-        const __mmask16 k = lanes_inside(ow, cols);
-        float* at = shifted(dx, first + ow);
-        _mm512_mask_storeu_ps(at, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, at), _mm512_maskz_loadu_ps(k, o + ow)));
-      }
-      return;
-    }
-#endif
     if (s == 1) {  // unit stride, so the loop vectorises
       float* d = dx + first;
       for (int64_t ow = cols.lo; ow < cols.hi; ++ow) d[ow] += o[ow];

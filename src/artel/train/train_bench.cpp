@@ -180,18 +180,19 @@ std::string bench_token_file() {
 
 std::vector<std::string> torch_harness_command(const std::string& python, const std::string& train_py,
                                                const BenchCase& c) {
-  if (c.workload != "w1" && c.workload != "w2" && c.workload != "gpt2") return {};
+  if (c.workload != "w1" && c.workload != "cnn" && c.workload != "w2" && c.workload != "gpt2") return {};
   int64_t steps = c.steps > 0 ? c.steps : default_bench_steps(c.workload);
   std::vector<std::string> argv = {python, train_py, "--threads", std::to_string(c.threads), "--warmup",
                                    std::to_string(bench_warmup(c))};
   if (c.precision != "fp32") {
-    if (c.workload == "w1") return {};  // the harness's autocast is for its GPTs
+    if (c.workload == "w1" || c.workload == "cnn") return {};  // the harness's autocast is for its GPTs
     argv.insert(argv.end(), {"--precision", c.precision});
   }
   if (c.workers > 1) argv.insert(argv.end(), {"--ddp", std::to_string(c.workers)});
-  if (c.workload == "w1") {
+  if (c.workload == "w1" || c.workload == "cnn") {  // MNIST epochs of 62 steps
     int64_t epochs = (steps + kW1StepsPerEpoch - 1) / kW1StepsPerEpoch;
-    argv.insert(argv.end(), {"--workload", "mnist-mlp", "--epochs", std::to_string(epochs)});
+    argv.insert(argv.end(), {"--workload", c.workload == "w1" ? "mnist-mlp" : "mnist-cnn", "--epochs",
+                             std::to_string(epochs)});
   } else if (c.workload == "w2") {
     argv.insert(argv.end(), {"--workload", "shakespeare-char-gpt", "--iters", std::to_string(steps), "--eval-at",
                              std::to_string(steps)});
