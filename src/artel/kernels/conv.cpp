@@ -8,6 +8,7 @@
 
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/reduce.h"
 
 namespace artel::kernels {
 namespace {
@@ -195,9 +196,8 @@ void conv2d_backward(const Conv2dDims& d, const float* x, const float* weight, c
       for (int64_t n = d.batch * c / chunks; n < d.batch * (c + 1) / chunks; ++n) {
         const float* dyn = dy + n * d.c_out * hw;
         const float* xn = x + n * in_size;
-        if (db)
-          for (int64_t co = 0; co < d.c_out; ++co)
-            for (int64_t i = 0; i < hw; ++i) db[co] += dyn[co * hw + i];
+        if (db)  // one chain of float adds an output channel took 6% of the CNN's step
+          for (int64_t co = 0; co < d.c_out; ++co) db[co] += static_cast<float>(sum_span(hw, dyn + co * hw));
         if (dw) {  // dweight (Cout, K) += dy_n (Cout, HW) · col (K, HW)ᵀ
           if (!pointwise) im2col(d, xn, col.data());
           gemm(GemmArgs{false, true, d.c_out, k, hw, 1.0f, dyn, hw, pointwise ? xn : col.data(), hw, 1.0f, dw, k});

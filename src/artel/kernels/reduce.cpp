@@ -17,18 +17,6 @@ namespace {
 // Enough elements per chunk that a thread's start-up cost is well hidden.
 constexpr int64_t kGrainElems = 1 << 15;
 
-// 16 independent double lanes: vectorises without reassociating a single sum.
-double sum_span(int64_t n, const float* __restrict x) {
-  double lanes[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
-  double s = 0;
-  for (; i < n; ++i) s += x[i];
-  for (double l : lanes) s += l;
-  return s;
-}
-
 void add_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict x, float* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * cols;
@@ -93,6 +81,18 @@ void with_column_sums(int64_t rows, int64_t cols, float* out, const RowsFn& rows
 }
 
 }  // namespace
+
+// 16 independent double lanes: vectorises without reassociating a single sum.
+double sum_span(int64_t n, const float* __restrict x) {
+  double lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += x[i + j];
+  double s = 0;
+  for (; i < n; ++i) s += x[i];
+  for (double l : lanes) s += l;
+  return s;
+}
 
 double sum_all(int64_t n, const float* x) {
   int64_t chunks = num_chunks(n, kGrainElems);

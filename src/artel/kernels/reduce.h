@@ -12,6 +12,9 @@ namespace artel::kernels {
 
 // Σ x[i] accumulated in double.
 double sum_all(int64_t n, const float* x);
+// The same on the calling thread alone, for a caller already split over
+// threads: 16 independent lanes, so it vectorises.
+double sum_span(int64_t n, const float* x);
 
 // out[c] = Σ_r x[r, c] for an (rows, cols) matrix; overwrites out.
 void column_sums(int64_t rows, int64_t cols, const float* x, float* out);
