@@ -258,10 +258,11 @@ class Attempt {
   // again: a check every worker makes alike (an --init that does not fit the
   // model, a bad flag) fails them all at once, and the user reads it once,
   // then the launcher's line naming the worker. Errors that differ between
-  // workers (each names its own peer or shard) all get through.
+  // workers (each names its own peer or shard) all get through. So do notes
+  // (a /dev/shm too small for every worker's registered memory).
   bool first_to_say(int rank, std::string_view line) {
     constexpr size_t kRemembered = 1024;  // a worker that logs errors without end cannot grow the launcher
-    if (line.find("error:") == std::string_view::npos) return true;
+    if (line.find("error:") == std::string_view::npos && line.find("note:") == std::string_view::npos) return true;
     if (const auto it = said_errors_.find(line); it != said_errors_.end()) return it->second == rank;
     if (said_errors_.size() < kRemembered) said_errors_.emplace(std::string(line), rank);
     return true;
