@@ -134,13 +134,14 @@ TEST(LaunchCommand, PrefixesWholeLinesOfStdoutAndStderr) {
 }
 
 // A check every worker makes alike fails them all with one error: it is
-// written once, with the prefix of the worker that said it first. Errors
-// that differ, and lines that are not errors, all get through. (The workers
+// written once, with the prefix of the worker that said it first; so is a
+// note. Errors that differ, and other lines, all get through. (The workers
 // exit 0, so none is stopped before it has said all it has to.)
 TEST(LaunchCommand, AnErrorEveryWorkerSaysIsWrittenOnce) {
   auto r = launch({"-n", "3"},
                   "echo 'artel train: error: n_embd (128) must be a multiple of n_head (3)' >&2; "
                   "echo \"artel train: error: rank $ARTEL_RANK has no peer\" >&2; "
+                  "echo 'artel: note: /dev/shm is small' >&2; "
                   "echo 'warning: said by all' >&2");
   EXPECT_EQ(r.exit_code, 0);
   std::map<std::string, int> count;
@@ -148,6 +149,7 @@ TEST(LaunchCommand, AnErrorEveryWorkerSaysIsWrittenOnce) {
   EXPECT_EQ(count["artel train: error: n_embd (128) must be a multiple of n_head (3)"], 1) << r.err;
   for (const char* rank : {"0", "1", "2"})
     EXPECT_EQ(count[std::string("artel train: error: rank ") + rank + " has no peer"], 1) << r.err;
+  EXPECT_EQ(count["artel: note: /dev/shm is small"], 1) << r.err;
   EXPECT_EQ(count["warning: said by all"], 3) << r.err;
 }
 
