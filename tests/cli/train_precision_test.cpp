@@ -72,6 +72,23 @@ TEST_F(TrainPrecision, CpuWithoutNativeBf16IsRefusedInOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// Intel's VDPBF16PS without AMX runs bf16 slower than fp32 (kernels/gemm.h,
+// bf16_slower_reason): the run says so and trains; elsewhere it says nothing.
+TEST_F(TrainPrecision, Bf16WithoutAmxOnIntelSaysItIsSlowerThanFp32AndTrains) {
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  // oneDNN then sees AVX512_BF16 without AMX, as on a CPU (or a VM) without it.
+  Result r = train(std::string(kGpt) + " --steps 2 --precision bf16" + out("run"), "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16");
+  ok(r);
+  const bool intel = !__builtin_cpu_is("amd");
+  EXPECT_EQ(r.out.find("note   bf16 runs slower than fp32 here (--precision fp32 is the faster): this Intel CPU "
+                       "has AVX512_BF16 but no AMX") != std::string::npos,
+            intel)
+      << r.out;
+  r = train(std::string(kGpt) + " --steps 2" + out("fp32"), "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16");
+  ok(r);
+  EXPECT_EQ(r.out.find("slower than fp32"), std::string::npos) << "said only under bf16: " << r.out;
+}
+
 TEST_F(TrainPrecision, ImpossibleCombinationsAreRefused) {
   Result r = train(std::string(kGpt) + " --steps 1 --precision bf16 --gemm openblas" + out("a"));
   EXPECT_NE(r.code, 0);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "artel/comm/segment_layout.h"
 #include "artel/core/error.h"
 
 namespace artel::comm {
@@ -57,6 +58,18 @@ TEST(Arena, ABlockWhosePagesCannotBeBackedLeavesTheArenaAsItWas) {
   a = Tensor(), b = Tensor();
   arena.reset();
   std::free(memory);
+}
+
+// Note [Registered memory is address space first] (comm/segment_layout.h).
+TEST(Arena, ArenasOfAGroupTakeAtMostAnEighthOfAnAddressSpaceLimit) {
+  constexpr size_t kGiB = size_t{1} << 30;
+  EXPECT_EQ(arena_within_address_space(8 * kGiB, 4, 0), 8 * kGiB) << "no limit";
+  EXPECT_EQ(arena_within_address_space(8 * kGiB, 2, 16 * kGiB), kGiB);
+  EXPECT_EQ(arena_within_address_space(64 << 20, 2, 16 * kGiB), size_t{64} << 20) << "a small arena fits as it is";
+  const size_t cut = arena_within_address_space(8 * kGiB, 3, 1200000000);
+  EXPECT_EQ(cut % 4096, 0u);
+  EXPECT_LE(3 * cut, size_t{1200000000} / 8);
+  EXPECT_GT(3 * (cut + 4096), size_t{1200000000} / 8);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <iostream>
@@ -188,6 +190,43 @@ TEST(Shm, RegisteredMemoryIsInTheSegment) {
     pg->all_reduce(t, {ReduceOp::sum, "two_shot"})->wait();
     for (int64_t i = 0; i < t.numel(); ++i)
       if (t.data<float>()[i] != 2 * (i % 100) + 1) return 2;
+    return 0;
+  });
+  EXPECT_EQ(codes, std::vector<int>(2, 0));
+}
+
+// Note [Registered memory is address space first] (segment_layout.h): the
+// default arenas (8 GiB a rank) are mapped whole, which a worker under an
+// address-space limit could not; there they shrink to fit, and refuse a
+// tensor larger than what is left of them, which plain memory then holds.
+TEST(Shm, AGroupUnderAnAddressSpaceLimitStartsAndReduces) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space, which an RLIMIT_AS cannot leave room for";
+#endif
+  const std::string job = unique_job("aslimit");
+  auto codes = run_workers(2, [&](int r) {
+    std::ifstream statm("/proc/self/statm");
+    size_t pages = 0;
+    statm >> pages;
+    const rlimit limit{pages * 4096 + (size_t{1} << 30), RLIM_INFINITY};  // 1 GiB more than it maps now
+    if (setrlimit(RLIMIT_AS, &limit) != 0) return 3;
+    GroupOptions o = shm_options(job, r, 2);
+    o.registered_bytes = GroupOptions{}.registered_bytes;
+    auto pg = init_process_group(o);
+    Tensor small = pg->alloc({1 << 20});  // 4 MiB: registered
+    const auto over = static_cast<int64_t>(limit.rlim_cur / 8 / sizeof(float));  // more than both arenas together
+    try {
+      pg->alloc({over});
+      return 4;
+    } catch (const Error&) {
+    }
+    Tensor large = Tensor::zeros({over});
+    for (Tensor* t : {&small, &large}) {
+      for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = static_cast<float>(i % 7 + r);
+      pg->all_reduce(*t)->wait();
+      for (int64_t i = 0; i < t->numel(); ++i)
+        if (t->data<float>()[i] != 2 * (i % 7) + 1) return 2;
+    }
     return 0;
   });
   EXPECT_EQ(codes, std::vector<int>(2, 0));

@@ -197,11 +197,14 @@ TEST(Cluster, ADataParallelWorkerHoldsThePagesOfItsPeersBucketsItTouches) {
   EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7 + 0.75 * 8 * P);
   EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w).memory.runtime,
                    4e7 + 0.5 * 8 * stage_work(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w)[0].parameters);
-  // GPT-2's buckets pass the 64 MiB a rank registers: the rest is plain memory.
+  // GPT-2's buckets and weights fit in the 8 GiB a rank registers.
   const ModelDescription gpt2 = transformer_model("gpt2", {12, 12, 768, 256, 50304});
-  EXPECT_DOUBLE_EQ(predict(gpt2, c, Layout{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 1}, w).memory.runtime,
-                   4e7 + 0.5 * 64 * (1 << 20));
+  const Layout halves{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 1};
+  const MemoryPrediction m = predict(gpt2, c, halves, w).memory;
+  EXPECT_DOUBLE_EQ(m.runtime, 4e7 + 0.5 * 8 * stage_work(gpt2, c, halves, w)[static_cast<size_t>(m.stage)].parameters);
   EXPECT_DOUBLE_EQ(peer_pages(2, 1e6), 5e5);
+  // Beyond them the rest is plain memory.
+  EXPECT_DOUBLE_EQ(peer_pages(2, 1e11), 0.5 * 8 * (1 << 30));
   // Across hosts the group is MPI's, whose buffers are the worker's own.
   Cluster two = testing::test_cluster(64e9, 2, 2);
   two.device.runtime_bytes = {3e7, "alone"};

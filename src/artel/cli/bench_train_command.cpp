@@ -574,6 +574,9 @@ int run_bench_train(int argc, char** argv) {
       std::printf("# bf16: artel's products on %s through oneDNN's bf16 matmul, attention's %s; PyTorch's under "
                   "torch.autocast(\"cpu\", torch.bfloat16)\n", kernels::bf16_instructions().c_str(),
                   kernels::attention_products_on_pairs() ? "on bf16 pairs (VDPBF16PS)" : "in fp32 (faster than VDPBF16PS here)");
+    if (const std::string slower = kernels::bf16_slower_reason(); !slower.empty() &&
+        std::find(a.precisions.begin(), a.precisions.end(), "bf16") != a.precisions.end())
+      std::printf("# bf16 runs slower than fp32 here: %s\n", slower.c_str());
     std::printf("%-10s %7s %-8s %-4s %6s %10s %10s %12s %22s %9s\n", "workload", "threads", "gemm", "prec", "steps",
                 "artel_ms", "torch_ms", "artel/torch", "artel_rate", "gemm_ms");
   }

@@ -108,7 +108,10 @@ struct GroupOptions {
   std::string job_id;                           // names the shm segment; one job per id: [A-Za-z0-9._-], <= 100 chars
   Duration timeout = std::chrono::minutes(5);   // default for every Work::wait and the rendezvous; > 0
   bool debug_checks = false;                    // verify op/seq/size/dtype agree across ranks before each collective
-  size_t registered_bytes = 64ull << 20;        // shm/thread: per rank, memory alloc() can hand out
+  // shm/thread: per rank, the memory alloc() can hand out. Address space
+  // only until alloc hands it out (Note [Registered memory is address space
+  // first], segment_layout.h), so large enough for a GPT-2's buckets and weights.
+  size_t registered_bytes = 8ull << 30;
   size_t staging_bytes = 1ull << 20;            // shm/thread: per rank, each of the two scratch halves; >= 4096
   size_t message_bytes = 128ull << 10;          // shm/thread: per ordered pair of ranks, the buffer of send/recv; >= 64
 };

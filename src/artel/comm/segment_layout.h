@@ -6,6 +6,21 @@
 //
 //   SegmentLayout lay = SegmentLayout::make(world, half_bytes, channel_bytes, arena_bytes);
 //   auto* rc = lay.rank_control(base, r);
+//
+// Note [Registered memory is address space first]
+// A rank's arena is address space until its alloc hands pages out, and only
+// then memory (Note [Each rank backs its own registered memory],
+// segment_store.h). So it is large by default (8 GiB a rank,
+// GroupOptions::registered_bytes): every gradient bucket of a GPT-2 (500
+// MB) and, under ZeRO-1, its weights are registered, and their collectives
+// read the peers' buffers in place. At the earlier 64 MiB, a GPT-2's
+// buckets beyond it were plain memory whose collectives staged every byte
+// through the scratch halves; on two workers that was most of its exposed
+// communication. The segment's file is sparse on /dev/shm, and its mapping
+// costs page tables only where pages are touched. Under an address-space
+// limit (prlimit --as, ulimit -v) the arenas of one group take at most an
+// eighth of it (arena_within_address_space), so a limited worker still
+// starts; registered memory beyond is plain memory, as when /dev/shm is full.
 #pragma once
 
 #include <atomic>
@@ -68,6 +83,15 @@ struct SegmentLayout {
 };
 
 inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Each of `world` arenas of `arena_bytes`, cut to page multiples that take
+// at most an eighth of `address_limit` together (Note [Registered memory is
+// address space first]); 0 = no limit.
+inline size_t arena_within_address_space(size_t arena_bytes, int world, size_t address_limit) {
+  if (address_limit == 0) return arena_bytes;
+  const size_t most = address_limit / 8 / static_cast<size_t>(world) / 4096 * 4096;
+  return arena_bytes < most ? arena_bytes : most;
+}
 
 inline SegmentLayout SegmentLayout::make(int world, size_t half_bytes, size_t channel_bytes, size_t arena_bytes) {
   SegmentLayout l;

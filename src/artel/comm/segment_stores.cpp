@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -135,19 +134,23 @@ class ThreadStore : public SegmentStore {
   std::shared_ptr<Segment> create(const std::string& name, size_t bytes, size_t /*backed: all of it*/) override {
     std::lock_guard lock(mu_);
     if (table_.count(name)) throw Error("in-process group " + name + " already exists", "give each job its own id");
-    void* p = std::aligned_alloc(4096, bytes);
-    if (!p) throw Error("out of memory creating in-process group " + name);
-    std::memset(p, 0, bytes);
+    // Zero pages on demand, like /dev/shm's: the arenas are address space
+    // until used (Note [Registered memory is address space first]).
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      throw Error("cannot create in-process group " + name + " of " + std::to_string(bytes >> 20) +
+                      " MiB: " + errno_text(errno),
+                  "lower GroupOptions::registered_bytes / staging_bytes");
     auto seg = std::make_shared<Segment>();
     seg->base = static_cast<std::byte*>(p);
     seg->bytes = bytes;
-    seg->release = [p] { std::free(p); };
+    seg->release = [p, bytes] { munmap(p, bytes); };
     table_[name] = seg;
     cv_.notify_all();
     return seg;
   }
 
-  void back(Segment&, size_t, size_t) override {}  // ordinary memory, zeroed whole at create
+  void back(Segment&, size_t, size_t) override {}  // ordinary memory, backed as it is touched
 
   std::shared_ptr<Segment> open(const std::string& name, Clock::time_point deadline, const std::string& who) override {
     std::unique_lock lock(mu_);

@@ -1,5 +1,6 @@
 #include "artel/comm/segment_transport.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,13 @@ void check_header(const SegmentHeader* h, const Segment& seg, const SegmentConfi
                 "start every worker with the same world size, or pick another job id");
 }
 
+// The process's address-space limit (RLIMIT_AS) in bytes; 0 when unlimited.
+size_t address_space_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<size_t>(r.rlim_cur);
+}
+
 }  // namespace
 
 std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig& cfg) {
@@ -39,7 +47,8 @@ std::unique_ptr<SegmentTransport> SegmentTransport::connect(const SegmentConfig&
   std::shared_ptr<Segment> seg;
   SegmentLayout layout;
   if (creator) {
-    layout = SegmentLayout::make(cfg.world, cfg.half_bytes, cfg.channel_bytes, cfg.arena_bytes);
+    layout = SegmentLayout::make(cfg.world, cfg.half_bytes, cfg.channel_bytes,
+                                 arena_within_address_space(cfg.arena_bytes, cfg.world, address_space_limit()));
     // Note [Each rank backs its own registered memory] (segment_store.h): the head only.
     seg = cfg.store->create(cfg.name, layout.total, layout.arena_off);
     SegmentHeader* h = SegmentLayout::header(seg->base);

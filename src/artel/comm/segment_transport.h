@@ -30,7 +30,7 @@ struct SegmentConfig {
   std::string name;  // the segment's name in the store
   int rank = 0, world = 1;
   int host_ranks = 0;  // ranks of the whole job on this host (0: world); subgroups keep their parent's
-  size_t half_bytes = 1 << 20, channel_bytes = 128 << 10, arena_bytes = 64 << 20;
+  size_t half_bytes = 1 << 20, channel_bytes = 128 << 10, arena_bytes = 64 << 20;  // arena: at most what arena_within_address_space allows
   Duration timeout = std::chrono::minutes(5);  // for the rendezvous
 };
 

@@ -47,7 +47,8 @@ namespace {
 // that layout once per (b, h) (Note [Pair layouts]); softmax and its backward
 // stay fp32. Only where the pairs are the faster (attention_products_on_pairs,
 // attention.h: on AMD; Intel's VDPBF16PS adds no more products a cycle than
-// its FMAs, so there the products stay fp32).
+// its FMAs, fewer without AMX (gemm.h's bf16_slower_reason), so there the
+// products stay fp32).
 template <class T>
 struct Operand {
   const T* coef;

@@ -181,6 +181,11 @@ std::string bf16_instructions() {
   return "";
 }
 
+std::string bf16_slower_reason() {
+  if (bf16_instructions() != "AVX512_BF16" || __builtin_cpu_is("amd")) return "";
+  return "this Intel CPU has AVX512_BF16 but no AMX, and issues VDPBF16PS at half the products a cycle of its fp32 FMAs";
+}
+
 bool bf16_dx_reads_transposed_weights() {
   static const bool transposed = !__builtin_cpu_is("amd");
   return transposed;

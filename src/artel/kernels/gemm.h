@@ -64,6 +64,15 @@ GemmPrecision gemm_precision();
 // The instructions bf16 products run on here: "AMX" or "AVX512_BF16", or ""
 // when the CPU (as oneDNN sees it; ONEDNN_MAX_CPU_ISA lowers it) has neither.
 std::string bf16_instructions();
+// Why bf16 products run slower than fp32's here, or "" where they run
+// faster. An Intel CPU with AVX512_BF16 but no AMX (Cooper Lake, or a
+// Sapphire or Emerald Rapids whose hypervisor hides AMX) issues VDPBF16PS,
+// 32 products, once every two cycles, against two 16-product FMAs a cycle:
+// on an Emerald Rapids (model 207, AMX hidden) one core ran 40 G products/s
+// in bf16 against 85 in fp32, and GPT-2's step at 1 thread took 11,913 ms in
+// bf16 against 6,824 in fp32. A run is told, not refused: bf16's numbers are
+// the same on every machine, and only its speed is lost.
+std::string bf16_slower_reason();
 // Whether a linear layer's dX = dY·W should read a transposed bf16 copy of W
 // (rounded in the same pass as W) rather than W as stored. oneDNN 2.6's bf16
 // matmul ran dX 10% faster that way on Intel (model 167; GPT-2's step 2316 ->

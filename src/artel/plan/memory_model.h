@@ -62,11 +62,10 @@ struct MemoryPrediction {
 // gathers every peer's block of its weights. Each page it touches enters its
 // resident set (VmHWM), though the memory is its peer's: (dp − 1)/dp of the
 // registered bytes. The group registers them while it has room
-// (comm::GroupOptions::registered_bytes, 64 MiB a rank); beyond that they are
+// (comm::GroupOptions::registered_bytes, 8 GiB a rank); beyond that they are
 // plain memory and the collectives stage through scratch. Measured on W2
 // (0.8 M parameters, AMD Zen 3), RssShmem beyond the buckets: pipeline 1.1
-// MiB, ZeRO-0 1.7-3.2, ZeRO-1 3.4-5.0 (its weights registered too); the
-// 50 M GPT's buffers pass the 64 MiB and its workers hold 32 MiB more.
+// MiB, ZeRO-0 1.7-3.2, ZeRO-1 3.4-5.0 (its weights registered too).
 // Registered: the gradient buckets (ZeRO 0), and the weights (ZeRO 1-2:
 // ZeRO-2's staging counted whole, which is exact for a model of one bucket
 // and reaches the cap beyond), ZeRO-3's gradient staging.

@@ -146,6 +146,8 @@ void Trainer::announce() const {
                                            (kernels::attention_products_on_pairs() ? "" : " (attention's in fp32)")
                                      : "")
         << "\n";
+  if (const std::string slower = kernels::bf16_slower_reason(); cfg_.precision == "bf16" && !slower.empty())
+    out() << "  note   bf16 runs slower than fp32 here (--precision fp32 is the faster): " << slower << "\n";
   if (const std::string layout = strategy_->describe(); !layout.empty()) out() << "  layout " << layout << "\n";
   if (const std::string sync = strategy_->describe_sync(); !sync.empty())
     out() << "  sync   " << sync << "\n";
