@@ -132,6 +132,27 @@ TEST_F(TrainMemoryCheck, WorkerZeroIsChargedOnlyItsOwnRegisteredMemory) {
 // program fit 100 MiB many times over; when each worker backed its arena
 // whole, it stopped here with "64.00 MiB of it shared memory for
 // communication".
+// The memory table says how much of a worker's resident memory is shared:
+// its registered buffers and the pages of its peers' that its collectives
+// read in place, counted by every worker that touched them yet held once
+// (core/memory_stats.h, shared_resident_bytes).
+TEST_F(TrainMemoryCheck, TheReportSaysHowMuchOfAWorkersMemoryIsShared) {
+  const Result two = train(std::string(kMlp) + " --steps 2 --nproc 2" + out("dp2"));
+  ok(two);
+  EXPECT_NE(two.out.find("of it shared (held once)"), std::string::npos) << two.out;
+  const nlohmann::json memory = metrics_entry(dir_ / "dp2" / "metrics.jsonl", "memory");
+  ASSERT_EQ(memory.size(), 2u) << memory;
+  for (const nlohmann::json& m : memory) {
+    // Its own gradient buckets, and the peer's half of them, which it reduced.
+    EXPECT_GE(m["shared"].get<int64_t>(), 3 * m["gradients"].get<int64_t>() / 2) << m;
+    EXPECT_LT(m["shared"].get<int64_t>(), m["peak_resident"].get<int64_t>()) << m;
+  }
+  const Result one = train(std::string(kMlp) + " --steps 2" + out("one"));
+  ok(one);
+  EXPECT_EQ(one.out.find("of it shared"), std::string::npos) << "a worker alone shares nothing: " << one.out;
+  EXPECT_EQ(metrics_entry(dir_ / "one" / "metrics.jsonl", "memory")[0]["shared"].get<int64_t>(), 0);
+}
+
 TEST_F(TrainMemoryCheck, AWorkerIsChargedOnlyTheRegisteredMemoryItUses) {
   const Result r = train(std::string(kMlp) + " --steps 2 --nproc 2 --memory-per-worker 100M" + out("dp2"));
   SKIP_WITHOUT_MEMORY_CGROUPS(r);

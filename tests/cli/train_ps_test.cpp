@@ -9,16 +9,6 @@ namespace {
 using namespace artel_test;
 using TrainPs = TrainRuns;
 
-// The first line of a run's metrics.jsonl that holds `key`, its value.
-nlohmann::json metrics_entry(const fs::path& metrics, const char* key) {
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains(key)) return j[key];
-  }
-  return {};
-}
-
 nlohmann::json ps_summary(const fs::path& metrics) { return metrics_entry(metrics, "parameter_server"); }
 
 TEST_F(TrainPs, BspEqualsDataParallelismOnTheSameGlobalBatch) {

@@ -37,6 +37,16 @@ struct Result {
   double seconds = 0;
 };
 
+// The first line of a run's metrics.jsonl that holds `key`, its value.
+inline nlohmann::json metrics_entry(const fs::path& metrics, const char* key) {
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains(key)) return j[key];
+  }
+  return {};
+}
+
 inline std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream ss;

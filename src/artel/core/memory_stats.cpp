@@ -26,6 +26,13 @@ int64_t peak_resident_bytes() {
   return 0;
 }
 
+int64_t shared_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.compare(0, 9, "RssShmem:") == 0) return std::stoll(line.substr(9)) * 1024;  // "RssShmem:  1234 kB"
+  return 0;
+}
+
 namespace detail {
 
 void note_tensor_alloc(int64_t bytes) {

@@ -26,6 +26,13 @@ void reset_peak_tensor_bytes();  // peak := live
 // /proc/self/status, shared memory it touched included); 0 where unknown.
 int64_t peak_resident_bytes();
 
+// Shared memory resident in the process now (RssShmem): its own registered
+// communication buffers and the pages of its peers' that its collectives
+// read in place. Counted in VmHWM by every process that touched them, yet
+// held once on the host; mapped until the groups go, so at a run's end it is
+// the run's most. 0 where unknown.
+int64_t shared_resident_bytes();
+
 // What this thread allocates tensors for while one is alive, for the
 // out-of-memory error to say ("allocating 190.73 MiB for the optimizer
 // state"). Scopes nest; the innermost names the allocation.

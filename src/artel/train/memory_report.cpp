@@ -15,16 +15,17 @@ void MemoryReport::keep_max(const MemoryReport& o) {
   communication = std::max(communication, o.communication);
   peak_resident = std::max(peak_resident, o.peak_resident);
   gathered = std::max(gathered, o.gathered);
+  shared = std::max(shared, o.shared);
 }
 
 std::vector<int64_t> MemoryReport::values() const {
-  return {parameters, gradients, optimizer_state, activations, communication, peak_resident, gathered};
+  return {parameters, gradients, optimizer_state, activations, communication, peak_resident, gathered, shared};
 }
 
 MemoryReport MemoryReport::from_values(const std::vector<int64_t>& v) {
-  ARTEL_CHECK(v.size() == 7, "memory report: ", v.size(), " values, expected 7");
+  ARTEL_CHECK(v.size() == 8, "memory report: ", v.size(), " values, expected 8");
   return {.parameters = v[0], .gradients = v[1], .optimizer_state = v[2], .activations = v[3],
-          .communication = v[4], .peak_resident = v[5], .gathered = v[6]};
+          .communication = v[4], .peak_resident = v[5], .gathered = v[6], .shared = v[7]};
 }
 
 nlohmann::ordered_json MemoryReport::to_json() const {
@@ -36,18 +37,21 @@ nlohmann::ordered_json MemoryReport::to_json() const {
                                   {"activations", activations},
                                   {"communication", communication},
                                   {"peak_resident", peak_resident},
-                                  {"gathered", gathered}});
+                                  {"gathered", gathered},
+                                  {"shared", shared}});
   return j;
 }
 
 std::string memory_table(const std::vector<MemoryReport>& workers) {
-  bool gathering = false, labelled = false;
+  bool gathering = false, labelled = false, shared = false;
   for (const MemoryReport& m : workers) {
     gathering = gathering || m.gathered > 0;
+    shared = shared || m.shared > 0;
     labelled = labelled || !m.label.empty();
   }
   std::string s = std::string("memory: peak MiB per ") + (labelled ? "process\n  process " : "worker\n  rank") +
                   "  parameters  gradients  optimizer  activations  communication  resident (VmHWM)";
+  if (shared) s += "  of it shared (held once)";
   s += gathering ? "  of the parameters gathered (ZeRO-3's units in use)\n" : "\n";
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   for (size_t r = 0; r < workers.size(); ++r) {
@@ -57,6 +61,7 @@ std::string memory_table(const std::vector<MemoryReport>& workers) {
     int n = std::snprintf(line, sizeof line, "  %*s  %10.2f  %9.2f  %9.2f  %11.2f  %13.2f  %16.2f", labelled ? 8 : 4,
                           who.c_str(), mib(m.parameters), mib(m.gradients), mib(m.optimizer_state),
                           mib(m.activations), mib(m.communication), mib(m.peak_resident));
+    if (shared) n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %24.2f", mib(m.shared));
     if (gathering) std::snprintf(line + n, sizeof line - static_cast<size_t>(n), "  %34.2f", mib(m.gathered));
     s += line;
     s += "\n";

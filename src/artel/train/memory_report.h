@@ -11,7 +11,10 @@
 // the gradients (and a sharded step's weights) themselves; the backends' own
 // staging memory shows in peak resident. gathered: of the parameters, the
 // most a ZeRO-3 worker held gathered at once beyond its shards (the working
-// set of the units in use; 0 otherwise).
+// set of the units in use; 0 otherwise). shared: of the peak resident
+// memory, shared memory — the worker's registered buffers and the pages of
+// its peers' that its collectives read in place — which the host holds once
+// however many workers count it.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@ struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, communication = 0;
   int64_t peak_resident = 0;
   int64_t gathered = 0;
+  int64_t shared = 0;  // of peak_resident, shared memory (core/memory_stats.h's shared_resident_bytes)
   // A process that is not a worker ("server 1": a parameter server, whose
   // communication is its per-worker buffers); empty for a worker, named by
   // its rank. Not among values(): workers gather only workers' reports.

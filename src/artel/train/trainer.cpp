@@ -500,6 +500,7 @@ RunSummary Trainer::run() {
   if (report)
     for (const auto& l : lines) out() << l << "\n";
   memory_.peak_resident = peak_resident_bytes();
+  memory_.shared = shared_resident_bytes();
   const std::vector<MemoryReport> memory = strategy_->gather_memory(memory_);
   if (report) out() << memory_table(memory);
   if (metrics) {
