@@ -9,6 +9,14 @@ namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 thread_local const char* t_purpose = nullptr;
+
+// A field of /proc/self/status in bytes ("VmHWM:  1234 kB"); 0 where absent.
+int64_t status_bytes(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.compare(0, key.size(), key) == 0) return std::stoll(line.substr(key.size())) * 1024;
+  return 0;
+}
 }  // namespace
 
 AllocationPurpose::AllocationPurpose(const char* what) : previous_(t_purpose) { t_purpose = what; }
@@ -19,19 +27,8 @@ int64_t live_tensor_bytes() { return g_live.load(std::memory_order_relaxed); }
 int64_t peak_tensor_bytes() { return g_peak.load(std::memory_order_relaxed); }
 void reset_peak_tensor_bytes() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
-int64_t peak_resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.compare(0, 6, "VmHWM:") == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-  return 0;
-}
-
-int64_t shared_resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.compare(0, 9, "RssShmem:") == 0) return std::stoll(line.substr(9)) * 1024;  // "RssShmem:  1234 kB"
-  return 0;
-}
+int64_t peak_resident_bytes() { return status_bytes("VmHWM:"); }
+int64_t shared_resident_bytes() { return status_bytes("RssShmem:"); }
 
 namespace detail {
 
