@@ -1,13 +1,12 @@
 #include "artel/kernels/conv.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/masked_lanes.h"
 #include "artel/kernels/reduce.h"
 
 namespace artel::kernels {
@@ -44,25 +43,26 @@ void for_each_patch_row(const Conv2dDims& d, Fn&& fn) {
       }
 }
 
-#if defined(__AVX512F__)
+#if defined(ARTEL_MASKED_LANES)
 // Note [Unit-stride patch rows]
 // At stride 1 a patch row is a run of the input row shifted by the kernel
 // column, with zeros where it falls in the padding: LeNet's are 10 to 28
 // floats. Calls of memmove and fill for each took im2col and col2im to 40%
-// of the CNN's step (AVX-512 machine, 1 thread). Here 16 outputs at a time
-// are one load and one store under a mask of the lanes inside [cols.lo,
-// cols.hi), the masks made once for all output rows of a kernel column
-// (made for each row, they cost more than the copies). The address of lane
-// 0 may lie before the input where a row starts in the padding; those lanes
-// are masked off, so nothing is read there.
+// of the CNN's step (AVX-512 machine, 1 thread). Here a vector of outputs at
+// a time (16 with AVX-512, 8 with AVX2) is one load and one store under a
+// mask of the lanes inside [cols.lo, cols.hi), the masks made once for all
+// output rows of a kernel column (made for each row, they cost more than the
+// copies). The address of lane 0 may lie before the input where a row starts
+// in the padding; those lanes are masked off, so nothing is read there.
+struct VectorMasks {
+  masked::Mask inside, row;  // the lanes in [cols.lo, cols.hi); those below wo
+};
 struct RowMasks {
-  std::vector<__mmask16> inside, row;  // per 16 outputs: the lanes in [cols.lo, cols.hi); those below wo
+  std::vector<VectorMasks> vectors;  // one per vector of outputs
   RowMasks(int64_t wo, Range cols) {
-    for (int64_t ow = 0; ow < wo; ow += 16) {
-      auto lanes_below = [ow](int64_t n) { return (uint32_t{1} << std::clamp<int64_t>(n - ow, 0, 16)) - 1; };
-      inside.push_back(static_cast<__mmask16>(lanes_below(cols.hi) & ~lanes_below(cols.lo)));
-      row.push_back(static_cast<__mmask16>(lanes_below(wo)));
-    }
+    for (int64_t ow = 0; ow < wo; ow += masked::kLanes)
+      vectors.push_back({masked::and_not(masked::first(cols.hi - ow), masked::first(cols.lo - ow)),
+                         masked::first(wo - ow)});
   }
 };
 
@@ -71,8 +71,9 @@ T* shifted(T* p, int64_t by) {  // p + by, which may point outside the array (th
   return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(by * int64_t{sizeof(T)}));
 }
 
-// Visits a sample's patch rows at stride 1: fn(col row, input row or null
-// in the padding, input offset of output column 0, the kernel column's masks).
+// Visits a sample's patch rows at stride 1: fn(col row, floats from it to
+// its patch row's end, inside the input (not the padding), input offset of
+// output column 0, the kernel column's masks).
 template <class Fn>
 void for_each_unit_stride_row(const Conv2dDims& d, Fn&& fn) {
   const int64_t ho = d.out_height(), wo = d.out_width();
@@ -83,32 +84,36 @@ void for_each_unit_stride_row(const Conv2dDims& d, Fn&& fn) {
         const int64_t row = (c * d.kernel_h + ki) * d.kernel_w + kj;
         for (int64_t oh = 0; oh < ho; ++oh) {
           const int64_t ih = oh - d.padding + ki;
-          fn(row * ho * wo + oh * wo, ih >= 0 && ih < d.height, (c * d.height + ih) * d.width - d.padding + kj, masks);
+          fn(row * ho * wo + oh * wo, (ho - oh) * wo, ih >= 0 && ih < d.height,
+             (c * d.height + ih) * d.width - d.padding + kj, masks);
         }
       }
   }
 }
 
 void im2col_unit_stride(const Conv2dDims& d, const float* x, float* col) {
-  for_each_unit_stride_row(d, [&](int64_t out, bool inside, int64_t first, const RowMasks& m) {
+  // A patch row's output rows lie one after another in col, each stored
+  // right after the one before: a store may spill into the rest of them.
+  for_each_unit_stride_row(d, [&](int64_t out, int64_t left, bool inside, int64_t first, const RowMasks& m) {
     float* o = col + out;
-    for (size_t v = 0; v < m.row.size(); ++v) {
-      const auto ow = static_cast<int64_t>(16 * v);
-      const __m512 in = inside ? _mm512_maskz_loadu_ps(m.inside[v], shifted(x, first + ow)) : _mm512_setzero_ps();
-      _mm512_mask_storeu_ps(o + ow, m.row[v], in);
+    int64_t ow = 0;
+    for (const VectorMasks& v : m.vectors) {
+      const masked::Vec in = inside ? masked::load(v.inside, shifted(x, first + ow)) : masked::zero();
+      masked::store_run(o + ow, v.row, in, ow + masked::kLanes <= left);
+      ow += masked::kLanes;
     }
   });
 }
 
 void col2im_add_unit_stride(const Conv2dDims& d, const float* col, float* dx) {
-  for_each_unit_stride_row(d, [&](int64_t out, bool inside, int64_t first, const RowMasks& m) {
+  for_each_unit_stride_row(d, [&](int64_t out, int64_t, bool inside, int64_t first, const RowMasks& m) {
     if (!inside) return;
     const float* o = col + out;
-    for (size_t v = 0; v < m.row.size(); ++v) {
-      const auto ow = static_cast<int64_t>(16 * v);
+    int64_t ow = 0;
+    for (const VectorMasks& v : m.vectors) {
       float* at = shifted(dx, first + ow);
-      const __mmask16 k = m.inside[v];
-      _mm512_mask_storeu_ps(at, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, at), _mm512_maskz_loadu_ps(k, o + ow)));
+      masked::store(at, v.inside, masked::add(masked::load(v.inside, at), masked::load(v.inside, o + ow)));
+      ow += masked::kLanes;
     }
   });
 }
@@ -122,7 +127,7 @@ bool is_pointwise(const Conv2dDims& d) {
 }  // namespace
 
 void im2col(const Conv2dDims& d, const float* x, float* col) {
-#if defined(__AVX512F__)
+#if defined(ARTEL_MASKED_LANES)
   if (d.stride == 1) return im2col_unit_stride(d, x, col);
 #endif
   const int64_t wo = d.out_width(), s = d.stride, shift = d.padding;
@@ -141,8 +146,8 @@ void im2col(const Conv2dDims& d, const float* x, float* col) {
 }
 
 void col2im_add(const Conv2dDims& d, const float* col, float* dx) {
-#if defined(__AVX512F__)
-  if (d.stride == 1) return col2im_add_unit_stride(d, col, dx);
+#if defined(ARTEL_MASKED_LANES)
+  if (masked::kMaskedStoresAreCheap && d.stride == 1) return col2im_add_unit_stride(d, col, dx);
 #endif
   const int64_t s = d.stride, shift = d.padding;
   for_each_patch_row(d, [&](int64_t out, int64_t in, int64_t kj, Range cols) {
