@@ -183,7 +183,8 @@ TEST(Cluster, AWorkerWithPeersOnItsHostHoldsTheirRuntime) {
 
 // Note [Peers' registered pages]: a data-parallel worker on one host also
 // holds the pages of its peers' registered buffers it works on, (dp − 1)/dp
-// of them, at most the group's registered memory; not across hosts (MPI).
+// of them, and of rank 0's buffer the weights are broadcast through, at most
+// the group's registered memory; not across hosts (MPI).
 TEST(Cluster, ADataParallelWorkerHoldsThePagesOfItsPeersBucketsItTouches) {
   const TransformerShape small{4, 4, 128, 64, 65};
   const ModelDescription gpt = transformer_model("gpt", small);
@@ -192,19 +193,22 @@ TEST(Cluster, ADataParallelWorkerHoldsThePagesOfItsPeersBucketsItTouches) {
   Cluster c = cpu_host(4, 4);
   c.device.runtime_bytes = {3e7, "alone"};
   c.device.runtime_bytes_with_peers = {4e7, "with peers"};
-  // ZeRO-0 reduces the gradient buckets in place; ZeRO-1 and -2 also gather the weights.
-  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 4e7 + 0.75 * 4 * P);
-  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7 + 0.75 * 8 * P);
+  // ZeRO-0 reduces the gradient buckets in place and broadcasts through them;
+  // ZeRO-1 and -2 also gather the weights, and broadcast through those.
+  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4}, w).memory.runtime, 4e7 + 0.75 * (4 + 4) * P);
+  EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 4, .zero = 1}, w).memory.runtime, 4e7 + 0.75 * (8 + 4) * P);
   EXPECT_DOUBLE_EQ(predict(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w).memory.runtime,
-                   4e7 + 0.5 * 8 * stage_work(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w)[0].parameters);
+                   4e7 + 0.5 * (8 + 4) * stage_work(gpt, c, Layout{.dp = 2, .tp = 2, .zero = 2}, w)[0].parameters);
   // GPT-2's buckets and weights fit in the 8 GiB a rank registers.
   const ModelDescription gpt2 = transformer_model("gpt2", {12, 12, 768, 256, 50304});
   const Layout halves{.dp = 2, .pp = 2, .micro_batches = 2, .zero = 1};
   const MemoryPrediction m = predict(gpt2, c, halves, w).memory;
-  EXPECT_DOUBLE_EQ(m.runtime, 4e7 + 0.5 * 8 * stage_work(gpt2, c, halves, w)[static_cast<size_t>(m.stage)].parameters);
-  EXPECT_DOUBLE_EQ(peer_pages(2, 1e6), 5e5);
+  EXPECT_DOUBLE_EQ(m.runtime,
+                   4e7 + 0.5 * (8 + 4) * stage_work(gpt2, c, halves, w)[static_cast<size_t>(m.stage)].parameters);
+  EXPECT_DOUBLE_EQ(peer_pages(2, 1e6, 0), 5e5);
+  EXPECT_DOUBLE_EQ(peer_pages(2, 1e6, 5e5), 7.5e5);
   // Beyond them the rest is plain memory.
-  EXPECT_DOUBLE_EQ(peer_pages(2, 1e11), 0.5 * 8 * (1 << 30));
+  EXPECT_DOUBLE_EQ(peer_pages(2, 1e11, 1e11), 0.5 * 2 * 8 * (1 << 30));
   // Across hosts the group is MPI's, whose buffers are the worker's own.
   Cluster two = testing::test_cluster(64e9, 2, 2);
   two.device.runtime_bytes = {3e7, "alone"};

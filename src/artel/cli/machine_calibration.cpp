@@ -416,10 +416,12 @@ plan::Cluster calibrate_machine(const MachineFacts& facts, const CalibrationOpti
   } else {
     c.device.runtime_bytes = measure_runtime_bytes(program + " train", facts);
     if (c.per_host() > 1) {  // two workers, data-parallel, as the layouts of several run
-      // ZeRO-1 registers the weights (the report's parameters) and the gradient buckets.
+      // ZeRO-1 registers the weights (the report's parameters) and the gradient
+      // buckets, and broadcasts the weights.
       const LayoutPages peers = {
           [](const nlohmann::json& m) {
-            return plan::peer_pages(2, m.value("parameters", 0.0) + m.value("gradients", 0.0));
+            const double weights = m.value("parameters", 0.0);
+            return plan::peer_pages(2, weights + m.value("gradients", 0.0), weights);
           },
           "the pages of its peer's registered buckets it touches (plan::peer_pages)"};
       c.device.runtime_bytes_with_peers = measure_runtime_bytes(program + " train --nproc 2 --zero 1", facts, peers);

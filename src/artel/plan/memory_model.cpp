@@ -58,6 +58,12 @@ double registered_buffers(const StageWork& st, const Layout& l, const Workload& 
   return st.parameters * (w.state.gradient + (l.zero >= 1 ? w.state.weight : 0));
 }
 
+// The buffer rank 0's weights are broadcast through (Note [Peers' registered pages]).
+double broadcast_buffer(const StageWork& st, const Layout& l, const Workload& w) {
+  if (l.zero >= 3) return 0;
+  return st.parameters * (l.zero >= 1 ? w.state.weight : w.state.gradient);
+}
+
 // The largest collective of the dp group (Note [A hierarchical collective's
 // scratch]): a unit's gradients under ZeRO-3, else DDP's largest bucket.
 double largest_collective(const StageWork& st, const Layout& l, const Workload& w) {
@@ -94,7 +100,7 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
   m.runtime = peers && with_peers > 0 ? with_peers : cluster.device.runtime_bytes.value;
   const GroupPlacement dp = place_group(cluster, l.dp, l.tp * l.pp);
   if (peers && with_peers > 0 && l.dp > 1 && !dp.crosses_hosts())
-    m.runtime += peer_pages(l.dp, registered_buffers(st, l, w));
+    m.runtime += peer_pages(l.dp, registered_buffers(st, l, w), broadcast_buffer(st, l, w));
   if (w.cross_host == CrossHost::hierarchical && dp.crosses_hosts() && dp.per_host > 1)
     m.runtime += hierarchical_scratch(dp.per_host, l.zero, largest_collective(st, l, w));
   m.parameters = w.state.weight * st.parameters / (l.zero >= 3 ? n : 1.0);
@@ -119,9 +125,9 @@ MemoryPrediction stage_memory(const StageWork& st, int peak_live, const Cluster&
 
 }  // namespace
 
-double peer_pages(int64_t dp, double registered_bytes) {
-  const double cap = static_cast<double>(comm::GroupOptions{}.registered_bytes);
-  return static_cast<double>(dp - 1) / static_cast<double>(dp) * std::min(registered_bytes, cap);
+double peer_pages(int64_t dp, double registered_bytes, double broadcast_bytes) {
+  const double registered = std::min(registered_bytes, static_cast<double>(comm::GroupOptions{}.registered_bytes));
+  return static_cast<double>(dp - 1) / static_cast<double>(dp) * (registered + std::min(broadcast_bytes, registered));
 }
 
 double hierarchical_scratch(int64_t per_host, int zero, double largest_collective_bytes) {

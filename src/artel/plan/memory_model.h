@@ -61,15 +61,24 @@ struct MemoryPrediction {
 // writing) every peer's block r of the gradient buckets, and under ZeRO 1-2
 // gathers every peer's block of its weights. Each page it touches enters its
 // resident set (VmHWM), though the memory is its peer's: (dp − 1)/dp of the
-// registered bytes. The group registers them while it has room
+// registered bytes. Once, at the start, every rank but 0 also reads the rest
+// of rank 0's copy of the buffer DDP broadcasts the weights through (its
+// buckets, or under ZeRO 1-2 its weights: parallel::DistributedDataParallel::
+// broadcast_weights), so the worker that needs most, a rank other than 0,
+// touches (dp − 1)/dp of the registered bytes and of the broadcast ones.
+// The group registers them while it has room
 // (comm::GroupOptions::registered_bytes, 8 GiB a rank); beyond that they are
 // plain memory and the collectives stage through scratch. Measured on W2
 // (0.8 M parameters, AMD Zen 3), RssShmem beyond the buckets: pipeline 1.1
-// MiB, ZeRO-0 1.7-3.2, ZeRO-1 3.4-5.0 (its weights registered too).
+// MiB, ZeRO-0 1.7-3.2, ZeRO-1 3.4-5.0 (its weights registered too); GPT-2
+// (124 M) under ZeRO-1, 2 workers: rank 0 236 + 236 MiB of its peer's
+// buckets and weights, rank 1 236 + 473 (2026-12-02; the planner counted
+// 236 + 236 until then and predicted its VmHWM 11.7% low).
 // Registered: the gradient buckets (ZeRO 0), and the weights (ZeRO 1-2:
 // ZeRO-2's staging counted whole, which is exact for a model of one bucket
-// and reaches the cap beyond), ZeRO-3's gradient staging.
-double peer_pages(int64_t dp, double registered_bytes);
+// and reaches the cap beyond), ZeRO-3's gradient staging. Broadcast: the
+// buckets (ZeRO 0), the weights (ZeRO 1-2); ZeRO-3 broadcasts nothing.
+double peer_pages(int64_t dp, double registered_bytes, double broadcast_bytes);
 
 // Note [A hierarchical collective's scratch]
 // A data-parallel group across hosts with k > 1 members on a host runs
