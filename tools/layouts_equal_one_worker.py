@@ -28,8 +28,9 @@ COMMON = "--data-order sequential --seed 5 --threads 1 --timeout 120 --steps {st
 
 # (model, layout flags, workers, data-parallel degree)
 GPT_LAYOUTS = [("--tp 2", 2, 1), ("--tp 4", 4, 1), ("--pp 2", 2, 1), ("--pp 4", 4, 1), ("--tp 2 --pp 2", 4, 1),
-               ("--pp 2", 4, 2), ("--tp 2", 4, 2)]
-SMALL_LAYOUTS = [("mlp", "--pp 2", 2), ("cnn", "--pp 2", 2)]
+               ("--pp 2", 4, 2), ("--tp 2", 4, 2), ("--pp 2 --schedule interleaved --chunks 2", 2, 1),
+               ("--pp 2 --schedule interleaved --chunks 2", 4, 2)]
+SMALL_LAYOUTS = [("mlp", "--pp 2", 2), ("cnn", "--pp 2", 2), ("cnn", "--pp 2 --schedule interleaved --chunks 2", 2)]
 
 
 def train(artel, flags, out):
@@ -67,7 +68,7 @@ def main():
             nonlocal worst
             d, where = max_difference(ref, got)
             worst = max(worst, d)
-            print(f"{model:4s} {layout:22s} --zero {zero}  max |weight difference| {d:.3g}  ({where})", flush=True)
+            print(f"{model:4s} {layout:50s} --zero {zero}  max |weight difference| {d:.3g}  ({where})", flush=True)
 
         gpt = GPT.format(root=ROOT) + " " + common
         one = train(args.artel, f"{gpt} --batch-size {args.batch_size}", os.path.join(tmp, "gpt-one"))
@@ -76,11 +77,11 @@ def main():
                 name = f"dp {dp} x {layout.replace('--', '').strip()}" if dp > 1 else layout.replace("--", "")
                 flags = (f"{gpt} --batch-size {args.batch_size // dp} --nproc {n} {layout} --micro-batches 2 "
                          f"--zero {zero}")
-                report("gpt", name, zero, one, train(args.artel, flags, os.path.join(tmp, f"gpt-{n}-{dp}-{zero}")))
+                report("gpt", name, zero, one, train(args.artel, flags, os.path.join(tmp, f"gpt-{n}-{dp}-{zero}-{len(layout)}")))
         for model, layout, n in SMALL_LAYOUTS:
             small = SMALL.format(model=model) + " " + common + " --batch-size 16"
             ref = train(args.artel, small, os.path.join(tmp, f"{model}-one"))
-            got = train(args.artel, f"{small} --nproc {n} {layout} --micro-batches 2", os.path.join(tmp, f"{model}-pp"))
+            got = train(args.artel, f"{small} --nproc {n} {layout} --micro-batches 2", os.path.join(tmp, f"{model}-pp-{len(layout)}"))
             report(model, layout.replace("--", ""), 1, ref, got)
     print(f"largest: {worst:.3g} (tolerance {args.tolerance:g})")
     return 0 if worst <= args.tolerance else 1

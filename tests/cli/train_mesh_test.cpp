@@ -28,15 +28,22 @@ class TrainMeshRuns : public TrainMesh {
   }
   std::string gpt() const { return std::string(kMeshGpt) + " --data " + (dir_ / "text.txt").string(); }
 
-  // One worker on batch B·dp against the layout, for both schedules and M in {1, 2, 4, 8}.
+  // One worker on batch B·dp against the layout, for every schedule and M in
+  // {1, 2, 4, 8}: the interleaved one (2 chunks a stage) where the 4 blocks
+  // make 2 chunks for each of the stages, at M a multiple of 2 stages.
   void expect_layout_equals_one_worker(const std::string& layout, int nproc, int dp) {
     const std::string ref = "ref" + std::to_string(dp);
     ok(train(gpt() + " --batch-size " + std::to_string(8 * dp) + out(ref)));
     // The schedule orders a pipeline's micro-batches: without stages there is one order.
     const bool pipeline = layout.find("--pp") != std::string::npos;
-    for (const char* schedule : pipeline ? std::vector<const char*>{"gpipe", "1f1b"} : std::vector<const char*>{""})
+    const bool interleaves = layout.find("--pp 2") != std::string::npos;
+    std::vector<const char*> schedules = {""};
+    if (pipeline) schedules = {"gpipe", "1f1b"};
+    if (interleaves) schedules.push_back("interleaved --chunks 2");
+    for (const char* schedule : schedules)
       for (int m : {1, 2, 4, 8}) {
-        const std::string run = std::string(pipeline ? schedule : "tp") + "_m" + std::to_string(m);
+        if (std::string(schedule).find("interleaved") == 0 && m == 1) continue;  // M a multiple of the stages
+        const std::string run = std::string(pipeline ? std::string(schedule).substr(0, 4) : "tp") + "_m" + std::to_string(m);
         ok(train(gpt() + " --batch-size 8 --nproc " + std::to_string(nproc) + " " + layout +
                  (pipeline ? std::string(" --schedule ") + schedule : "") + " --micro-batches " + std::to_string(m) +
                  out(run)));
@@ -194,6 +201,31 @@ TEST_F(TrainMeshRuns, ResumedRunIsIdenticalToAnUninterruptedOne) {
   ok(train(g + " --steps 2" + out("resumed")));
   ok(train(g + " --steps 4 --resume" + out("resumed")));
   expect_identical_run("whole", "resumed");
+  // Interleaved: each stage writes and reads the parts of both its chunks
+  // (dropout on, so the stage's generator must come back too).
+  g = gpt() + " --batch-size 8 --nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 2 "
+              "--checkpoint-every 2 --dropout 0.1";
+  ok(train(g + " --steps 4" + out("il_whole")));
+  ok(train(g + " --steps 2" + out("il_resumed")));
+  ok(train(g + " --steps 4 --resume" + out("il_resumed")));
+  expect_identical_run("il_whole", "il_resumed");
+}
+
+// The MLP and the CNN interleave too: their layers cut into 4 chunks, 2 a
+// stage, each stage holding two runs of layers.
+TEST_F(TrainMeshRuns, InterleavedPipelinesOfAnyModelEqualOneWorker) {
+  for (const char* model : {"mlp", "cnn"}) {
+    const std::string m = std::string("--model ") + model +
+                          " --threads 1 --data-order sequential --seed 5 --steps 3 --eval-batches 2 --batch-size 16 "
+                          "--timeout 60";
+    ok(train(m + out(std::string(model) + "_one")));
+    Result r = train(m + " --nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 4" +
+                     out(std::string(model) + "_il"));
+    ok(r);
+    EXPECT_NE(r.out.find("interleaved x2 chunks; layers per stage [0,"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(")+["), std::string::npos) << "each stage holds two runs of layers:\n" << r.out;
+    expect_same_run(std::string(model) + "_one", std::string(model) + "_il");
+  }
 }
 
 TEST_F(TrainMeshRuns, KilledStageIsRestartedFromTheNewestCheckpoint) {
@@ -222,6 +254,11 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 80);
   EXPECT_NE(r.out.find("ideal (P - 1)/(M + P - 1) = 0.2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unequal stages alone: 0."), std::string::npos) << r.out;
+  // Interleaved over 2 chunks a stage: the bubble's ideal halves, (P - 1)/(V·M + P - 1).
+  r = train(gpt() + " --batch-size 8 --nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 4 --steps 3 "
+                    "--trace " + (dir_ / "il.json").string() + out("il"));
+  ok(r);
+  EXPECT_NE(r.out.find("ideal (P - 1)/(V·M + P - 1) = 0.111"), std::string::npos) << r.out;
 
   // Data parallelism alone, and one process, trace too; a trace inside the
   // run's folder, which the run has yet to make, is written there.
@@ -252,6 +289,14 @@ TEST_F(TrainMeshRuns, BadLayoutsFailBeforeAnyWorkerStarts) {
   fails("--nproc 2 --tp 2 --model cnn", "model cnn declares no tensor-parallel split");
   fails("--nproc 2 --pp 2 --stage-layers 1,2", "adds up to 3 blocks");
   fails("--nproc 2 --pp 2 --schedule zigzag", "unknown schedule 'zigzag'");
+  fails("--nproc 2 --pp 2 --schedule interleaved --micro-batches 2", "each stage must hold 2 or more model chunks");
+  fails("--nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 1", "a multiple of --pp");
+  fails("--nproc 2 --pp 2 --schedule interleaved --chunks 4 --micro-batches 2", "8 model chunks for a model of 4 blocks");
+  fails("--nproc 2 --pp 2 --chunks 2 --micro-batches 2", "only --schedule interleaved runs");
+  fails("--nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 2 --stage-layers 1,3",
+        "--stage-layers gives 2 block counts, --pp 2 x --chunks 2 asks for 4");
+  fails("--nproc 4 --pp 2 --schedule interleaved --chunks 3 --micro-batches 2 --model mlp",
+        "6 stages");  // more chunks than the MLP's 5 layers
 }
 
 }  // namespace

@@ -185,6 +185,45 @@ TEST(ModelShardPipeline, AnMlpCutInTwoHoldsDisjointParameters) {
   EXPECT_EQ(s1.forward(s0.forward({Variable(x)}))[0].value().to_vector(), whole->forward(x).value().to_vector());
 }
 
+// The interleaved schedule's virtual stages: the MLP cut into 4 chunks over
+// 2 stages, stage s holding chunks s and s + 2; a micro-batch through
+// s0c0, s1c0, s0c1, s1c1 is the whole model's forward.
+TEST(ModelShardPipeline, AnMlpInChunksHoldsEveryOtherVirtualStage) {
+  models::ModelConfig c;
+  c.kind = "mlp";
+  auto m0 = models::declare_model(c), m1 = models::declare_model(c);
+  const std::vector<PieceRange> chunks = balanced_stages(piece_layers(*m0), piece_parameter_counts(*m0), 4);
+  ShardPlace p0 = stage_of(chunks, 0), p1 = stage_of(chunks, 1);
+  p0.chunks = p1.chunks = 2;
+  ModelShard s0(*m0, p0), s1(*m1, p1);
+  EXPECT_EQ(s0.stages(), 2);
+  EXPECT_EQ(s0.held_pieces(), (std::vector<PieceRange>{chunks[0], chunks[2]}));
+  EXPECT_EQ(s1.held_pieces(), (std::vector<PieceRange>{chunks[1], chunks[3]}));
+  EXPECT_TRUE(s0.starts_pipeline(0) && !s0.starts_pipeline(1) && !s0.ends_pipeline(1));
+  EXPECT_TRUE(s1.ends_pipeline(1) && !s1.ends_pipeline(0));
+  s0.materialize(c.seed);
+  s1.materialize(c.seed);
+  auto whole = models::make_model(c);
+  Tensor x = parallel_testing::randn({3, 784}, 9);
+  nn::Activations h = s1.forward(s0.forward({Variable(x)}, 0), 0);
+  EXPECT_EQ(s1.forward(s0.forward(h, 1), 1)[0].value().to_vector(), whole->forward(x).value().to_vector());
+  EXPECT_THROW(s0.forward(h, 2), Error);
+}
+
+// Each chunk's gradients are final after its own last backward (data
+// parallelism syncs them then), so two chunks of one stage may not share a
+// weight: a GPT in 2 chunks on one stage has its tied embedding in both.
+TEST(ModelShardPipeline, ChunksOfOneStageSharingAWeightAreRefused) {
+  models::ModelConfig c;
+  c.n_layer = 2;
+  auto m = models::declare_model(c);
+  ShardPlace p = stage_of(balanced_stages(piece_layers(*m), piece_parameter_counts(*m), 2), 0);
+  p.chunks = 2;
+  EXPECT_THAT([&] { ModelShard s(*m, p); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("transformer.wte.weight is used by chunks 0 and 1 of stage 0"),
+                                         HasSubstr("must not share parameters"))));
+}
+
 TEST(ModelShardPipeline, AStageOutsideThePipelineIsAnError) {
   auto m = models::declare_model(models::ModelConfig{});
   EXPECT_THROW(ModelShard(*m, stage_of({{0, 2}, {2, 6}}, 2)), Error);

@@ -1,7 +1,8 @@
 // The executor runs real schedules over ranks-as-threads: a three-stage
 // pipeline of tanh layers gives the gradients of the same layers run whole
-// on one thread, for both schedules and several micro-batch counts, and
-// holds at most as many micro-batches as the schedule promises.
+// on one thread, for every schedule (the interleaved one over a ring of
+// stages holding two chunks each) and several micro-batch counts, and holds
+// at most as many micro-batches as the schedule promises.
 #include "artel/parallel/pipeline_executor.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/comm/thread_group.h"
+#include "artel/parallel/interleaved_schedule.h"
 #include "parallel/parallel_testing.h"
 
 namespace artel::parallel {
@@ -24,11 +26,12 @@ constexpr int kStages = 3, kBatchRows = 8, kWidth = 4;
 Variable layer(const Variable& x, const Variable& w) { return autograd::tanh(autograd::linear(x, w, Variable())); }
 Variable loss_of(const Variable& y) { return autograd::mean(autograd::mul(y, y)); }
 
-// Stage s's weight gradient on the whole batch, computed on one thread.
-std::vector<std::vector<float>> whole_batch_gradients(const Tensor& x) {
+// Layer l's weight gradient on the whole batch, computed on one thread
+// (layer l is stage l, or virtual stage l of an interleaved pipeline).
+std::vector<std::vector<float>> whole_batch_gradients(const Tensor& x, int layers = kStages) {
   std::vector<Variable> w;
   Variable h(x);
-  for (int s = 0; s < kStages; ++s) {
+  for (int s = 0; s < layers; ++s) {
     w.emplace_back(randn({kWidth, kWidth}, 10 + s), true);
     h = layer(h, w.back());
   }
@@ -38,14 +41,16 @@ std::vector<std::vector<float>> whole_batch_gradients(const Tensor& x) {
   return g;
 }
 
-// Two groups per neighbouring pair, built in the same order on every rank.
-PipelineLinks links_of(comm::ProcessGroup& world) {
+// Two groups per neighbouring pair, built in the same order on every rank;
+// a ring links the last stage on to the first.
+PipelineLinks links_of(comm::ProcessGroup& world, bool ring = false) {
   PipelineLinks l;
-  for (int s = 0; s + 1 < kStages; ++s) {
-    auto act = world.new_group({s, s + 1});
-    auto grad = world.new_group({s, s + 1});
+  for (int s = 0; s < (ring ? kStages : kStages - 1); ++s) {
+    const int next = (s + 1) % kStages;
+    auto act = world.new_group({s, next});
+    auto grad = world.new_group({s, next});
     if (world.rank() == s) l.activations_to_next = act, l.grads_from_next = grad;
-    if (world.rank() == s + 1) l.activations_from_prev = act, l.grads_to_prev = grad;
+    if (world.rank() == next) l.activations_from_prev = act, l.grads_to_prev = grad;
   }
   return l;
 }
@@ -60,7 +65,7 @@ TEST(PipelineExecutor, MicroBatchedPipelineGivesTheWholeBatchGradients) {
         Variable w(randn({kWidth, kWidth}, 10 + s), true);
         PipelineExecutor ex(s, kStages, links_of(world));
         StageFunctions fns;
-        fns.forward = [&](int mb, const Activations& in) {
+        fns.forward = [&](int mb, int, const Activations& in) {
           EXPECT_EQ(in.size(), s == 0 ? 0u : 1u);
           Variable h = layer(s == 0 ? Variable(x.slice0(mb * rows, (mb + 1) * rows)) : in.at(0), w);
           // The mean over the batch is the mean of micro-batch means / M.
@@ -77,6 +82,54 @@ TEST(PipelineExecutor, MicroBatchedPipelineGivesTheWholeBatchGradients) {
     }
 }
 
+// Megatron's interleaved schedule over 3 stages of 2 chunks each: chunk c of
+// stage s is layer c·3 + s of a 6-layer chain, so every micro-batch goes
+// round the ring twice. Each layer's gradient equals the whole chain's on
+// the whole batch, and evaluation through the chunks gives its loss.
+TEST(PipelineExecutor, InterleavedChunksGiveTheWholeChainsGradients) {
+  constexpr int kChunks = 2, kRows = 12, kLayers = kStages * kChunks;
+  Tensor x = randn({kRows, kWidth}, 3);
+  const auto want = whole_batch_gradients(x, kLayers);
+  Variable h(x);
+  for (int l = 0; l < kLayers; ++l) h = layer(h, Variable(randn({kWidth, kWidth}, 10 + l)));
+  const float whole_loss = loss_of(h).item();
+  for (int m : {3, 6, 12})
+    comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
+      const int s = world.rank(), rows = kRows / m;
+      std::vector<Variable> w;  // chunk c's layer
+      for (int c = 0; c < kChunks; ++c) w.emplace_back(randn({kWidth, kWidth}, 10 + c * kStages + s), true);
+      PipelineExecutor ex(s, kStages, links_of(world, /*ring=*/true), kChunks);
+      StageFunctions fns;
+      fns.forward = [&](int mb, int chunk, const Activations& in) {
+        const bool first = s == 0 && chunk == 0, last = s == kStages - 1 && chunk == kChunks - 1;
+        EXPECT_EQ(in.size(), first ? 0u : 1u);
+        Variable out = layer(first ? Variable(x.slice0(mb * rows, (mb + 1) * rows)) : in.at(0), w[chunk]);
+        return Activations{last ? autograd::mul(loss_of(out), 1.0f / static_cast<float>(m)) : out};
+      };
+      PipelineRunStats stats = ex.run(make_schedule(ScheduleKind::interleaved, m, kStages, s, kChunks), fns);
+      for (int c = 0; c < kChunks; ++c) {
+        std::vector<float> got = w[c].grad().to_vector();
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_NEAR(got[i], want[static_cast<size_t>(c * kStages + s)][i], 1e-6)
+              << "M=" << m << " stage " << s << " chunk " << c;
+      }
+      // Megatron's warm-up bound: 2(P - s - 1) + (V - 1)·P forwards ahead, plus the one in flight.
+      EXPECT_EQ(stats.peak_live_micro_batches, std::min(m * kChunks, 2 * (kStages - s - 1) + (kChunks - 1) * kStages + 1))
+          << "M=" << m << " stage " << s;
+
+      autograd::NoGradGuard no_grad;  // evaluation: each micro-batch round the ring, nothing kept
+      float loss = 0;
+      fns.forward = [&](int mb, int chunk, const Activations& in) {
+        const bool first = s == 0 && chunk == 0, last = s == kStages - 1 && chunk == kChunks - 1;
+        Variable out = layer(first ? Variable(x.slice0(mb * rows, (mb + 1) * rows)) : in.at(0), w[chunk]);
+        if (last) loss += loss_of(out).item() / static_cast<float>(m);
+        return Activations{out};
+      };
+      ex.run(interleaved_forward_only(m, kStages, kChunks, s), fns);
+      if (s == kStages - 1) EXPECT_NEAR(loss, whole_loss, 1e-6) << "M=" << m;
+    });
+}
+
 TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
   Tensor x = randn({kBatchRows, kWidth}, 2);
   comm::spawn_threads(kStages, [&](comm::ProcessGroup& world) {
@@ -86,7 +139,7 @@ TEST(PipelineExecutor, EvaluationRunsForwardOnlyAndKeepsNothing) {
     autograd::NoGradGuard no_grad;
     float total = 0;
     StageFunctions fns;
-    fns.forward = [&](int mb, const Activations& in) {
+    fns.forward = [&](int mb, int, const Activations& in) {
       Variable h = layer(s == 0 ? Variable(x.slice0(mb * 2, mb * 2 + 2)) : in.at(0), w);
       if (s == kStages - 1) total += loss_of(h).item();
       return Activations{h};
@@ -134,7 +187,7 @@ TEST(PipelineExecutor, CarriesSeveralTensorsOfAnyDtypeAndReturnsTheGradientsOfTh
       Variable w(randn({3, 3}, 7), true);
       PipelineExecutor ex(s, 2, l);
       StageFunctions fns;
-      fns.forward = [&](int mb, const Activations& in) -> Activations {
+      fns.forward = [&](int mb, int, const Activations& in) -> Activations {
         if (s == 0) {
           Variable h = layer(Variable(x.slice0(mb * kB, (mb + 1) * kB)), w);
           return {Variable(ids_of(mb)), h, Variable(scale.slice0(mb * kB, (mb + 1) * kB).clone())};
@@ -163,6 +216,7 @@ TEST(PipelineExecutor, CarriesSeveralTensorsOfAnyDtypeAndReturnsTheGradientsOfTh
 TEST(PipelineExecutor, RefusesAStageWithoutItsLinks) {
   comm::spawn_threads(1, [&](comm::ProcessGroup&) {
     EXPECT_THROW(PipelineExecutor(1, 2, PipelineLinks{}), Error);
+    EXPECT_THROW(PipelineExecutor(0, 1, PipelineLinks{}, /*chunks=*/2), Error);  // interleaving one stage
   });
 }
 

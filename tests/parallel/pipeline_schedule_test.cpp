@@ -1,11 +1,14 @@
 #include "artel/parallel/pipeline_schedule.h"
 
+#include "artel/parallel/interleaved_schedule.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "artel/core/error.h"
+#include "artel/parallel/interleaved_schedule.h"
 
 namespace artel::parallel {
 
@@ -204,12 +207,36 @@ TEST(PipelineSchedule, BrokenPairingIsReported) {
               ::testing::ThrowsMessage<Error>(HasSubstr("stage 0 at #0 Forward(mb=-1) names a negative micro-batch")));
 }
 
+// The interleaved schedule's evaluation order (groups of P micro-batches,
+// chunk by chunk) runs without deadlock for any M, every micro-batch passes
+// every virtual stage once, and the pipeline stays full: the P·V virtual
+// stages fill once, then a unit completes every time step.
+TEST(PipelineSchedule, InterleavedEvaluationPassesEveryChunkOnce) {
+  for (int m : {1, 2, 4, 5, 6})
+    for (int p : {2, 3}) {
+      std::vector<Schedule> stages;
+      for (int s = 0; s < p; ++s) stages.push_back(interleaved_forward_only(m, p, 2, s));
+      SimulationResult sim = simulate(stages, CostModel{});
+      for (int s = 0; s < p; ++s) {
+        int forwards = 0;
+        for (const Instruction& ins : stages[static_cast<size_t>(s)]) forwards += std::holds_alternative<Forward>(ins);
+        EXPECT_EQ(forwards, 2 * m) << "M=" << m << " P=" << p << " stage " << s;
+      }
+      if (m % p == 0) EXPECT_DOUBLE_EQ(sim.total_time, 2.0 * m + p - 1) << "M=" << m << " P=" << p;
+    }
+}
+
 TEST(PipelineSchedule, BadArgumentsAndNames) {
   EXPECT_THROW(gpipe(0, 2, 0), Error);
   EXPECT_THROW(one_f_one_b(4, 2, 2), Error);
   EXPECT_THROW(one_f_one_b(4, 0, 0), Error);
   EXPECT_EQ(parse_schedule_kind("gpipe"), ScheduleKind::gpipe);
   EXPECT_EQ(parse_schedule_kind("1f1b"), ScheduleKind::one_f_one_b);
+  EXPECT_EQ(parse_schedule_kind("interleaved"), ScheduleKind::interleaved);
+  EXPECT_EQ(schedule_kind_name(ScheduleKind::interleaved), "interleaved");
+  EXPECT_THAT([] { make_schedule(ScheduleKind::one_f_one_b, 4, 2, 0, /*chunks=*/2); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("only the interleaved schedule")));
+  EXPECT_THROW(make_schedule(ScheduleKind::interleaved, 3, 2, 0, 2), Error);  // M not a multiple of P
   EXPECT_THAT([] { parse_schedule_kind("zb"); }, ::testing::ThrowsMessage<Error>(HasSubstr("--schedule")));
   EXPECT_EQ(to_string(Instruction(SendGrad{3, 0})), "SendGrad(mb=3, to=0)");
   EXPECT_EQ(to_string(gpipe(1, 1, 0)), "Forward(mb=0)\nBackward(mb=0)\nOptimizerStep\n");

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "artel/plan/interleaved_schedule.h"
+#include "artel/parallel/interleaved_schedule.h"
 #include "artel/plan/stage_work.h"
 #include "artel/plan/step_model.h"
 #include "test_cluster.h"
@@ -32,7 +32,7 @@ TEST(PipelineTimeline, InterleavingShrinksTheBubbleByTheChunks) {
   const int p = 4, m = 8, v = 2;
   // Each chunk is half a stage: forward 0.5, backward 1.
   const parallel::SimulationResult sim =
-      parallel::simulate(interleaved_all_stages(m, p, v), parallel::CostModel{.forward = 0.5, .backward = 1.0});
+      parallel::simulate(parallel::interleaved_all_stages(m, p, v), parallel::CostModel{.forward = 0.5, .backward = 1.0});
   const double ideal = m * 3.0;
   // Megatron's bubble for the interleaved schedule: (p − 1)/v of a micro-batch's time.
   EXPECT_NEAR(sim.total_time, ideal + (p - 1) * 3.0 / v, 1e-9);

@@ -137,8 +137,9 @@ TEST(PlanCommand, MeasuresTheCostsOfAnyModelArtelTrains) {
   EXPECT_EQ(too_many.code, 1);
   EXPECT_NE(too_many.err.find("pp 8 stages for the model's 5 layers: every stage needs one"), std::string::npos)
       << too_many.err;
-  // --search ranks only what `artel train --model cnn` accepts: no
-  // interleaved schedule (artel runs one chunk a stage), as for its GPT.
+  // --search ranks only what `artel train --model cnn` runs as predicted:
+  // no interleaved schedule, whose chunks the planner would cut evenly by
+  // layers and artel train cuts by parameters.
   const Result search = plan("--model cnn --cluster data/clusters/selene.json --workers 8 --global-batch 512 --search "
                              "--top 1000 --json");
   ASSERT_EQ(search.code, 0) << search.err;

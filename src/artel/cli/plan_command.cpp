@@ -89,15 +89,23 @@ train::TrainConfig run_config(const PlanArgs& a) {
   return c;
 }
 
+// A GPT, whose costs follow from its shape: neither a costs file nor a
+// model whose costs are measured.
+bool plans_a_gpt(const PlanArgs& a) { return a.model_costs.empty() && model_kind(a) == "gpt"; }
+
 // Whether `artel train` accepts `l` for this model (TrainConfig::validate,
 // the one definition of what it runs): the search under artel's accounting
-// ranks only those.
+// ranks only those. The interleaved schedule only for a GPT: the planner
+// cuts a listed model's chunks evenly by layers, where artel train balances
+// them by parameters, so its prediction would be of another cut.
 bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload& w) {
+  if (l.schedule == plan::Schedule::interleaved && !plans_a_gpt(a)) return false;
   train::TrainConfig c = run_config(a);
   c.tp = l.tp;
   c.pp = l.pp;
   c.micro_batches = l.micro_batches;
   c.schedule = plan::schedule_name(l.schedule);
+  c.chunks = l.chunks;
   c.zero = l.zero;
   c.recompute = plan::recompute_name(l.recompute);
   c.batch_size = w.global_batch / l.dp;
@@ -109,12 +117,8 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
   } catch (const Error&) {
     return false;
   }
-  return !l.sequence_parallel && l.chunks == 1;
+  return !l.sequence_parallel;
 }
-
-// A GPT, whose costs follow from its shape: neither a costs file nor a
-// model whose costs are measured.
-bool plans_a_gpt(const PlanArgs& a) { return a.model_costs.empty() && model_kind(a) == "gpt"; }
 
 plan::ModelDescription model_of(const PlanArgs& a) {
   if (!a.model_costs.empty()) {

@@ -159,6 +159,7 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   l.dp = workers / (cfg.tp * cfg.pp);
   l.micro_batches = cfg.micro_batches;
   l.schedule = plan::parse_schedule(cfg.schedule);
+  l.chunks = cfg.chunks;
   l.zero = static_cast<int>(cfg.zero);
   l.recompute = plan::parse_recompute(cfg.recompute);
   plan::Workload w;

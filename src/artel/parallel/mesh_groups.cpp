@@ -20,7 +20,8 @@ std::shared_ptr<comm::ProcessGroup> mine(comm::ProcessGroup& world, const std::v
 
 }  // namespace
 
-MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes) {
+MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes,
+                            bool ring) {
   MeshGroups g;
   g.topology = Topology::for_world(world->size(), pp, tp);
   const int rank = world->rank();
@@ -37,9 +38,10 @@ MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, i
   // Two groups per neighbouring pair, one per direction (Note [Pipeline links]),
   // then the embedding pair. Every rank walks every pipeline in the same order.
   const int P = topo.degree(Axis::pp);
+  const int links = ring && P > 1 ? P : P - 1;  // a ring's last link: stage P-1 to stage 0
   for (const auto& pipe : topo.group_ranks(Axis::pp)) {
-    for (int s = 0; s + 1 < P; ++s) {
-      std::vector<int> pair = {pipe[static_cast<size_t>(s)], pipe[static_cast<size_t>(s + 1)]};
+    for (int s = 0; s < links; ++s) {
+      std::vector<int> pair = {pipe[static_cast<size_t>(s)], pipe[static_cast<size_t>((s + 1) % P)]};
       auto activations = world->new_group(pair, {.message_bytes = link_message_bytes});
       auto grads = world->new_group(pair, {.message_bytes = link_message_bytes});
       if (!activations) continue;

@@ -36,6 +36,9 @@ struct MeshGroups {
 // `link_message_bytes` (0: the world's GroupOptions::message_bytes) sizes each
 // pipeline link's buffer: when the activations a stage sends ahead fit, its
 // sends complete at once on its own thread and never wait for the receiver.
-MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes = 0);
+// `ring`: the last stage is linked to the first as to a next stage (the
+// interleaved schedule's, Note [Pipeline links]).
+MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes = 0,
+                            bool ring = false);
 
 }  // namespace artel::parallel

@@ -1,5 +1,7 @@
 #include "artel/parallel/model_shard.h"
 
+#include <algorithm>
+
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
 #include "artel/nn/embedding.h"
@@ -40,6 +42,9 @@ std::vector<double> piece_parameter_counts(const nn::Model& model) {
 ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), place_(std::move(place)) {
   const int64_t pieces = static_cast<int64_t>(model_.plan().pieces.size());
   if (place_.stages.empty()) place_.stages = {{0, pieces}};
+  const int virtual_stages = static_cast<int>(place_.stages.size());
+  ARTEL_CHECK(place_.chunks >= 1 && virtual_stages % place_.chunks == 0, "model shard: ", virtual_stages,
+              " virtual stages do not make ", place_.chunks, " chunks a stage");
   ARTEL_CHECK(place_.stage >= 0 && place_.stage < stages(), "model shard: stage ", place_.stage, " of ", stages());
   ARTEL_CHECK(pieces > 0 || stages() == 1, "pipeline parallelism needs a model that declares its pieces "
               "(nn::ParallelPlan::pieces); this one has none");
@@ -59,10 +64,11 @@ ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), plac
 void ModelShard::check_stages_cover(int64_t pieces) const {
   if (pieces == 0) return;  // a model without pieces: one stage of everything (checked above)
   int64_t next = 0;
-  for (int s = 0; s < stages(); ++s) {
-    const PieceRange& r = place_.stages[static_cast<size_t>(s)];
+  for (size_t s = 0; s < place_.stages.size(); ++s) {
+    const PieceRange& r = place_.stages[s];
     if (r.first != next || r.last <= r.first || r.last > pieces)
-      throw Error("model shard: stage " + std::to_string(s) + " holds pieces [" + std::to_string(r.first) + ", " +
+      throw Error("model shard: " + std::string(place_.chunks > 1 ? "virtual " : "") + "stage " + std::to_string(s) +
+                      " holds pieces [" + std::to_string(r.first) + ", " +
                       std::to_string(r.last) + "), but the stages must cut the model's " + std::to_string(pieces) +
                       " pieces in order, each stage non-empty and starting where the last ended (at " +
                       std::to_string(next) + ")",
@@ -133,12 +139,24 @@ void ModelShard::apply_tensor_parallel() {
 
 void ModelShard::place_parameters() {
   const std::vector<nn::Piece>& pieces = model_.plan().pieces;
+  const int P = stages();
   for (ParameterPlacement& p : placements_) {
     if (pieces.empty()) p.stages = {0};
-    for (int s = 0; s < stages() && !pieces.empty(); ++s)
-      for (int64_t i = place_.stages[s].first; i < place_.stages[s].last; ++i)
-        if (used_by(pieces[static_cast<size_t>(i)], p.name) && (p.stages.empty() || p.stages.back() != s))
-          p.stages.push_back(s);
+    std::vector<int> chunk_at(static_cast<size_t>(P), -1);  // per stage: the chunk using it
+    for (size_t v = 0; v < place_.stages.size() && !pieces.empty(); ++v)
+      for (int64_t i = place_.stages[v].first; i < place_.stages[v].last; ++i) {
+        if (!used_by(pieces[static_cast<size_t>(i)], p.name)) continue;
+        const int stage = static_cast<int>(v) % P, chunk = static_cast<int>(v) / P;
+        int& seen = chunk_at[static_cast<size_t>(stage)];
+        if (seen >= 0 && seen != chunk)
+          throw Error(detail::concat("model shard: parameter ", p.name, " is used by chunks ", seen, " and ", chunk,
+                                     " of stage ", stage, "; a stage's chunks must not share parameters, since each "
+                                     "chunk's gradients are final after its own last backward"),
+                      "cut the model into other chunks (--chunks, --stage-layers), or use --schedule 1f1b");
+        if (seen < 0) p.stages.push_back(stage);
+        seen = chunk;
+      }
+    std::sort(p.stages.begin(), p.stages.end());
     if (p.stages.empty())
       throw Error("plan: parameter " + p.name + " is used by no piece of the model's plan",
                   "list every module a piece uses in its Piece::modules");
@@ -190,10 +208,17 @@ std::vector<std::pair<std::string, Variable>> ModelShard::tied() const {
   return out;
 }
 
-nn::Activations ModelShard::forward(const nn::Activations& in) {
+std::vector<PieceRange> ModelShard::held_pieces() const {
+  std::vector<PieceRange> out;
+  for (int c = 0; c < place_.chunks; ++c) out.push_back(place_.stages[static_cast<size_t>(c * stages() + place_.stage)]);
+  return out;
+}
+
+nn::Activations ModelShard::forward(const nn::Activations& in, int chunk) {
   const nn::ParallelPlan& plan = model_.plan();
+  ARTEL_CHECK(chunk >= 0 && chunk < place_.chunks, "model shard: chunk ", chunk, " of ", place_.chunks);
   if (plan.pieces.empty()) return {model_.forward(in.at(0).value())};
-  const PieceRange& r = place_.stages[static_cast<size_t>(place_.stage)];
+  const PieceRange& r = place_.stages[static_cast<size_t>(chunk * stages() + place_.stage)];
   return model_.run_pieces(static_cast<size_t>(r.first), static_cast<size_t>(r.last), in);
 }
 

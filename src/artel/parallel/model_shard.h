@@ -35,10 +35,14 @@ namespace artel::parallel {
 using autograd::Variable;
 
 struct ShardPlace {
-  std::vector<PieceRange> stages;      // every stage's pieces; empty = one stage of all pieces
+  std::vector<PieceRange> stages;      // every (virtual) stage's pieces; empty = one stage of all pieces
   int stage = 0;                       // this worker's
   comm::ProcessGroup* tp = nullptr;    // the tensor-parallel group; null = none
   int tp_degree = 1;                   // without a group: the degree to check the plan against
+  // Model chunks a stage (the interleaved schedule): `stages` then lists
+  // P·chunks virtual stages in pipeline order, and stage s holds virtual
+  // stages s, s + P, s + 2P, ... (Megatron's virtual pipeline).
+  int chunks = 1;
 };
 
 // What the plan makes of one parameter of the whole model.
@@ -67,8 +71,9 @@ class ModelShard {
   const ParameterPlacement& placement(const std::string& name) const;
   const std::vector<ParameterPlacement>& placements() const { return placements_; }
 
-  // This stage's pieces on `in` (the batch input on the first stage).
-  nn::Activations forward(const nn::Activations& in);
+  // This stage's pieces of model chunk `chunk` on `in` (the batch input on
+  // the first stage's chunk 0).
+  nn::Activations forward(const nn::Activations& in, int chunk = 0);
   // Mean cross-entropy of the logits (the last stage's output) against
   // `targets`: vocabulary-parallel over the group when the plan splits the logits.
   Variable loss(const Variable& logits, const Tensor& targets);
@@ -80,13 +85,19 @@ class ModelShard {
 
   bool first_stage() const { return place_.stage == 0; }
   bool last_stage() const { return place_.stage == stages() - 1; }
+  // Whether chunk `chunk` here takes the batch's input / makes the loss.
+  bool starts_pipeline(int chunk) const { return first_stage() && chunk == 0; }
+  bool ends_pipeline(int chunk) const { return last_stage() && chunk == place_.chunks - 1; }
   int stage() const { return place_.stage; }
-  int stages() const { return static_cast<int>(place_.stages.size()); }
+  int stages() const { return static_cast<int>(place_.stages.size()) / place_.chunks; }
+  int chunks() const { return place_.chunks; }
+  // The pieces of this worker's chunks, in chunk order.
+  std::vector<PieceRange> held_pieces() const;
   int tp_rank() const { return place_.tp ? place_.tp->rank() : 0; }
   int tp_size() const { return place_.tp ? place_.tp->size() : 1; }
   // The tied weights of this stage: parameters that other stages hold too.
   std::vector<std::pair<std::string, Variable>> tied() const;
-  const std::vector<PieceRange>& stage_pieces() const { return place_.stages; }
+  const std::vector<PieceRange>& stage_pieces() const { return place_.stages; }  // every virtual stage's
   nn::Model& model() { return model_; }
 
  private:

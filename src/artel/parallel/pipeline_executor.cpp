@@ -1,5 +1,6 @@
 #include "artel/parallel/pipeline_executor.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -87,17 +88,20 @@ void backward_from(const Activations& outputs, const std::vector<Tensor>& grads)
 
 }  // namespace
 
-PipelineExecutor::PipelineExecutor(int stage, int stages, PipelineLinks links)
-    : stage_(stage), stages_(stages), links_(std::move(links)) {
+PipelineExecutor::PipelineExecutor(int stage, int stages, PipelineLinks links, int chunks)
+    : stage_(stage), stages_(stages), chunks_(chunks), links_(std::move(links)) {
   ARTEL_CHECK(stages >= 1 && stage >= 0 && stage < stages, "pipeline executor: stage ", stage, " of ", stages);
+  ARTEL_CHECK(chunks >= 1 && (chunks == 1 || stages >= 2), "pipeline executor: ", chunks, " model chunks a stage over ",
+              stages, " stage(s); interleaving needs at least 2 stages");
   auto check = [&](const std::shared_ptr<comm::ProcessGroup>& g, bool needed, const char* what) {
     ARTEL_CHECK(!needed || (g && g->size() == 2), "pipeline executor: stage ", stage, " of ", stages, " needs a two-rank ",
-                what, " group");
+                what, " group", chunks > 1 ? " (the interleaved schedule's stages form a ring)" : "");
   };
-  check(links_.activations_from_prev, stage > 0, "activations-from-previous-stage");
-  check(links_.grads_to_prev, stage > 0, "gradients-to-previous-stage");
-  check(links_.activations_to_next, stage < stages - 1, "activations-to-next-stage");
-  check(links_.grads_from_next, stage < stages - 1, "gradients-from-next-stage");
+  const bool ring = chunks > 1;
+  check(links_.activations_from_prev, stage > 0 || ring, "activations-from-previous-stage");
+  check(links_.grads_to_prev, stage > 0 || ring, "gradients-to-previous-stage");
+  check(links_.activations_to_next, stage < stages - 1 || ring, "activations-to-next-stage");
+  check(links_.grads_from_next, stage < stages - 1 || ring, "gradients-from-next-stage");
 }
 
 comm::ProcessGroup& PipelineExecutor::link(const std::shared_ptr<comm::ProcessGroup>& g, const char* what) const {
@@ -107,22 +111,36 @@ comm::ProcessGroup& PipelineExecutor::link(const std::shared_ptr<comm::ProcessGr
 
 PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunctions& fns) {
   ARTEL_CHECK(static_cast<bool>(fns.forward), "pipeline executor: no forward function");
-  size_t last_backward = schedule.size();
+  int forwards = 0;
+  for (const Instruction& ins : schedule) forwards += std::holds_alternative<Forward>(ins);
+  // Instruction numbers are chunk·M + micro-batch (Note [Interleaved
+  // instruction numbers]); every schedule runs each micro-batch once through
+  // each chunk.
+  const int M = std::max(1, forwards / chunks_);
+  auto chunk_of = [&](int n) { return chunks_ == 1 ? 0 : n / M; };
+  // Each chunk's last backward syncs (Megatron's per-chunk grad sync): that
+  // is when its parameters' gradients are whole, and the other chunks'
+  // parameters take no part in it.
+  std::vector<size_t> last_backward(static_cast<size_t>(chunks_), schedule.size());
   for (size_t i = 0; i < schedule.size(); ++i)
-    if (std::holds_alternative<Backward>(schedule[i])) last_backward = i;
+    if (const auto* b = std::get_if<Backward>(&schedule[i])) last_backward[static_cast<size_t>(chunk_of(b->micro_batch))] = i;
+  auto first_virtual = [&](int n) { return stage_ == 0 && chunk_of(n) == 0; };
+  auto last_virtual = [&](int n) { return stage_ == stages_ - 1 && chunk_of(n) == chunks_ - 1; };
+  // On stage 0 a message is numbered after the last stage's chunk, one below its own.
+  const int wrap = stage_ == 0 && chunks_ > 1 ? M : 0;
 
-  std::map<int, InFlight> live;                   // by micro-batch: forward done, backward not yet
-  std::map<int, HandOver> received;               // hand-overs received, not yet consumed
-  std::vector<comm::WorkPtr> sends;               // each keeps its tensor alive until done
+  std::map<int, InFlight> live;                          // by number: forward done, backward not yet
+  std::map<int, HandOver> activations, gradients;        // received, not yet consumed
+  std::vector<comm::WorkPtr> sends;                      // each keeps its tensor alive until done
   PipelineRunStats stats;
-  auto find = [&](int mb, const char* what) -> InFlight& {
-    auto it = live.find(mb);
-    ARTEL_CHECK(it != live.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", mb, " before its forward");
+  auto find = [&](int n, const char* what) -> InFlight& {
+    auto it = live.find(n);
+    ARTEL_CHECK(it != live.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", n, " before its forward");
     return it->second;
   };
-  auto take = [&](int mb, const char* what) {
-    auto it = received.find(mb);
-    ARTEL_CHECK(it != received.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", mb,
+  auto take = [&](std::map<int, HandOver>& received, int n, const char* what) {
+    auto it = received.find(n);
+    ARTEL_CHECK(it != received.end(), "pipeline stage ", stage_, ": ", what, " of micro-batch ", n,
                 " before its hand-over arrived");
     HandOver h = std::move(it->second);
     received.erase(it);
@@ -132,20 +150,21 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
     std::visit(
         Overloaded{
             [&](const RecvActivation& r) {
-              received[r.micro_batch] = receive_all(link(links_.activations_from_prev, "receiving an activation"),
-                                                    r.micro_batch);
+              activations[r.micro_batch] =
+                  receive_all(link(links_.activations_from_prev, "receiving an activation"), r.micro_batch);
             },
             [&](const Forward& f) {
-              trace::Scope span("forward", "compute", "compute", f.micro_batch);
-              InFlight& slot = live[f.micro_batch];
-              if (stage_ > 0) {
-                HandOver h = take(f.micro_batch, "forward");
+              const int n = f.micro_batch;
+              trace::Scope span("forward", "compute", "compute", n);
+              InFlight& slot = live[n];
+              if (!first_virtual(n)) {
+                HandOver h = take(activations, n - wrap, "forward");
                 for (size_t k = 0; k < h.tensors.size(); ++k)
                   slot.inputs.emplace_back(h.tensors[k], autograd::grad_enabled() && h.grads[k]);
               }
-              slot.outputs = fns.forward(f.micro_batch, slot.inputs);
+              slot.outputs = fns.forward(n - chunk_of(n) * M, chunk_of(n), slot.inputs);
               stats.peak_live_micro_batches = std::max(stats.peak_live_micro_batches, static_cast<int>(live.size()));
-              if (!autograd::grad_enabled() && stage_ == stages_ - 1) live.erase(f.micro_batch);  // nothing to keep
+              if (!autograd::grad_enabled() && last_virtual(n)) live.erase(n);  // nothing to keep
             },
             [&](const SendActivation& s) {
               InFlight& slot = find(s.micro_batch, "sending the activation");
@@ -155,39 +174,41 @@ PipelineRunStats PipelineExecutor::run(const Schedule& schedule, const StageFunc
               if (!autograd::grad_enabled()) live.erase(s.micro_batch);  // evaluation: no backward will come
             },
             [&](const RecvGrad& r) {
-              received[r.micro_batch] = receive_all(link(links_.grads_from_next, "receiving a gradient"), r.micro_batch);
+              gradients[r.micro_batch] = receive_all(link(links_.grads_from_next, "receiving a gradient"), r.micro_batch);
             },
             [&](const Backward& b) {
-              trace::Scope span("backward", "compute", "compute", b.micro_batch);
-              InFlight& slot = find(b.micro_batch, "backward");
-              std::shared_ptr<void> local_only = i != last_backward && fns.no_sync ? fns.no_sync() : nullptr;
-              if (stage_ == stages_ - 1) {
+              const int n = b.micro_batch;
+              trace::Scope span("backward", "compute", "compute", n);
+              InFlight& slot = find(n, "backward");
+              const bool syncs = i == last_backward[static_cast<size_t>(chunk_of(n))];
+              std::shared_ptr<void> local_only = !syncs && fns.no_sync ? fns.no_sync() : nullptr;
+              if (last_virtual(n)) {
                 ARTEL_CHECK(slot.outputs.size() == 1, "pipeline: the last stage must return the loss alone, got ",
                             slot.outputs.size(), " tensors");
                 slot.outputs[0].backward();
               } else {
                 // The gradients come for the float outputs, in order; the others get none.
-                std::vector<Tensor> g = take(b.micro_batch, "backward").tensors, grads(slot.outputs.size());
+                std::vector<Tensor> g = take(gradients, n, "backward").tensors, grads(slot.outputs.size());
                 size_t next = 0;
                 for (size_t k = 0; k < slot.outputs.size(); ++k)
                   if (carries_gradient(slot.outputs[k])) {
-                    ARTEL_CHECK(next < g.size(), "pipeline stage ", stage_, ": too few gradients for micro-batch ",
-                                b.micro_batch);
+                    ARTEL_CHECK(next < g.size(), "pipeline stage ", stage_, ": too few gradients for micro-batch ", n);
                     grads[k] = g[next++];
                   }
                 backward_from(slot.outputs, grads);
               }
               slot.outputs.clear();  // frees the graph of this micro-batch
-              if (stage_ == 0) live.erase(b.micro_batch);
+              if (first_virtual(n)) live.erase(n);
             },
             [&](const SendGrad& s) {
-              InFlight& slot = find(s.micro_batch, "sending the input gradient");
+              const int n = s.micro_batch + wrap;
+              InFlight& slot = find(n, "sending the input gradient");
               HandOver grads;
               for (const Variable& in : slot.inputs)
                 if (carries_gradient(in))  // an input the stage did not use gets a zero gradient
                   grads.tensors.push_back(in.grad().defined() ? in.grad() : Tensor::zeros(in.shape()));
               send_all(link(links_.grads_to_prev, "sending a gradient"), s.micro_batch, grads, sends);
-              live.erase(s.micro_batch);
+              live.erase(n);
             },
             [&](const OptimizerStep&) {},
         },

@@ -14,7 +14,10 @@
 // pair 1F1B would deadlock: stage s sending activation i+1 while stage s+1
 // sends gradient i, each send queued in front of the receive the other one
 // waits for. With one group per direction, each queue holds messages of one
-// kind in schedule order, which both ends agree on.
+// kind in schedule order, which both ends agree on. Under the interleaved
+// schedule the pipeline is a ring: the last stage's activations go on to
+// the first stage's next chunk, and that chunk's gradients come back, so
+// those two stages are linked too (make_mesh_groups' `ring`).
 //
 //   PipelineExecutor ex(stage, stages, links);
 //   ex.run(one_f_one_b(M, P, stage), {.forward = [&](int mb, const Activations& in) { ... }});
@@ -34,31 +37,37 @@ using autograd::Variable;
 using nn::Activations;
 
 // The four groups of a stage (Note [Pipeline links]); those toward a missing
-// neighbour are null. In each two-rank group the peer is the other rank.
+// neighbour are null (in a ring there is none). In each two-rank group the
+// peer is the other rank.
 struct PipelineLinks {
   std::shared_ptr<comm::ProcessGroup> activations_from_prev, grads_to_prev;
   std::shared_ptr<comm::ProcessGroup> activations_to_next, grads_from_next;
 };
 
 struct StageFunctions {
-  // Micro-batch `mb` through this stage. `inputs` are what the previous stage
-  // sent (float ones are leaves that collect their gradients), empty on the
-  // first stage. Returns what to send on, or on the last stage the
+  // Micro-batch `mb` through this stage's model chunk `chunk` (0 without
+  // the interleaved schedule). `inputs` are what the previous (virtual)
+  // stage sent (float ones are leaves that collect their gradients), empty
+  // on the first. Returns what to send on, or on the last virtual stage the
   // micro-batch's loss alone, already scaled so that the sum over
   // micro-batches is the step's loss.
-  std::function<Activations(int mb, const Activations& inputs)> forward;
+  std::function<Activations(int mb, int chunk, const Activations& inputs)> forward;
   // A guard under which a backward only accumulates locally (data parallelism:
-  // every backward but a step's last); may be empty.
+  // every backward but a step's last, or each chunk's last under the
+  // interleaved schedule: no two chunks of a stage share a parameter, which
+  // ModelShard checks); may be empty.
   std::function<std::shared_ptr<void>()> no_sync;
 };
 
 struct PipelineRunStats {
-  int peak_live_micro_batches = 0;  // forwards whose backward had not run yet, at most at once
+  int peak_live_micro_batches = 0;  // forwards (of a micro-batch through a chunk) not yet backwarded, at most at once
 };
 
 class PipelineExecutor {
  public:
-  PipelineExecutor(int stage, int stages, PipelineLinks links);
+  // `chunks` > 1: the interleaved schedule's model chunks a stage, whose
+  // links form a ring.
+  PipelineExecutor(int stage, int stages, PipelineLinks links, int chunks = 1);
 
   // Runs the list; OptimizerStep is left to the caller (it comes last). Waits
   // for every send before returning. Throws on an instruction that does not
@@ -67,6 +76,7 @@ class PipelineExecutor {
 
   int stage() const { return stage_; }
   int stages() const { return stages_; }
+  int chunks() const { return chunks_; }
 
  private:
   struct InFlight {
@@ -74,7 +84,7 @@ class PipelineExecutor {
   };
   comm::ProcessGroup& link(const std::shared_ptr<comm::ProcessGroup>& g, const char* what) const;
 
-  int stage_, stages_;
+  int stage_, stages_, chunks_;
   PipelineLinks links_;
 };
 

@@ -82,11 +82,13 @@ Schedule one_f_one_b(int micro_batches, int stages, int stage);
 // backward and no optimizer step.
 Schedule forward_only(int micro_batches, int stages, int stage);
 
-enum class ScheduleKind { gpipe, one_f_one_b };
-ScheduleKind parse_schedule_kind(std::string_view name);  // "gpipe" | "1f1b"
+// interleaved: Megatron's interleaved 1F1B over `chunks` model chunks a
+// stage (interleaved_schedule.h); the others take chunks = 1.
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+ScheduleKind parse_schedule_kind(std::string_view name);  // "gpipe" | "1f1b" | "interleaved"
 std::string_view schedule_kind_name(ScheduleKind kind);
-Schedule make_schedule(ScheduleKind kind, int micro_batches, int stages, int stage);
-std::vector<Schedule> all_stages(ScheduleKind kind, int micro_batches, int stages);
+Schedule make_schedule(ScheduleKind kind, int micro_batches, int stages, int stage, int chunks = 1);
+std::vector<Schedule> all_stages(ScheduleKind kind, int micro_batches, int stages, int chunks = 1);
 
 // Time units per instruction; a receive costs only its wait.
 struct CostModel {
@@ -124,7 +126,9 @@ enum class Timelines { kept, left_out };
 // Runs schedules[s] on stage s for every s. Throws Error on a deadlock (naming
 // the cycle of waiting stages and their instructions), on a receive whose send
 // never comes, on a send nobody receives, on a backward without its forward,
-// on a negative micro-batch and on a neighbour index outside the pipeline.
+// on a forward never backwarded (unless the stage runs no backward at all:
+// evaluation), on a negative micro-batch and on a neighbour index outside the
+// pipeline.
 SimulationResult simulate(const std::vector<Schedule>& schedules, const CostModel& cost,
                           Timelines timelines = Timelines::kept);
 

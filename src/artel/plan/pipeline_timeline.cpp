@@ -1,6 +1,5 @@
 #include "artel/plan/pipeline_timeline.h"
 
-#include "artel/plan/interleaved_schedule.h"
 
 namespace artel::plan {
 
@@ -9,7 +8,7 @@ std::vector<parallel::Schedule> layout_schedules(const Layout& layout) {
   switch (layout.schedule) {
     case Schedule::gpipe: return parallel::all_stages(parallel::ScheduleKind::gpipe, m, p);
     case Schedule::one_f_one_b: return parallel::all_stages(parallel::ScheduleKind::one_f_one_b, m, p);
-    case Schedule::interleaved: return interleaved_all_stages(m, p, static_cast<int>(layout.chunks));
+    case Schedule::interleaved: return parallel::all_stages(parallel::ScheduleKind::interleaved, m, p, static_cast<int>(layout.chunks));
   }
   return {};
 }

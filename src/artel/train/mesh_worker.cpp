@@ -43,7 +43,7 @@ size_t link_message_bytes(const TrainConfig& cfg) {
   constexpr size_t kHeaders = 2 * 64 + 1024, kCap = 64ull << 20;
   const size_t rows = static_cast<size_t>(cfg.batch_size / cfg.micro_batches);
   const size_t row = models::trains_on_text(cfg.model) ? static_cast<size_t>(cfg.block_size * cfg.n_embd) : 1024;
-  return std::min(kCap, (rows * row * sizeof(float) + kHeaders) * static_cast<size_t>(cfg.micro_batches));
+  return std::min(kCap, (rows * row * sizeof(float) + kHeaders) * static_cast<size_t>(cfg.micro_batches * cfg.chunks));
 }
 
 }  // namespace
@@ -57,7 +57,8 @@ MeshWorker::MeshWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::Pr
   kernels::set_gemm_precision(kernels::parse_gemm_precision(cfg_.precision));
   mesh_ = std::make_unique<ModelMesh>(cfg_,
                                       parallel::make_mesh_groups(world_, static_cast<int>(cfg_.pp),
-                                                                 static_cast<int>(cfg_.tp), link_message_bytes(cfg_)),
+                                                                 static_cast<int>(cfg_.tp), link_message_bytes(cfg_),
+                                                                 /*ring=*/cfg_.chunks > 1),
                                       std::move(ddp));
   trainer_ = std::make_unique<Trainer>(cfg_, run_, mesh_.get());
 }
@@ -88,16 +89,18 @@ void MeshWorker::report_stages() {
   mine.data<int64_t>()[2] = mesh_->stats().peak_activation_bytes;
   std::vector<comm::NamedTensors> all = comm::gather_named(*world_, {{"stage", mine}});
   if (world_->rank() != 0) return;
+  const char* holds = cfg_.schedule == "gpipe" ? "M micro-batches'"
+                      : cfg_.schedule == "1f1b" ? "min(M, P - stage) micro-batches'"
+                                                : "min(M·V, 2(P - stage - 1) + (V - 1)·P + 1) chunks' (V chunks a stage)";
   out() << "pipeline: " << cfg_.pp << " stage(s), " << cfg_.micro_batches << " micro-batch(es), " << cfg_.schedule
-        << " (a stage holds at most " << (cfg_.schedule == "gpipe" ? "M" : "min(M, P - stage)")
-        << " micro-batches' activations)\n  stage  layers   live micro-batches  peak activation memory\n";
+        << " (a stage holds at most " << holds
+        << " activations)\n  stage  layers   live micro-batches  peak activation memory\n";
   for (const auto& list : all) {
     const int64_t* d = list[0].second.data<int64_t>();
     if (d[0] < 0) continue;
-    const parallel::PieceRange r = mesh_->stage_layers()[static_cast<size_t>(d[0])];
-    char line[160];
-    std::snprintf(line, sizeof line, "  %5lld  [%lld,%lld)  %18lld  %s\n", static_cast<long long>(d[0]),
-                  static_cast<long long>(r.first), static_cast<long long>(r.last), static_cast<long long>(d[1]),
+    char line[200];
+    std::snprintf(line, sizeof line, "  %5lld  %s  %18lld  %s\n", static_cast<long long>(d[0]),
+                  mesh_->layers_of_stage(static_cast<int>(d[0])).c_str(), static_cast<long long>(d[1]),
                   mib(d[2]).c_str());
     out() << line;
   }
@@ -131,7 +134,8 @@ void MeshWorker::write_trace() {
     rows.clear();
     for (int s = 0; s < P; ++s) rows.push_back({detail::concat("stage ", s), by_step[static_cast<size_t>(s)][k]});
     Utilisation u = utilisation(rows);
-    std::vector<double> implied = idle_of_unequal_stages(u.busy_ms, M, parallel::parse_schedule_kind(cfg_.schedule));
+    std::vector<double> implied =
+        idle_of_unequal_stages(u.busy_ms, M, parallel::parse_schedule_kind(cfg_.schedule), static_cast<int>(cfg_.chunks));
     for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
       idle[s].push_back(u.idle_share[s]);
       unequal[s].push_back(implied[s]);
@@ -139,13 +143,16 @@ void MeshWorker::write_trace() {
     }
   }
   const size_t steps = idle[0].size();
-  // Equal stages through the same simulator: (P - 1)/(M + P - 1) for both schedules.
+  // Equal stages through the same simulator: (P - 1)/(M + P - 1) for GPipe
+  // and 1F1B, (P - 1)/(V·M + P - 1) interleaved.
   const double ideal = idle_of_unequal_stages(std::vector<double>(static_cast<size_t>(P), 1.0), M,
-                                              parallel::parse_schedule_kind(cfg_.schedule))[0];
+                                              parallel::parse_schedule_kind(cfg_.schedule), static_cast<int>(cfg_.chunks))[0];
   const std::string svg = svg_path(cfg_.trace);
-  write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, ", M = ", M, ": step ", last)));
+  write_text_file(svg, pipeline_svg(rows, detail::concat(cfg_.schedule, ", P = ", P, cfg_.chunks > 1 ? detail::concat(", V = ", cfg_.chunks) : "",
+                                                   ", M = ", M, ": step ", last)));
   out() << "wrote " << svg << "\nbubble (idle share of a step, median over " << steps
-        << " step(s)); ideal (P - 1)/(M + P - 1) = " << ideal << "\n";
+        << " step(s)); ideal " << (cfg_.chunks > 1 ? "(P - 1)/(V·M + P - 1)" : "(P - 1)/(M + P - 1)") << " = " << ideal
+        << "\n";
   for (size_t s = 0; s < static_cast<size_t>(P); ++s) {
     const double measured = median_after_warmup(idle[s], 0);
     char line[160];

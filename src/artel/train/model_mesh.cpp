@@ -15,6 +15,7 @@
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
 #include "artel/nn/safetensors.h"
+#include "artel/parallel/interleaved_schedule.h"
 #include "artel/train/recipe.h"
 
 namespace artel::train {
@@ -38,10 +39,11 @@ void check_mesh(const TrainConfig& cfg, int world) {
   if (cfg.pp > 1) {
     const std::vector<int64_t> counts = cfg.stage_layer_counts();
     stages = counts.empty() ? parallel::balanced_stages(layers, parallel::piece_parameter_counts(*model),
-                                                        static_cast<int>(cfg.pp))
+                                                        static_cast<int>(cfg.virtual_stages()))
                             : parallel::explicit_stages(layers, counts);
   }
-  parallel::ModelShard(*model, {.stages = stages, .stage = 0, .tp_degree = static_cast<int>(cfg.tp)});
+  parallel::ModelShard(*model, {.stages = stages, .stage = 0, .tp_degree = static_cast<int>(cfg.tp),
+                                .chunks = static_cast<int>(cfg.chunks)});
 }
 
 ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups, parallel::DdpOptions ddp)
@@ -70,7 +72,8 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
   stages_ = partition(model, data);
   const int stage = groups_.coord.pp;
   shard_ = std::make_unique<parallel::ModelShard>(
-      model, parallel::ShardPlace{.stages = stages_, .stage = stage, .tp = groups_.tp.get()});
+      model, parallel::ShardPlace{.stages = stages_, .stage = stage, .tp = groups_.tp.get(),
+                                  .chunks = static_cast<int>(cfg_.chunks)});
   if (init.empty()) {
     shard_->materialize(seed);
   } else {
@@ -81,7 +84,7 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
     shard_->load([&](const std::string& name) { return read_init(file, aliases, name); });
   }
   model.train(true);
-  executor_ = std::make_unique<parallel::PipelineExecutor>(stage, P, groups_.links);
+  executor_ = std::make_unique<parallel::PipelineExecutor>(stage, P, groups_.links, static_cast<int>(cfg_.chunks));
   for (auto& [name, p] : shard_->tied()) {
     const std::vector<int>& at = shard_->placement(name).stages;
     ARTEL_CHECK(at.size() == 2 && at.front() == 0 && at.back() == P - 1, "pipeline: ", name,
@@ -94,9 +97,10 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
 }
 
 // --stage-layers: explicit counts, or balanced by parameters (the default) or
-// by measured cost.
+// by measured cost; over the P·chunks virtual stages under the interleaved
+// schedule.
 std::vector<parallel::PieceRange> ModelMesh::partition(nn::Model& model, const data::Dataset& data) {
-  const int P = static_cast<int>(cfg_.pp);
+  const int P = static_cast<int>(cfg_.virtual_stages());
   const std::vector<int64_t> counts = cfg_.stage_layer_counts();
   if (!counts.empty()) return parallel::explicit_stages(layers_, counts);
   if (P == 1) return {};
@@ -168,6 +172,21 @@ std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
   return parallel::layers_of(layers_, stages_);
 }
 
+std::string ModelMesh::layers_of_stage(int stage) const {
+  const std::vector<parallel::PieceRange> all = stage_layers();
+  const size_t P = all.size() / static_cast<size_t>(cfg_.chunks);
+  std::string s;
+  for (size_t v = static_cast<size_t>(stage); v < all.size(); v += P)
+    s += detail::concat(s.empty() ? "" : "+", "[", all[v].first, ",", all[v].last, ")");
+  return s;
+}
+
+parallel::Schedule ModelMesh::forward_only(int micro_batches) const {
+  const int P = static_cast<int>(cfg_.pp), stage = groups_.coord.pp;
+  return cfg_.chunks > 1 ? parallel::interleaved_forward_only(micro_batches, P, static_cast<int>(cfg_.chunks), stage)
+                         : parallel::forward_only(micro_batches, P, stage);
+}
+
 // ZeRO-1 / 2 over the data-parallel group (--zero) as for data parallelism
 // alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
 // averaged gradient is summed with the other stage's copy, whole.
@@ -189,10 +208,11 @@ double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
   const int64_t rows = batch.x.size(0) / M;
   double loss_sum = 0;
   parallel::StageFunctions fns;
-  fns.forward = [&](int mb, const nn::Activations& inputs) {
-    nn::Activations in = shard_->first_stage() ? nn::Activations{Variable(batch.x.slice0(mb * rows, (mb + 1) * rows))} : inputs;
-    nn::Activations out = shard_->forward(in);
-    if (!shard_->last_stage()) return out;
+  fns.forward = [&](int mb, int chunk, const nn::Activations& inputs) {
+    nn::Activations in =
+        shard_->starts_pipeline(chunk) ? nn::Activations{Variable(batch.x.slice0(mb * rows, (mb + 1) * rows))} : inputs;
+    nn::Activations out = shard_->forward(in, chunk);
+    if (!shard_->ends_pipeline(chunk)) return out;
     Variable loss = stage_loss(out.at(0), batch.y.slice0(mb * rows, (mb + 1) * rows));
     loss_sum += loss.item();
     return nn::Activations{M == 1 ? loss : autograd::mul(loss, 1.0f / static_cast<float>(M))};
@@ -201,7 +221,8 @@ double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {
   const int64_t base = live_tensor_bytes();
   reset_peak_tensor_bytes();
   const int P = static_cast<int>(cfg_.pp);
-  parallel::PipelineRunStats run = executor_->run(parallel::make_schedule(schedule_, M, P, groups_.coord.pp), fns);
+  parallel::PipelineRunStats run = executor_->run(
+      parallel::make_schedule(schedule_, M, P, groups_.coord.pp, static_cast<int>(cfg_.chunks)), fns);
   stats_.peak_live_micro_batches = std::max(stats_.peak_live_micro_batches, run.peak_live_micro_batches);
   stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak_tensor_bytes() - base);
   return loss_sum / M;
@@ -273,10 +294,10 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
   double sums[3] = {0, 0, 0};  // loss · targets, targets, correct
   if (!mine.empty()) {
     parallel::StageFunctions fns;
-    fns.forward = [&](int mb, const nn::Activations& inputs) {
+    fns.forward = [&](int mb, int chunk, const nn::Activations& inputs) {
       const data::Batch& b = mine[static_cast<size_t>(mb)];
-      nn::Activations out = shard_->forward(shard_->first_stage() ? nn::Activations{Variable(b.x)} : inputs);
-      if (!shard_->last_stage()) return out;
+      nn::Activations out = shard_->forward(shard_->starts_pipeline(chunk) ? nn::Activations{Variable(b.x)} : inputs, chunk);
+      if (!shard_->ends_pipeline(chunk)) return out;
       const Variable loss = stage_loss(out.at(0), b.y);
       const auto n = static_cast<double>(b.y.numel());
       sums[0] += static_cast<double>(loss.item()) * n;
@@ -284,8 +305,7 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
       if (opts.accuracy) sums[2] += static_cast<double>(count_correct(out.at(0).value(), b.y));
       return nn::Activations{loss};
     };
-    const int P = static_cast<int>(cfg_.pp);
-    executor_->run(parallel::forward_only(static_cast<int>(mine.size()), P, groups_.coord.pp), fns);
+    executor_->run(forward_only(static_cast<int>(mine.size())), fns);
   }
   Tensor t = Tensor::zeros({3}, DType::f64);
   for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
@@ -376,12 +396,12 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
 std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
   std::vector<float> row;
   parallel::StageFunctions fns;
-  fns.forward = [&](int, const nn::Activations& inputs) {
-    nn::Activations out = shard_->forward(shard_->first_stage() ? nn::Activations{Variable(ids)} : inputs);
-    if (shard_->last_stage()) row = shard_->last_logits(out.at(0));
+  fns.forward = [&](int, int chunk, const nn::Activations& inputs) {
+    nn::Activations out = shard_->forward(shard_->starts_pipeline(chunk) ? nn::Activations{Variable(ids)} : inputs, chunk);
+    if (shard_->ends_pipeline(chunk)) row = shard_->last_logits(out.at(0));
     return out;
   };
-  executor_->run(parallel::forward_only(1, static_cast<int>(cfg_.pp), groups_.coord.pp), fns);
+  executor_->run(forward_only(1), fns);
   const int64_t vocab = data_classes_;
   Tensor t = Tensor::zeros({vocab});
   if (holds_loss() && groups_.coord.dp == 0) std::copy(row.begin(), row.end(), t.data<float>());
@@ -416,15 +436,19 @@ std::vector<ParameterHolding> ModelMesh::holdings(const optim::Optimizer& optimi
 std::vector<std::pair<std::string, Tensor>> ModelMesh::checkpoint_buffers(const nn::Model& model, bool writing) const {
   if (writing && !writes_dropout()) return {};  // another replica's or tensor-parallel rank's copy
   const std::vector<nn::Piece>& pieces = model.plan().pieces;
-  const parallel::PieceRange mine = stages_.empty() ? parallel::PieceRange{0, static_cast<int64_t>(pieces.size())}
-                                                    : stages_[static_cast<size_t>(stage())];  // none: one stage
+  const std::vector<parallel::PieceRange> mine =
+      stages_.empty() ? std::vector<parallel::PieceRange>{{0, static_cast<int64_t>(pieces.size())}}  // one stage
+                      : shard_->held_pieces();
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [name, t] : model.named_buffers()) {
     int64_t piece = -1;  // the first piece whose modules hold it
     for (size_t i = 0; i < pieces.size() && piece < 0; ++i)
       for (const std::string& m : pieces[i].modules)
         if (nn::path_within(name, m)) piece = static_cast<int64_t>(i);
-    if (piece < 0 ? stage() == 0 : mine.first <= piece && piece < mine.last) out.emplace_back(name, t);
+    const bool held = std::any_of(mine.begin(), mine.end(), [&](const parallel::PieceRange& r) {
+      return r.first <= piece && piece < r.last;
+    });
+    if (piece < 0 ? stage() == 0 : held) out.emplace_back(name, t);
   }
   return out;
 }
@@ -452,8 +476,10 @@ std::string ModelMesh::describe() const {
   const parallel::Topology& t = groups_.topology;
   std::string s = detail::concat("dp ", t.degree(parallel::Axis::dp), " x pp ", t.degree(parallel::Axis::pp), " x tp ",
                                  t.degree(parallel::Axis::tp), "; ", cfg_.micro_batches, " micro-batch(es) of ",
-                                 cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule, "; layers per stage");
-  for (const parallel::PieceRange& r : stage_layers()) s += detail::concat(" [", r.first, ",", r.last, ")");
+                                 cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule,
+                                 cfg_.chunks > 1 ? detail::concat(" x", cfg_.chunks, " chunks") : "",
+                                 "; layers per stage");
+  for (int st = 0; st < t.degree(parallel::Axis::pp); ++st) s += " " + layers_of_stage(st);
   if (!measured_.empty()) {
     s += ", balanced by measured ms per micro-batch:";
     const std::vector<nn::Piece>& pieces = model_->plan().pieces;

@@ -91,8 +91,11 @@ class ModelMesh : public Strategy {
 
   const parallel::MeshGroups& groups() const { return groups_; }
   nn::NamedParameters parameters() const { return shard_->parameters(); }
-  // Each stage's layers, in layer numbers ("blocks" of a GPT).
+  // Each (virtual) stage's layers, in layer numbers ("blocks" of a GPT), in
+  // pipeline order: P·chunks of them under the interleaved schedule.
   std::vector<parallel::PieceRange> stage_layers() const;
+  // Stage `stage`'s layers: "[2,4)", or its chunks' "[1,2)+[3,4)".
+  std::string layers_of_stage(int stage) const;
   const StageStats& stats() const { return stats_; }
   bool holds_loss() const;  // the last stage's tensor-parallel rank 0
 
@@ -111,6 +114,7 @@ class ModelMesh : public Strategy {
   comm::NamedTensors gather_to_root(const comm::NamedTensors& mine);  // parameters whole on rank 0 (weights files)
   bool counts_in_norm(const std::string& name) const;
   EvalResult evaluate_batches(const std::vector<data::Batch>& mine, bool accuracy);
+  parallel::Schedule forward_only(int micro_batches) const;  // through every chunk (evaluation)
   // The loss of the last stage's output, its logits checked to cover the
   // data's classes where they are whole (not split over tensor parallelism).
   Variable stage_loss(const Variable& logits, const Tensor& targets);

@@ -46,6 +46,7 @@ const std::vector<SettingScope>& setting_scopes() {
       {{"reshard_after_forward"}, "--zero 3", "zero", [](const TrainConfig& c) { return c.zero == 3; }},
       {{"ps_sparse"}, "--ps-servers above 0", "ps_servers", [](const TrainConfig& c) { return c.ps_servers > 0; }},
       {{"schedule"}, "--pp above 1", "pp", [](const TrainConfig& c) { return c.pp > 1; }},
+      {{"chunks"}, "--schedule interleaved", "schedule", [](const TrainConfig& c) { return c.schedule == "interleaved"; }},
   };
   return s;
 }

@@ -105,14 +105,16 @@ Utilisation utilisation(const std::vector<SvgRow>& rows) {
 }
 
 std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches,
-                                           parallel::ScheduleKind schedule) {
+                                           parallel::ScheduleKind schedule, int chunks) {
   const int stages = static_cast<int>(busy_ms.size());
+  const int units = micro_batches * chunks;
   parallel::CostModel cost;
   for (double b : busy_ms) {
-    cost.stage_forward.push_back(b / micro_batches / 3);
-    cost.stage_backward.push_back(2 * b / micro_batches / 3);
+    cost.stage_forward.push_back(b / units / 3);
+    cost.stage_backward.push_back(2 * b / units / 3);
   }
-  return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages), cost, parallel::Timelines::left_out)
+  return parallel::simulate(parallel::all_stages(schedule, micro_batches, stages, chunks), cost,
+                            parallel::Timelines::left_out)
       .bubble_share;
 }
 

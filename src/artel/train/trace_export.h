@@ -58,9 +58,10 @@ Utilisation utilisation(const std::vector<SvgRow>& rows);
 // first micro-batch passes every stage, the other M - 1 follow at the slowest
 // stage's pace). Equal stages give the ideal (P - 1)/(M + P - 1); the last
 // stage also carries the head, so the others idle a little more. Measured
-// idle above this is hand-overs and noise.
+// idle above this is hand-overs and noise. Under the interleaved schedule a
+// stage's busy time is spread over its M·chunks units.
 std::vector<double> idle_of_unequal_stages(const std::vector<double>& busy_ms, int micro_batches,
-                                           parallel::ScheduleKind schedule);
+                                           parallel::ScheduleKind schedule, int chunks = 1);
 
 // Self-contained SVG (no scripts) of rows × time over the utilisation window:
 // compute events named "forward" / "backward" drawn as rectangles coloured by

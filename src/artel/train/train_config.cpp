@@ -80,8 +80,9 @@ const std::vector<Field>& fields() {
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
-      {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b"},
-      {"stage_layers", &TrainConfig::stage_layers, "pipeline stages: params (balanced by parameter count, the default), cost (by measured forward + backward time) or blocks per stage, e.g. 1,3"},
+      {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b | interleaved (Megatron's interleaved 1F1B, with --chunks)"},
+      {"chunks", &TrainConfig::chunks, "--schedule interleaved: model chunks a stage holds (virtual stages; stage s holds chunks s, s+P, ...), >= 2"},
+      {"stage_layers", &TrainConfig::stage_layers, "pipeline stages: params (balanced by parameter count, the default), cost (by measured forward + backward time) or blocks per stage (per virtual stage under --chunks), e.g. 1,3"},
       {"trace", &TrainConfig::trace, "write a Chrome-trace timeline (and a pipeline SVG) to this file"},
       {"n_layer", &TrainConfig::n_layer, "gpt, wordlm: transformer blocks"},
       {"n_head", &TrainConfig::n_head, "gpt, wordlm: attention heads"},
@@ -256,7 +257,8 @@ void TrainConfig::validate() const {
               static_cast<double>(block_size));
   check_range("dropout", dropout >= 0 && dropout < 1, "in [0, 1)", dropout);
   ARTEL_CHECK(n_embd % n_head == 0, "n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
-  check_one_of("schedule", schedule, {"gpipe", "1f1b"});
+  check_one_of("schedule", schedule, {"gpipe", "1f1b", "interleaved"});
+  check_range("chunks", chunks >= 1 && chunks <= 1024, "in [1, 1024]", static_cast<double>(chunks));
   check_range("tp", tp >= 1 && tp <= 1024, "in [1, 1024]", static_cast<double>(tp));
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
@@ -267,6 +269,24 @@ void TrainConfig::validate() const {
   if (!stage_layers.empty() && pp == 1)
     throw Error("--stage-layers " + stage_layers + " splits pipeline stages, and this run has one (--pp 1)",
                 "add --pp N, or drop --stage-layers");
+  if (schedule == "interleaved") {
+    if (pp < 2)
+      throw Error(detail::concat("--schedule interleaved with --pp ", pp, ": interleaving needs a pipeline of 2 or "
+                                 "more stages"),
+                  "add --pp 2 (or more), or drop --schedule interleaved");
+    if (chunks < 2)
+      throw Error(detail::concat("--schedule interleaved with --chunks ", chunks, ": each stage must hold 2 or more "
+                                 "model chunks"),
+                  "add --chunks 2 (or more), or use --schedule 1f1b");
+    if (micro_batches % pp != 0)
+      throw Error(detail::concat("--schedule interleaved with --micro-batches ", micro_batches, " over --pp ", pp,
+                                 ": the schedule runs micro-batches in groups of one per stage"),
+                  "choose --micro-batches a multiple of --pp (Megatron requires the same)");
+  } else if (chunks != 1) {
+    throw Error(detail::concat("--chunks ", chunks, " splits each stage into model chunks, which only --schedule "
+                               "interleaved runs (this run has --schedule ", schedule, ")"),
+                "add --schedule interleaved, or drop --chunks");
+  }
   if (!model_parallel()) return;
   if (zero == 3)
     throw Error("--zero 3 with --tp / --pp / --micro-batches: ZeRO stage 3 runs over data parallelism alone here",
@@ -286,13 +306,21 @@ void TrainConfig::validate() const {
   if (pp > n_layer)
     throw Error(detail::concat("--pp ", pp, " stages for a model of ", n_layer, " blocks"),
                 "every stage needs at least one block: use --pp <= --n-layer");
+  if (virtual_stages() > n_layer)
+    throw Error(detail::concat("--pp ", pp, " x --chunks ", chunks, " = ", virtual_stages(),
+                               " model chunks for a model of ", n_layer, " blocks"),
+                "every chunk needs at least one block: use --pp x --chunks <= --n-layer");
   if (n_head % tp != 0)
     throw Error(detail::concat("--tp ", tp, " does not divide the ", n_head, " attention heads"),
                 "choose --tp dividing --n-head");
   std::vector<int64_t> counts = stage_layer_counts();
-  if (!counts.empty() && static_cast<int64_t>(counts.size()) != pp)
-    throw Error(detail::concat("--stage-layers gives ", counts.size(), " stages, --pp asks for ", pp),
-                "give one block count per stage");
+  if (!counts.empty() && static_cast<int64_t>(counts.size()) != virtual_stages())
+    throw Error(chunks > 1 ? detail::concat("--stage-layers gives ", counts.size(), " block counts, --pp ", pp,
+                                            " x --chunks ", chunks, " asks for ", virtual_stages())
+                           : detail::concat("--stage-layers gives ", counts.size(), " stages, --pp asks for ", pp),
+                chunks > 1 ? "give one block count per model chunk, in pipeline order (stage 0's first chunk, "
+                             "stage 1's first chunk, ...)"
+                           : "give one block count per stage");
   int64_t sum = 0;
   for (int64_t c : counts) {
     if (c < 1) throw Error("--stage-layers " + stage_layers + " gives a stage no blocks", "every stage needs a block");

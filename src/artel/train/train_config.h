@@ -103,8 +103,9 @@ struct TrainConfig {
   int64_t tp = 1;                   // tensor-parallel degree, >= 1, divides n_head and the vocabulary
   int64_t pp = 1;                   // pipeline stages, in [1, n_layer]
   int64_t micro_batches = 1;        // micro-batches per step of one replica, >= 1, divides batch_size
-  std::string schedule = "1f1b";    // gpipe | 1f1b
-  std::string stage_layers;         // "params" (or ""), "cost", or blocks per stage, e.g. "1,3"
+  std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved
+  int64_t chunks = 1;               // interleaved: model chunks a stage (Megatron's virtual stages), >= 2; else 1
+  std::string stage_layers;         // "params" (or ""), "cost", or blocks per (virtual) stage, e.g. "1,3"
   std::string trace;                // write a Chrome trace (and for pipelines an SVG) to this file; "" = none
 
   // ---- parameter server (parameter_server.h): with ps_servers > 0 the job's
@@ -138,6 +139,7 @@ struct TrainConfig {
   // Tensor or pipeline parallelism, or micro-batches: the run goes through
   // the model-parallel mesh.
   bool model_parallel() const { return tp > 1 || pp > 1 || micro_batches > 1; }
+  int64_t virtual_stages() const { return pp * chunks; }  // the pipeline's length in model chunks
   // bucket_mb and first_bucket_mb in bytes, for DdpOptions.
   parallel::BucketOptions bucket_options() const;
   // The data-parallel options these settings give: buckets and the gradients'
