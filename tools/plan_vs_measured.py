@@ -84,6 +84,7 @@ LAYOUTS = [
     ("w2", 2, 12, ["--tp", "2"]),
     ("w2", 2, 12, ["--pp", "2", "--micro-batches", "2"]),
     ("w2", 2, 12, ["--pp", "2", "--micro-batches", "4", "--schedule", "gpipe"]),
+    ("w2", 2, 12, ["--pp", "2", "--micro-batches", "4", "--schedule", "interleaved", "--chunks", "2"]),
     ("w2", 4, 12, ["--zero", "1"]),
     ("gpt-50m", 1, 4, []),
     ("gpt-50m", 1, 4, ["--recompute", "selective"]),

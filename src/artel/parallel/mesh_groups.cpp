@@ -1,5 +1,6 @@
 #include "artel/parallel/mesh_groups.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace artel::parallel {
@@ -54,6 +55,11 @@ MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, i
     }
   }
   return g;
+}
+
+size_t pipeline_link_bytes(double hand_over_bytes, int64_t hand_overs) {
+  constexpr double kHeaders = 2 * 64 + 1024, kCap = 64ull << 20;  // the executor's header of each message
+  return static_cast<size_t>(std::min(kCap, (hand_over_bytes + kHeaders) * static_cast<double>(hand_overs)));
 }
 
 }  // namespace artel::parallel

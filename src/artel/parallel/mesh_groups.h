@@ -41,4 +41,12 @@ struct MeshGroups {
 MeshGroups make_mesh_groups(std::shared_ptr<comm::ProcessGroup> world, int pp, int tp, size_t link_message_bytes = 0,
                             bool ring = false);
 
+// The channel a pipeline link gets (its `link_message_bytes`): room for
+// `hand_overs` hand-overs (a step's: M·chunks) of `hand_over_bytes` each,
+// with their headers, so no send waits for its receiver; at most 64 MiB,
+// past which sends stream through it (slower, still correct). A step's
+// traffic goes round all of it, so both ends of a link touch it all (the
+// planner counts it: Note [Pipeline link channels] in plan/memory_model.cpp).
+size_t pipeline_link_bytes(double hand_over_bytes, int64_t hand_overs);
+
 }  // namespace artel::parallel

@@ -33,17 +33,15 @@ std::string svg_path(const std::string& trace) {
   return trace + ".svg";
 }
 
-// Room on each pipeline link for every micro-batch's hand-over (or its
-// gradient) of a step, so no send waits for its receiver; up to a cap, past
-// which sends stream through the buffer (slower, still correct). A GPT's
-// hand-over is (rows, T, C); other models' are taken to be at most 1024
-// floats a row (the MNIST models hand over at most 6·28·28 = 4704: those
-// stream, which their sizes make cheap).
+// Room on each pipeline link for every hand-over (or its gradient) of a
+// step (parallel::pipeline_link_bytes). A GPT's hand-over is (rows, T, C);
+// other models' are taken to be at most 1024 floats a row (the MNIST models
+// hand over at most 6·28·28 = 4704: those stream, which their sizes make
+// cheap).
 size_t link_message_bytes(const TrainConfig& cfg) {
-  constexpr size_t kHeaders = 2 * 64 + 1024, kCap = 64ull << 20;
-  const size_t rows = static_cast<size_t>(cfg.batch_size / cfg.micro_batches);
-  const size_t row = models::trains_on_text(cfg.model) ? static_cast<size_t>(cfg.block_size * cfg.n_embd) : 1024;
-  return std::min(kCap, (rows * row * sizeof(float) + kHeaders) * static_cast<size_t>(cfg.micro_batches * cfg.chunks));
+  const int64_t rows = cfg.batch_size / cfg.micro_batches;
+  const int64_t row = models::trains_on_text(cfg.model) ? cfg.block_size * cfg.n_embd : 1024;
+  return parallel::pipeline_link_bytes(static_cast<double>(rows * row) * sizeof(float), cfg.micro_batches * cfg.chunks);
 }
 
 }  // namespace

@@ -479,7 +479,7 @@ std::string ModelMesh::describe() const {
                                  cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule,
                                  cfg_.chunks > 1 ? detail::concat(" x", cfg_.chunks, " chunks") : "",
                                  "; layers per stage");
-  for (int st = 0; st < t.degree(parallel::Axis::pp); ++st) s += " " + layers_of_stage(st);
+  for (int st = 0; st < t.degree(parallel::Axis::pp); ++st) s.append(" ").append(layers_of_stage(st));
   if (!measured_.empty()) {
     s += ", balanced by measured ms per micro-batch:";
     const std::vector<nn::Piece>& pieces = model_->plan().pieces;
