@@ -95,11 +95,8 @@ bool plans_a_gpt(const PlanArgs& a) { return a.model_costs.empty() && model_kind
 
 // Whether `artel train` accepts `l` for this model (TrainConfig::validate,
 // the one definition of what it runs): the search under artel's accounting
-// ranks only those. The interleaved schedule only for a GPT: the planner
-// cuts a listed model's chunks evenly by layers, where artel train balances
-// them by parameters, so its prediction would be of another cut.
+// ranks only those.
 bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload& w) {
-  if (l.schedule == plan::Schedule::interleaved && !plans_a_gpt(a)) return false;
   train::TrainConfig c = run_config(a);
   c.tp = l.tp;
   c.pp = l.pp;

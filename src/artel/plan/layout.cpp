@@ -127,8 +127,13 @@ void validate_layout(const ModelDescription& model, const Layout& l, const Workl
   if (l.schedule == Schedule::interleaved) {
     ARTEL_CHECK(l.pp >= 2, "the interleaved schedule needs pp >= 2, got pp=", l.pp);
     ARTEL_CHECK(l.chunks >= 2, "the interleaved schedule needs chunks >= 2 per stage, got ", l.chunks);
-    ARTEL_CHECK(layers % (l.pp * l.chunks) == 0, "pp·chunks = ", l.pp * l.chunks, " does not divide the ", layers,
-                " layers");
+    // A GPT's chunks take equal runs of blocks (Megatron's); listed layers are balanced (listed_stage_layers).
+    if (model.transformer)
+      ARTEL_CHECK(layers % (l.pp * l.chunks) == 0, "pp·chunks = ", l.pp * l.chunks, " does not divide the ", layers,
+                  " layers");
+    else
+      ARTEL_CHECK(l.pp * l.chunks <= layers, "pp·chunks = ", l.pp * l.chunks, " chunks for the model's ", layers,
+                  " layers: every chunk needs one");
     ARTEL_CHECK(l.micro_batches % l.pp == 0, "the interleaved schedule needs micro-batches (", l.micro_batches,
                 ") to be a multiple of pp (", l.pp, "), as Megatron-LM's does");
   } else {

@@ -249,7 +249,11 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
     StageWork& st = stages[s];
     double flops = 0, kept = 0, inputs = 0, largest = 0, all_reduces = 0, rerun = 0, rebuilt = 0, in_flight = 0;
     double streams = 0, backward_streams = 0;  // seconds, one sample's work outside the products
-    for (auto i = static_cast<size_t>(cut[s].first); i < static_cast<size_t>(cut[s].last); ++i) {
+    // Its chunks' layers (one run of them but under the interleaved schedule).
+    std::vector<size_t> held;
+    for (int64_t v = s; v < static_cast<int64_t>(cut.size()); v += l.pp)
+      for (auto i = static_cast<size_t>(cut[v].first); i < static_cast<size_t>(cut[v].last); ++i) held.push_back(i);
+    for (size_t i : held) {
       const LayerCosts& layer = model.layers[i];  // one of t ranks' share of it (model_description.h)
       const bool last = i + 1 == model.layers.size();
       // In its backward, the gradients of its output and of its input are
@@ -301,7 +305,9 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
     st.activation_bytes = b * ((full ? inputs : kept) + loss_gradient);
     // What backward rebuilds, a layer at a time, and the gradients in flight.
     st.working_bytes = b * ((full ? largest : rebuilt) + in_flight);
-    st.boundary_bytes = s == l.pp - 1 ? 0 : b * model.layers[static_cast<size_t>(cut[s].last) - 1].output_bytes;
+    // What a chunk hands on, the largest of this stage's (the last virtual stage hands on nothing).
+    for (int64_t v = s; v < static_cast<int64_t>(cut.size()) - 1; v += l.pp)
+      st.boundary_bytes = std::max(st.boundary_bytes, b * model.layers[static_cast<size_t>(cut[v].last) - 1].output_bytes);
   }
   return stages;
 }
@@ -309,15 +315,10 @@ std::vector<StageWork> listed_stages(const ModelDescription& model, const Cluste
 }  // namespace
 
 std::vector<parallel::PieceRange> listed_stage_layers(const ModelDescription& model, const Layout& l) {
-  const auto n = static_cast<int64_t>(model.layers.size());
-  if (l.schedule == Schedule::interleaved) {  // validate_layout: pp·chunks divides the layers
-    std::vector<parallel::PieceRange> even;
-    for (int64_t s = 0; s < l.pp; ++s) even.push_back({s * n / l.pp, (s + 1) * n / l.pp});
-    return even;
-  }
   std::vector<double> parameters;
   for (const LayerCosts& layer : model.layers) parameters.push_back(layer.parameters);
-  return parallel::balanced_stages(std::vector<bool>(model.layers.size(), true), parameters, static_cast<int>(l.pp));
+  return parallel::balanced_stages(std::vector<bool>(model.layers.size(), true), parameters,
+                                   static_cast<int>(l.pp * l.chunks));
 }
 
 std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& cluster, const Layout& layout,

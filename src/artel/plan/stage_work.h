@@ -87,7 +87,8 @@ std::vector<StageWork> stage_work(const ModelDescription& model, const Cluster& 
 // layers (not a GPT): cut where their parameters balance, as `artel train`
 // cuts a model's pieces by default (parallel::balanced_stages over
 // --stage-layers params), so any stage count up to the layers is a layout;
-// the interleaved schedule's chunks take equal runs of layers.
+// under the interleaved schedule the P·chunks virtual stages in pipeline
+// order (stage s holds s, s + P, ...), cut the same way.
 std::vector<parallel::PieceRange> listed_stage_layers(const ModelDescription& model, const Layout& layout);
 
 // Bytes of one activation element at this precision (bf16 2, fp32 4).
