@@ -62,10 +62,12 @@ int main() try {
     // returns its loss / M, so the gradients sum to those of the batch's mean.
     opt.zero_grad();
     parallel::StageFunctions fns;
-    fns.forward = [&](int mb, const Activations& received) {
-      Activations out = shard.forward(shard.first_stage() ? Activations{Variable(x.slice0(mb * rows, (mb + 1) * rows))}
-                                                          : received);
-      if (!shard.last_stage()) return out;  // sent on to the next stage
+    // `chunk`: the stage's model chunk (always 0 here; --schedule interleaved runs several).
+    fns.forward = [&](int mb, int chunk, const Activations& received) {
+      const bool first = shard.starts_pipeline(chunk);
+      Activations out = shard.forward(first ? Activations{Variable(x.slice0(mb * rows, (mb + 1) * rows))} : received,
+                                      chunk);
+      if (!shard.ends_pipeline(chunk)) return out;  // sent on to the next stage
       Variable loss = autograd::mul(shard.loss(out[0], label.slice0(mb * rows, (mb + 1) * rows)), 1.0f / M);
       losses.data<float>()[step] += loss.item();
       return Activations{loss};
