@@ -126,7 +126,9 @@ TEST(PipelineExecutor, InterleavedChunksGiveTheWholeChainsGradients) {
         return Activations{out};
       };
       ex.run(interleaved_forward_only(m, kStages, kChunks, s), fns);
-      if (s == kStages - 1) EXPECT_NEAR(loss, whole_loss, 1e-6) << "M=" << m;
+      if (s == kStages - 1) {
+        EXPECT_NEAR(loss, whole_loss, 1e-6) << "M=" << m;
+      }
     });
 }
 

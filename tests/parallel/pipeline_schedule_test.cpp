@@ -222,7 +222,9 @@ TEST(PipelineSchedule, InterleavedEvaluationPassesEveryChunkOnce) {
         for (const Instruction& ins : stages[static_cast<size_t>(s)]) forwards += std::holds_alternative<Forward>(ins);
         EXPECT_EQ(forwards, 2 * m) << "M=" << m << " P=" << p << " stage " << s;
       }
-      if (m % p == 0) EXPECT_DOUBLE_EQ(sim.total_time, 2.0 * m + p - 1) << "M=" << m << " P=" << p;
+      if (m % p == 0) {
+        EXPECT_DOUBLE_EQ(sim.total_time, 2.0 * m + p - 1) << "M=" << m << " P=" << p;
+      }
     }
 }
 

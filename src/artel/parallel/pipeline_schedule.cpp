@@ -64,7 +64,8 @@ std::string to_string(const Schedule& schedule) {
   return out;
 }
 
-Schedule forward_only(int micro_batches, int stages, int stage) {
+Schedule forward_only(int micro_batches, int stages, int stage, int chunks) {
+  if (chunks > 1) return interleaved_forward_only(micro_batches, stages, chunks, stage);
   check_arguments(micro_batches, stages, stage);
   Schedule out;
   for (int mb = 0; mb < micro_batches; ++mb) append_forward(out, mb, stages, stage);

@@ -79,8 +79,9 @@ Schedule gpipe(int micro_batches, int stages, int stage);
 Schedule one_f_one_b(int micro_batches, int stages, int stage);
 
 // Evaluation: every micro-batch received, computed and passed on, with no
-// backward and no optimizer step.
-Schedule forward_only(int micro_batches, int stages, int stage);
+// backward and no optimizer step; through each of `chunks` model chunks a
+// stage (interleaved_forward_only) when there are more than one.
+Schedule forward_only(int micro_batches, int stages, int stage, int chunks = 1);
 
 // interleaved: Megatron's interleaved 1F1B over `chunks` model chunks a
 // stage (interleaved_schedule.h); the others take chunks = 1.

@@ -107,4 +107,13 @@ std::vector<PieceRange> layers_of(const std::vector<bool>& is_layer, const std::
   return out;
 }
 
+std::string stage_runs(const std::vector<PieceRange>& ranges, int stages, int stage) {
+  std::string s;
+  for (size_t v = static_cast<size_t>(stage); v < ranges.size(); v += static_cast<size_t>(stages)) {
+    s.append(s.empty() ? "[" : "+[").append(std::to_string(ranges[v].first)).append(",");
+    s.append(std::to_string(ranges[v].last)).append(")");
+  }
+  return s;
+}
+
 }  // namespace artel::parallel

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace artel::parallel {
@@ -32,5 +33,9 @@ std::vector<PieceRange> balanced_stages(const std::vector<bool>& is_layer, const
 std::vector<PieceRange> explicit_stages(const std::vector<bool>& is_layer, const std::vector<int64_t>& layers_per_stage);
 // The layers of each stage ("[0,2) [2,4)" in layer numbers, for messages).
 std::vector<PieceRange> layers_of(const std::vector<bool>& is_layer, const std::vector<PieceRange>& stages);
+// What stage `stage` of `stages` holds of `ranges` (every virtual stage's, in
+// pipeline order: stage s holds s, s + stages, ...), as messages print it:
+// "[2,4)", or its chunks' runs "[1,2)+[3,4)".
+std::string stage_runs(const std::vector<PieceRange>& ranges, int stages, int stage);
 
 }  // namespace artel::parallel

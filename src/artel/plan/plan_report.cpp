@@ -23,19 +23,6 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
-// Each stage's layers as `artel train` prints them: "[0,2)", or under the
-// interleaved schedule its chunks' runs, "[0,1)+[2,3)".
-std::vector<std::string> stage_layer_runs(const ModelDescription& model, const Layout& l) {
-  const std::vector<parallel::PieceRange> cut = listed_stage_layers(model, l);
-  std::vector<std::string> out(static_cast<size_t>(l.pp));
-  for (size_t v = 0; v < cut.size(); ++v) {
-    std::string& runs = out[v % out.size()];
-    runs.append(runs.empty() ? "[" : "+[").append(std::to_string(cut[v].first)).append(",");
-    runs.append(std::to_string(cut[v].last)).append(")");
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string prediction_text(const Prediction& p, const ModelDescription& model, const Cluster& cluster,
@@ -49,7 +36,8 @@ std::string prediction_text(const Prediction& p, const ModelDescription& model, 
      << workload.global_batch << ", " << precision_name(workload.precision) << "\n";
   if (!model.transformer && p.layout.pp > 1) {
     os << "layers per stage";  // where its layers were cut, as `artel train` cuts them
-    for (const std::string& runs : stage_layer_runs(model, p.layout)) os << " " << runs;
+    const std::vector<parallel::PieceRange> cut = listed_stage_layers(model, p.layout);
+    for (int s = 0; s < p.layout.pp; ++s) os << " " << parallel::stage_runs(cut, static_cast<int>(p.layout.pp), s);
     os << " (balanced by parameters, as artel train cuts)\n";
   }
   os << "\n";

@@ -15,7 +15,6 @@
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
 #include "artel/nn/safetensors.h"
-#include "artel/parallel/interleaved_schedule.h"
 #include "artel/train/recipe.h"
 
 namespace artel::train {
@@ -173,19 +172,9 @@ std::vector<parallel::PieceRange> ModelMesh::stage_layers() const {
 }
 
 std::string ModelMesh::layers_of_stage(int stage) const {
-  const std::vector<parallel::PieceRange> all = stage_layers();
-  const size_t P = all.size() / static_cast<size_t>(cfg_.chunks);
-  std::string s;
-  for (size_t v = static_cast<size_t>(stage); v < all.size(); v += P)
-    s += detail::concat(s.empty() ? "" : "+", "[", all[v].first, ",", all[v].last, ")");
-  return s;
+  return parallel::stage_runs(stage_layers(), static_cast<int>(cfg_.pp), stage);
 }
 
-parallel::Schedule ModelMesh::forward_only(int micro_batches) const {
-  const int P = static_cast<int>(cfg_.pp), stage = groups_.coord.pp;
-  return cfg_.chunks > 1 ? parallel::interleaved_forward_only(micro_batches, P, static_cast<int>(cfg_.chunks), stage)
-                         : parallel::forward_only(micro_batches, P, stage);
-}
 
 // ZeRO-1 / 2 over the data-parallel group (--zero) as for data parallelism
 // alone; a tied weight keeps a replicated step (DdpOptions::replicate), as its
@@ -305,7 +294,9 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
       if (opts.accuracy) sums[2] += static_cast<double>(count_correct(out.at(0).value(), b.y));
       return nn::Activations{loss};
     };
-    executor_->run(forward_only(static_cast<int>(mine.size())), fns);
+    executor_->run(parallel::forward_only(static_cast<int>(mine.size()), static_cast<int>(cfg_.pp), groups_.coord.pp,
+                                          static_cast<int>(cfg_.chunks)),
+                   fns);
   }
   Tensor t = Tensor::zeros({3}, DType::f64);
   for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
@@ -401,7 +392,8 @@ std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
     if (shard_->ends_pipeline(chunk)) row = shard_->last_logits(out.at(0));
     return out;
   };
-  executor_->run(forward_only(1), fns);
+  executor_->run(parallel::forward_only(1, static_cast<int>(cfg_.pp), groups_.coord.pp, static_cast<int>(cfg_.chunks)),
+                 fns);
   const int64_t vocab = data_classes_;
   Tensor t = Tensor::zeros({vocab});
   if (holds_loss() && groups_.coord.dp == 0) std::copy(row.begin(), row.end(), t.data<float>());

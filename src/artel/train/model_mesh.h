@@ -114,7 +114,6 @@ class ModelMesh : public Strategy {
   comm::NamedTensors gather_to_root(const comm::NamedTensors& mine);  // parameters whole on rank 0 (weights files)
   bool counts_in_norm(const std::string& name) const;
   EvalResult evaluate_batches(const std::vector<data::Batch>& mine, bool accuracy);
-  parallel::Schedule forward_only(int micro_batches) const;  // through every chunk (evaluation)
   // The loss of the last stage's output, its logits checked to cover the
   // data's classes where they are whole (not split over tensor parallelism).
   Variable stage_loss(const Variable& logits, const Tensor& targets);
