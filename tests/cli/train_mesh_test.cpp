@@ -18,6 +18,10 @@ constexpr const char* kMeshGpt =
     "--model gpt --n-layer 4 --n-head 2 --n-embd 16 --block-size 8 --eval-batches 2 --generate 0 --threads 1 "
     "--data-order sequential --seed 5 --steps 2 --timeout 60";
 
+// A short run of the MLP or the CNN (after --model).
+constexpr const char* kSmallModelRun =
+    "--threads 1 --data-order sequential --seed 5 --steps 3 --eval-batches 2 --batch-size 16 --timeout 60";
+
 class TrainMeshRuns : public TrainMesh {
  protected:
   void SetUp() override {
@@ -72,9 +76,7 @@ TEST_F(TrainMeshRuns, TensorParallelPadsAVocabularyItDoesNotDivide) {
 // pieces), and the MLP split Megatron-style over its two hidden layers.
 TEST_F(TrainMeshRuns, MlpAndCnnPipelinesEqualOneWorker) {
   for (const char* model : {"mlp", "cnn"}) {
-    const std::string m = std::string("--model ") + model +
-                          " --threads 1 --data-order sequential --seed 5 --steps 3 --eval-batches 2 --batch-size 16 "
-                          "--timeout 60";
+    const std::string m = std::string("--model ") + model + " " + kSmallModelRun;
     ok(train(m + out(std::string(model) + "_one")));
     ok(train(m + " --nproc 2 --pp 2 --micro-batches 2" + out(std::string(model) + "_pp2")));
     expect_same_run(std::string(model) + "_one", std::string(model) + "_pp2");
@@ -215,9 +217,7 @@ TEST_F(TrainMeshRuns, ResumedRunIsIdenticalToAnUninterruptedOne) {
 // stage, each stage holding two runs of layers.
 TEST_F(TrainMeshRuns, InterleavedPipelinesOfAnyModelEqualOneWorker) {
   for (const char* model : {"mlp", "cnn"}) {
-    const std::string m = std::string("--model ") + model +
-                          " --threads 1 --data-order sequential --seed 5 --steps 3 --eval-batches 2 --batch-size 16 "
-                          "--timeout 60";
+    const std::string m = std::string("--model ") + model + " " + kSmallModelRun;
     ok(train(m + out(std::string(model) + "_one")));
     Result r = train(m + " --nproc 2 --pp 2 --schedule interleaved --chunks 2 --micro-batches 4" +
                      out(std::string(model) + "_il"));
