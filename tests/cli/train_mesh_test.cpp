@@ -262,7 +262,13 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
 
   // Data parallelism alone, and one process, trace too; a trace inside the
   // run's folder, which the run has yet to make, is written there.
-  ok(train(gpt() + " --batch-size 4 --nproc 2 --trace " + (dir_ / "dp.json").string() + out("dp")));
+  Result dp = train(gpt() + " --batch-size 4 --nproc 2 --trace " + (dir_ / "dp.json").string() + out("dp"));
+  ok(dp);
+  // Each worker's step phases: the trainer's, and its group's collectives (ZeRO 1's by default).
+  EXPECT_NE(dp.out.find("step phases, median ms a step over steps 1-2"), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("rank 1 compute: load "), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("rank 1 comm world: "), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("reduce_scatter "), std::string::npos) << dp.out;
   ok(train(gpt() + " --batch-size 4 --trace " + (dir_ / "one" / "one.json").string() + out("one")));
   for (const fs::path& file : {dir_ / "dp.json", dir_ / "one" / "one.json"}) {
     auto t = nlohmann::json::parse(slurp(file));

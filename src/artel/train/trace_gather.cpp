@@ -7,6 +7,7 @@
 
 #include "artel/comm/gather_strings.h"
 #include "artel/core/error.h"
+#include "artel/train/trace_phases.h"
 
 namespace artel::train {
 namespace {
@@ -82,7 +83,8 @@ std::vector<RankTrace> write_run_trace(const std::string& path, comm::ProcessGro
       group ? gather_traces(*group, my_label, std::move(mine)) : std::vector<RankTrace>{{0, my_label, std::move(mine)}};
   if (group && group->rank() != 0) return all;
   write_text_file(path, chrome_trace_json(all));
-  out << "wrote " << path << " (open in https://ui.perfetto.dev or chrome://tracing)\n" << std::flush;
+  out << "wrote " << path << " (open in https://ui.perfetto.dev or chrome://tracing)\n"
+      << phases_table(trace_phases(all, first_counted_step(all))) << std::flush;
   return all;
 }
 

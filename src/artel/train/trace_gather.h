@@ -25,7 +25,8 @@ std::vector<RankTrace> gather_traces(comm::ProcessGroup& group, const std::strin
 
 // The end of a traced run (`--trace FILE`): takes this process's events,
 // gathers every worker's over `group` (null: this process alone) and on rank 0
-// writes FILE as a Chrome trace, says so on `out` and returns all of them
+// writes FILE as a Chrome trace, says so on `out` with every worker's step
+// phases (trace_phases.h) and returns all of them
 // (other ranks: an empty vector). Collective over `group`.
 std::vector<RankTrace> write_run_trace(const std::string& path, comm::ProcessGroup* group, const std::string& my_label,
                                        std::ostream& out);

@@ -426,6 +426,7 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
   const Clock::time_point started = Clock::now();
   for (int64_t k = first_step; k <= total_steps_; ++k) {
     Clock::time_point t0 = Clock::now();
+    trace::set_step(k);  // the batch is the step's
     {
       trace::Scope span("load", "step", "compute");
       for (size_t m = 0; m < loaders.size(); ++m) micro[m] = loaders[m]->next();
