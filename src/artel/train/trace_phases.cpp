@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "artel/train/train_bench.h"
+
 namespace artel::train {
 namespace {
 
@@ -73,7 +75,7 @@ int64_t first_counted_step(const std::vector<RankTrace>& ranks) {
       hi = std::max(hi, e.step);
     }
   if (lo < 0) return 0;
-  return lo + std::min<int64_t>(20, (hi - lo + 1) / 4);
+  return lo + warmup_steps(hi - lo + 1);
 }
 
 std::string phases_table(const std::vector<PhaseTimes>& phases) {

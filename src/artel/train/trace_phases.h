@@ -42,8 +42,8 @@ struct PhaseTimes {
 std::vector<PhaseTimes> trace_phases(const std::vector<RankTrace>& ranks, int64_t first_step);
 
 // The first step a run's phase medians count: of the steps its events name,
-// a quarter are left out, at most 20 (as `artel bench train` leaves out of
-// its step medians). 0 when no event names a step.
+// warmup_steps of them are left out (train_bench.h: as `artel bench train`
+// leaves out of its step medians). 0 when no event names a step.
 int64_t first_counted_step(const std::vector<RankTrace>& ranks);
 
 // Lines of text, one per worker and track:

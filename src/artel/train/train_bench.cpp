@@ -30,9 +30,11 @@ int64_t default_bench_steps(const std::string& workload) {
   throw Error("unknown workload '" + workload + "'", "use w1, w2, cnn, gpt-50m or gpt2");
 }
 
+int64_t warmup_steps(int64_t steps) { return std::min<int64_t>(20, steps / 4); }
+
 int64_t bench_warmup(const BenchCase& c) {
   if (c.warmup >= 0) return c.warmup;
-  return std::min<int64_t>(20, (c.steps > 0 ? c.steps : default_bench_steps(c.workload)) / 4);
+  return warmup_steps(c.steps > 0 ? c.steps : default_bench_steps(c.workload));
 }
 
 TrainConfig bench_config(const BenchCase& c) {

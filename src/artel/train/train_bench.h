@@ -53,6 +53,9 @@ TrainConfig bench_config(const BenchCase& c);
 int64_t default_bench_steps(const std::string& workload);
 // c.warmup, or by default 20 steps, a quarter of the steps when that is fewer.
 int64_t bench_warmup(const BenchCase& c);
+// The first steps a run of `steps` leaves out of its medians as warm-up: a
+// quarter of them, at most 20 (bench_warmup's default; a traced run's step phases).
+int64_t warmup_steps(int64_t steps);
 
 BenchResult bench_artel(const BenchCase& c);
 
