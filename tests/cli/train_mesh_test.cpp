@@ -111,6 +111,35 @@ TEST_F(TrainMeshRuns, TensorParallel2ByPipeline2EqualsOneWorker) {
   expect_layout_equals_one_worker("--tp 2 --pp 2", 4, 1);
 }
 
+// Megatron's sequence parallelism: the blocks' layer norms, dropouts and
+// residuals on each tensor-parallel rank's share of the tokens, and the same
+// steps as one worker — at every micro-batch count, with dropout on (each
+// rank keeps its tokens of the single worker's masks), in a pipeline, beside
+// data parallelism, and for the MLP, whose tokens are its rows. Sampling
+// afterwards takes prompts of any length.
+TEST_F(TrainMeshRuns, SequenceParallelEqualsOneWorker) {
+  expect_layout_equals_one_worker("--tp 2 --sequence-parallel", 2, 1);
+  Result r = train(gpt() + " --batch-size 8 --nproc 4 --tp 2 --pp 2 --micro-batches 2 --sequence-parallel true" +
+                   out("sp_pp"));
+  ok(r);
+  EXPECT_NE(r.out.find("layout dp 1 x pp 2 x tp 2 sequence-parallel; 2 micro-batch(es)"), std::string::npos) << r.out;
+  expect_same_run("ref1", "sp_pp");
+  ok(train(gpt() + " --batch-size 16" + out("ref2")));
+  ok(train(gpt() + " --batch-size 8 --nproc 4 --tp 2 --sequence-parallel true" + out("sp_dp")));
+  expect_same_run("ref2", "sp_dp");
+  std::string dropped = gpt() + " --batch-size 8 --dropout 0.1";
+  dropped.replace(dropped.find("--generate 0"), 12, "--generate 20");
+  ok(train(dropped + out("drop_one")));
+  r = train(dropped + " --nproc 2 --tp 2 --sequence-parallel true" + out("drop_sp"));
+  ok(r);
+  expect_same_run("drop_one", "drop_sp");
+  EXPECT_NE(r.out.find("characters sampled"), std::string::npos) << r.out;
+  const std::string mlp = std::string("--model mlp ") + kSmallModelRun;
+  ok(train(mlp + out("mlp_one")));
+  ok(train(mlp + " --nproc 2 --tp 2 --sequence-parallel true" + out("mlp_sp")));
+  expect_same_run("mlp_one", "mlp_sp");
+}
+
 // --zero 1 shards the optimizer step over the data-parallel ranks of a mesh
 // (the tied embedding's step stays replicated: it is summed across stages
 // whole); --zero 0 replicates it. Both take one worker's steps, with
@@ -293,6 +322,9 @@ TEST_F(TrainMeshRuns, BadLayoutsFailBeforeAnyWorkerStarts) {
   fails("--nproc 2 --pp 2 --stage-layers fast", "neither params, cost nor a list of block counts");
   fails("--nproc 8 --pp 8 --model mlp", "8 stages for a model of 5 layers");
   fails("--nproc 2 --tp 2 --model cnn", "model cnn declares no tensor-parallel split");
+  fails("--nproc 2 --sequence-parallel true", "this run has none (--tp 1)");
+  fails("--nproc 2 --tp 2 --sequence-parallel true --block-size 7", "each sequence's 7 tokens over --tp 2");
+  fails("--nproc 2 --tp 2 --sequence-parallel true --model mlp --batch-size 15", "micro-batch's 15 rows");
   fails("--nproc 2 --pp 2 --stage-layers 1,2", "adds up to 3 blocks");
   fails("--nproc 2 --pp 2 --schedule zigzag", "unknown schedule 'zigzag'");
   fails("--nproc 2 --pp 2 --schedule interleaved --micro-batches 2", "each stage must hold 2 or more model chunks");

@@ -9,6 +9,7 @@
 
 #include "artel/models/model.h"
 #include "artel/nn/activations.h"
+#include "artel/nn/conv2d.h"
 #include "artel/nn/linear.h"
 #include "artel/parallel/model_shard.h"
 #include "parallel/parallel_testing.h"
@@ -58,6 +59,44 @@ void expect_shard_error(M matcher, std::vector<nn::TensorParallelRule> rules, in
                         const std::string& forget = "") {
   Tiny m(std::move(rules), hidden, forget);
   EXPECT_THAT([&] { ModelShard s(m, checked_against(degree)); }, ThrowsMessage<Error>(matcher));
+}
+
+// Sequence parallelism sums the gradients of the replicated parameters it
+// knows (nn::Linear's, nn::LayerNorm's) over the group; any other module
+// with parameters among the layer pieces is refused by name, and a plan
+// without layer pieces has no stream to split.
+TEST(ModelShardErrors, SequenceParallelRefusesLayersItCannotSum) {
+  struct WithConv : nn::Model {
+    WithConv() {
+      conv = register_module("conv", std::make_shared<nn::Conv2d>(1, 2, 3, 1, 1));
+      fc = register_module("fc", std::make_shared<nn::Linear>(4, 4));
+      nn::ParallelPlan plan;
+      plan.tensor_parallel = {{"fc", TensorParallelStyle::column}};
+      plan.pieces = {nn::layer_piece("conv", *conv), nn::layer_piece("fc", *fc)};
+      set_plan(std::move(plan));
+    }
+    std::shared_ptr<nn::Conv2d> conv;
+    std::shared_ptr<nn::Linear> fc;
+  } conv;
+  ShardPlace place = checked_against(2);
+  place.sequence_parallel = true;
+  EXPECT_THAT([&] { ModelShard s(conv, place); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("sequence parallelism: conv.weight belongs to a module that is "
+                                                   "neither an nn::Linear nor an nn::LayerNorm"),
+                                         HasSubstr("drop --sequence-parallel"))));
+  Tiny tiny({{"fc1", TensorParallelStyle::column}, {"fc2", TensorParallelStyle::row}});
+  ModelShard fine(tiny, place);  // Linear layers only: accepted
+  struct NoLayers : nn::Model {
+    NoLayers() {
+      fc = register_module("fc", std::make_shared<nn::Linear>(4, 4));
+      nn::Piece piece = nn::layer_piece("fc", *fc);
+      piece.layer = false;
+      set_plan({.tensor_parallel = {{"fc", TensorParallelStyle::column}}, .pieces = {piece}});
+    }
+    std::shared_ptr<nn::Linear> fc;
+  } no_layers;
+  EXPECT_THAT([&] { ModelShard s(no_layers, place); },
+              ThrowsMessage<Error>(HasSubstr("this model's plan declares none")));
 }
 
 TEST(ModelShardErrors, RulesThatMatchNothingOrTheWrongLayer) {

@@ -153,6 +153,78 @@ TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
   }
 }
 
+// Sequence parallelism (Note [The sequence-parallel region] in
+// model_shard.cpp): the blocks' stream split by tokens, with dropout on, so
+// the masks too must be the single worker's. The same loss, logits and
+// gradients, through a scatter into the blocks, a gather out of them, and a
+// gather and a reduce-scatter around each column/row pair.
+TEST(ModelShard, SequenceParallelGptIsTheSingleWorkersModelInParts) {
+  models::ModelConfig c = gpt_config();
+  c.dropout = 0.1f;
+  const Tensor ids = token_ids(1), targets = token_ids(2);
+  const Whole whole = run_whole(c, ids, targets);
+  for (int T : {2, 4}) {
+    PerRank logits(T);
+    spawn(T, [&](comm::ProcessGroup& pg) {
+      const int r = pg.rank();
+      const std::string at = " (rank " + std::to_string(r) + " of " + std::to_string(T) + ")";
+      auto m = models::declare_model(c);
+      ShardPlace place = tp_place(&pg);
+      place.sequence_parallel = true;
+      ModelShard shard(*m, place);
+      shard.materialize(c.seed);
+      nn::Activations out = shard.forward({Variable(ids)});
+      logits.put(r, out[0].value());
+      const std::vector<std::string> ops = ops_of(out[0]);
+      auto count = [&](const char* op) { return std::count(ops.begin(), ops.end(), op); };
+      EXPECT_EQ(count("scatter_to_sequence_parallel"), 1) << at;
+      EXPECT_EQ(count("gather_from_sequence_parallel"), 2 * 2 + 1) << at;  // c_attn, c_fc of 2 blocks; the head
+      EXPECT_EQ(count("reduce_scatter_to_sequence_parallel"), 2 * 2) << at;
+      Variable loss = shard.loss(out[0], targets);
+      EXPECT_NEAR(loss.item(), whole.loss, 1e-5) << at;
+      loss.backward();
+      for (auto& [name, p] : shard.parameters()) {
+        ASSERT_TRUE(p.grad().defined()) << name << at;
+        EXPECT_LE(max_abs_diff(p.grad(), nn::take_part(whole.grads.at(name), shard.placement(name).split, r, T)), 1e-5f)
+            << name << at;
+      }
+    });
+    Tensor joined = nn::join_parts(logits.slots, {.dim = 2, .pad = true}, {kB, kT, kV});
+    EXPECT_LE(max_abs_diff(joined, whole.logits), 1e-5f) << "logits over " << T;
+  }
+}
+
+// Switched off (evaluation, sampling), the shard runs plain tensor
+// parallelism: a prompt of any length, the same logits.
+TEST(ModelShard, SequenceParallelSwitchedOffTakesAnyTokenCount) {
+  const models::ModelConfig c = gpt_config();
+  const Tensor ids = token_ids(1).slice0(0, 1).view({1, kT}).clone();
+  Tensor three = Tensor::empty({1, 3}, DType::i64);
+  for (int64_t t = 0; t < 3; ++t) three.data<int64_t>()[t] = ids.data<int64_t>()[t];
+  auto m = models::make_model(c);
+  nn::EvalMode eval(*m);
+  const Tensor want = m->forward(three).value();
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    auto shard_model = models::declare_model(c);
+    ShardPlace place = tp_place(&pg);
+    place.sequence_parallel = true;
+    ModelShard shard(*shard_model, place);
+    shard.materialize(c.seed);
+    nn::EvalMode shard_eval(*shard_model);
+    EXPECT_NE(error_of([&] { shard.forward({Variable(three)}); }).find("do not split over 2 ranks"), std::string::npos);
+    shard.split_tokens(false);
+    Tensor local = shard.forward({Variable(three)})[0].value();  // this rank's columns of the vocabulary
+    Tensor row = Tensor::empty({1, 3, 2 * local.size(2)});
+    pg.all_gather(local.view({3, local.size(2)}).clone(), row.view({2, 3, local.size(2)}))->wait();
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t v = 0; v < kV; ++v) {
+        const int64_t rank = v / local.size(2), col = v % local.size(2);
+        ASSERT_NEAR(row.data<float>()[(rank * 3 + t) * local.size(2) + col], want.data<float>()[t * kV + v], 1e-5)
+            << "token " << t << " column " << v;
+      }
+  });
+}
+
 // The same ops: a tensor-parallel rank runs the single worker's forward op
 // for op, plus the collectives (Megatron's f and g, and once_over for the
 // row-parallel addends on ranks other than 0).

@@ -40,6 +40,23 @@ TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndFree
   EXPECT_DOUBLE_EQ(head_activations(artel_shape(t)), 4 * tokens * (h + 100 / t));
 }
 
+// Sequence parallelism (artel's, parallel/sequence_parallel.h): the block's
+// input, the residual sum and the masks are this rank's tokens; the layer
+// norms' outputs stay whole, kept gathered by c_attn and c_fc; the
+// embeddings and the head run on all the tokens.
+TEST(KeptActivations, ArtelSequenceParallelismSplitsTheStreamButNotTheGatheredNormOutputs) {
+  const double tokens = 2 * 40, h = 64, t = 2;
+  ActivationShape tp = artel_shape(t), sp = artel_shape(t);
+  sp.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept, 4 * tokens * 2 * h * (1 - 1 / t));
+  tp.dropout = sp.dropout = true;
+  EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept, 4 * tokens * 4 * h * (1 - 1 / t));
+  EXPECT_DOUBLE_EQ(embedding_activations(sp), embedding_activations(tp));
+  EXPECT_DOUBLE_EQ(head_activations(sp), head_activations(tp));
+  sp.recompute = tp.recompute = Recompute::full;  // only the block's input, this rank's tokens of it
+  EXPECT_DOUBLE_EQ(block_activations(sp).kept, block_activations(tp).kept / t);
+}
+
 TEST(KeptActivations, ArtelDropoutKeepsOnlyItsMasks) {
   const double tokens = 2 * 40, h = 64;
   ActivationShape x = artel_shape();

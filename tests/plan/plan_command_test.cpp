@@ -256,7 +256,7 @@ TEST(PlanCommand, ModelGptIsTheGptArtelTrainTrainsByDefault) {
 // The activations artel's memory report measures in a short run (the most
 // on any worker) against what `artel plan` predicts for the same layout under
 // artel's accounting: within 10% with and without recomputation and under
-// tp, for W2 (costs from its shape) and the measured models (their pieces'
+// tp (with sequence parallelism too), for W2 (costs from its shape) and the measured models (their pieces'
 // kept bytes, the loss's logits gradient and the gradients in flight).
 TEST(PlanCommand, ActivationsOfEachModelMatchTheMemoryReportOfARun) {
   const fs::path out = fs::path(::testing::TempDir()) / ("artel_plan_activations_run_" + std::to_string(::getpid()));
@@ -272,7 +272,8 @@ TEST(PlanCommand, ActivationsOfEachModelMatchTheMemoryReportOfARun) {
   }
   const std::pair<const char*, const char*> cases[] = {
       {"gpt", ""},          {"gpt", "--recompute selective"}, {"gpt", "--recompute full"},
-      {"gpt", "--tp 2"},    {"mlp", ""},                      {"mlp", "--recompute full"},     {"mlp", "--tp 2"},
+      {"gpt", "--tp 2"},    {"gpt", "--tp 2 --sequence-parallel"}, {"gpt", "--tp 2 --sequence-parallel --dropout 0.1"},
+      {"mlp", ""},                      {"mlp", "--recompute full"},     {"mlp", "--tp 2"},
       {"cnn", ""},          {"cnn", "--recompute full"},      {"wordlm", ""},
       {"wordlm", "--tp 2"}, {"wordlm", "--n-layer 2 --recompute selective"}};
   for (const auto& [model, flags] : cases) {

@@ -43,6 +43,12 @@ Variable dropout(const Variable& x, float p, bool training, Rng& rng) {
   if (!training || p == 0.0f) return x;
   Tensor mask = Tensor::empty(x.shape());
   kernels::dropout_mask(x.numel(), p, rng, mask.data<float>());
+  return dropout_with_mask(x, mask);
+}
+
+Variable dropout_with_mask(const Variable& x, const Tensor& mask) {
+  ARTEL_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::f32, "dropout: a mask of ", shape_str(mask.shape()),
+              " for an input of ", shape_str(x.shape()));
   Tensor y = Tensor::empty(x.shape());
   kernels::multiply(x.numel(), x.value().data<float>(), mask.data<float>(), y.data<float>());
   return make_result(y, {x}, "dropout", [mask](const Tensor& g, std::vector<Tensor>& gi) {

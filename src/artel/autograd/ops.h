@@ -85,6 +85,9 @@ struct EmbeddingRows {
 Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows = {});
 // Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p). Identity when !training or p == 0.
 Variable dropout(const Variable& x, float p, bool training, Rng& rng);
+// x ∘ mask for a mask already drawn (each element 0 or 1/(1−p)); backward
+// keeps only the mask. For masks drawn otherwise (a slice of a larger one).
+Variable dropout_with_mask(const Variable& x, const Tensor& mask);
 
 // ---- attention: fused multi-head causal self-attention
 // qkv (B, T, 3C) = [q | k | v] along the last dim (nanoGPT's c_attn output),

@@ -105,6 +105,7 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
   c.chunks = l.chunks;
   c.zero = l.zero;
   c.recompute = plan::recompute_name(l.recompute);
+  c.sequence_parallel = l.sequence_parallel;
   c.batch_size = w.global_batch / l.dp;
   const std::string compression = plan::compression_name(l.compression);
   c.grad_compression = compression.substr(0, compression.find(':'));
@@ -114,7 +115,7 @@ bool artel_trains(const PlanArgs& a, const plan::Layout& l, const plan::Workload
   } catch (const Error&) {
     return false;
   }
-  return !l.sequence_parallel;
+  return true;
 }
 
 plan::ModelDescription model_of(const PlanArgs& a) {

@@ -174,6 +174,9 @@ void check_predicted_memory(const train::TrainConfig& cfg, int workers, const Wo
   const std::optional<plan::ModelDescription> checked = model_to_check(cfg, *data);
   if (!checked) return;
   const plan::ModelDescription& model = *checked;
+  // The planner splits a GPT's activations by tokens; another model's are
+  // predicted whole, which overstates what sequence parallelism keeps.
+  l.sequence_parallel = cfg.sequence_parallel && model.transformer.has_value();
   const plan::Cluster machine = this_machine(workers, memory.bytes);
 
   if (cfg.ps_servers > 0) {  // Note [A parameter server's memory] (plan/parameter_server_memory.h)

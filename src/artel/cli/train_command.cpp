@@ -341,16 +341,19 @@ int run_train(int argc, char** argv) {
                "start even when the planner (artel plan) predicts that a worker's memory cannot hold the layout");
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
-  for (const auto& k : train::config_keys())
-    options.emplace_back(k.key, app.add_option(flag_of(k.key), values[k.key], k.help + defaults_of(k.key))
-                                    ->type_name(k.type)
-                                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));  // a later flag wins
+  for (const auto& k : train::config_keys()) {
+    CLI::Option* o = app.add_option(flag_of(k.key), values[k.key], k.help + defaults_of(k.key))
+                         ->type_name(k.type)
+                         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag wins
+    if (k.type == "BOOL") o->expected(0, 1);  // `--sequence-parallel` alone means true
+    options.emplace_back(k.key, o);
+  }
   if (!parse_flags(app, argc, argv, "see `artel train --help`")) return 0;
 
   train::ConfigSources src;
   if (!config_path.empty()) src.json = train::read_config_file(config_path);
   for (const auto& [key, opt] : options)
-    if (opt->count() > 0) src.overrides[key] = values[key];
+    if (opt->count() > 0) src.overrides[key] = values[key].empty() && opt->get_type_name() == "BOOL" ? "true" : values[key];
   // `artel train --nproc N` hands its workers their arguments without --nproc;
   // one seen here was given to a worker of `artel launch`, which would ignore it.
   if (comm::launched_as_worker() && job.nproc > 1)

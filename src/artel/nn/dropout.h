@@ -8,6 +8,7 @@
 //   Variable y = drop.forward(x);
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "artel/core/rng.h"
@@ -20,10 +21,20 @@ class Dropout : public Layer {
   Dropout(float p, std::shared_ptr<Rng> rng);
   Variable forward(const Variable& x) override;
   float p() const { return p_; }
+  // Sequence parallelism (parallel/sequence_parallel.h): x is this rank's
+  // tokens of a whole activation, and `part` takes them from a whole mask,
+  // drawn as the single worker draws it: every rank draws the same bits,
+  // keeps its own, and the shared Rng stays alike on every rank.
+  struct TokenSplit {
+    std::function<Shape(const Shape& part)> whole;
+    std::function<Tensor(const Tensor& whole)> part;
+  };
+  void set_token_split(TokenSplit split) { split_ = std::move(split); }
 
  private:
   float p_;
   std::shared_ptr<Rng> rng_;
+  TokenSplit split_;
 };
 
 }  // namespace artel::nn

@@ -14,6 +14,7 @@ LayerNorm::LayerNorm(int64_t dim, float eps) : dim_(dim), eps_(eps) {
 Variable LayerNorm::forward(const Variable& x) {
   ARTEL_CHECK(x.value().dim() >= 1 && x.size(-1) == dim_, "LayerNorm(", dim_, "): input of shape ",
               shape_str(x.shape()), " does not end in ", dim_);
+  if (shared_) return autograd::layer_norm(x, shared_(weight_), shared_(bias_), eps_);
   return autograd::layer_norm(x, weight_, bias_, eps_);
 }
 

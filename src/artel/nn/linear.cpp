@@ -23,7 +23,11 @@ Variable Linear::forward_gelu(const Variable& x, bool tanh_approximation) {
     const Variable y = forward(x);
     return tanh_approximation ? autograd::gelu_tanh(y) : autograd::gelu(y);
   }
-  return autograd::linear_gelu(input_of(x), weight_, bias_, tanh_approximation);
+  return autograd::linear_gelu(input_of(x), replicated(weight_), replicated(bias_), tanh_approximation);
+}
+
+Variable Linear::replicated(const Variable& p) const {
+  return p.defined() && parallel_.shared ? parallel_.shared(p) : p;
 }
 
 // x checked against this rank's weight, through the plan's `enter`.
@@ -45,9 +49,16 @@ Variable Linear::forward_onto(const Variable& residual, const Variable& x) {
   const Variable input = input_of(x);
   ARTEL_CHECK(!residual.defined() || parallel_.kind != LinearParallel::Kind::column,
               "Linear: a column-parallel layer's output is split, no residual can be added onto it");
+  if (parallel_.kind == LinearParallel::Kind::row && parallel_.shared) {  // sequence parallel: y is this rank's tokens
+    Variable y = parallel_.reduce(autograd::linear(input, weight_, Variable()));
+    if (bias_.defined()) y = autograd::add(y, replicated(bias_));
+    return residual.defined() ? autograd::add(residual, y) : y;
+  }
   auto once = [&](const Variable& v) { return v.defined() && parallel_.once ? parallel_.once(v) : v; };
-  const Variable b = once(bias_), r = once(residual);
-  Variable y = r.defined() ? autograd::linear_add(input, weight_, b, r) : autograd::linear(input, weight_, b);
+  const bool whole = parallel_.kind == LinearParallel::Kind::none;
+  const Variable w = whole ? replicated(weight_) : weight_;
+  const Variable b = whole ? replicated(bias_) : once(bias_), r = once(residual);
+  Variable y = r.defined() ? autograd::linear_add(input, w, b, r) : autograd::linear(input, w, b);
   return parallel_.reduce ? parallel_.reduce(y) : y;
 }
 

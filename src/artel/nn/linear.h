@@ -33,6 +33,13 @@ struct LinearParallel {
   // row: a replicated addend (bias, residual) that must enter the sum once:
   // itself on one rank, zeros on the others, the gradient passed through.
   std::function<Variable(const Variable&)> once;
+  // Sequence parallelism (parallel/sequence_parallel.h): the layer sees only
+  // this rank's tokens, so each replicated parameter (a whole layer's weight
+  // and bias, a row-parallel layer's bias) passes through `shared`: identity
+  // forward, its gradient summed over the group. A row-parallel layer's
+  // `reduce` then scatters by tokens, and its bias and residual are added to
+  // this rank's tokens after it instead of once into the sum.
+  std::function<Variable(const Variable&)> shared;
 };
 
 class Linear : public Layer {
@@ -56,6 +63,8 @@ class Linear : public Layer {
 
  private:
   Variable input_of(const Variable& x) const;
+  // A replicated parameter as this rank's ops use it (through `shared` under sequence parallelism).
+  Variable replicated(const Variable& p) const;
 
   int64_t in_, out_;
   Variable weight_, bias_;

@@ -4,8 +4,11 @@
 
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
+#include "artel/nn/dropout.h"
 #include "artel/nn/embedding.h"
+#include "artel/nn/layer_norm.h"
 #include "artel/nn/linear.h"
+#include "artel/parallel/sequence_parallel.h"
 #include "artel/parallel/tensor_parallel.h"
 
 namespace artel::parallel {
@@ -55,6 +58,7 @@ ModelShard::ModelShard(nn::Model& model, ShardPlace place) : model_(model), plac
     placements_.push_back({d.name, d.shape, {}, {}});
   }
   apply_tensor_parallel();
+  if (place_.sequence_parallel) apply_sequence_parallel();
   place_parameters();
 }
 
@@ -134,6 +138,83 @@ void ModelShard::apply_tensor_parallel() {
     if (matched == 0)
       throw Error("plan: tensor-parallel rule '" + rule.pattern + "' matches no module of the model",
                   "check the pattern against the model's module paths ('*' stands for one component)");
+  }
+}
+
+// Note [The sequence-parallel region]: with sequence parallelism the stream
+// between the plan's layer pieces holds only this rank's tokens
+// (sequence_parallel.h). It is scattered where a layer piece follows a piece
+// that is not one (a GPT's embeddings), and gathered whole where a piece that
+// is not a layer follows (the head) or the model ends; both cuts depend on
+// the pieces alone, so a pipeline's stages agree on them, and activations
+// cross stage boundaries split. Inside the region:
+// - a column-parallel Linear gathers its input's tokens (its gradient
+//   reduce-scattered back) instead of Megatron's f;
+// - a row-parallel Linear reduce-scatters its output by tokens instead of
+//   all-reducing it, and adds its bias and residual to this rank's tokens;
+// - every replicated parameter (a layer norm's, a whole Linear's, a
+//   row-parallel bias) now sees only this rank's tokens, so its gradient is
+//   summed over the group, by passing it through f (identity forward,
+//   all-reduce backward) where it is used;
+// - a dropout draws the whole mask, as the single worker does, and keeps its
+//   rank's tokens of it.
+// A module with parameters of another kind inside the region is refused:
+// nothing says how its gradient is to be summed.
+void ModelShard::apply_sequence_parallel() {
+  const nn::ParallelPlan& plan = model_.plan();
+  comm::ProcessGroup* g = place_.tp;
+  std::vector<std::string> region;  // the layer pieces' modules
+  for (const nn::Piece& piece : plan.pieces)
+    if (piece.layer) region.insert(region.end(), piece.modules.begin(), piece.modules.end());
+  if (region.empty())
+    throw Error("sequence parallelism splits the tokens of the stream between a model's layer pieces, and this "
+                "model's plan declares none (nn::Piece::layer)",
+                "declare the model's layers as pieces of its plan, or drop --sequence-parallel");
+  auto in_region = [&](const std::string& path) {
+    return std::any_of(region.begin(), region.end(), [&](const std::string& m) { return nn::path_within(path, m); });
+  };
+  // Each function reads the switch at its call (split_tokens): unsplit, it is plain tensor parallelism.
+  const std::shared_ptr<bool> on = tokens_split_;
+  auto shared = [g, on](const Variable& p) { return *on ? copy_to_tensor_parallel(p, *g) : p; };
+  const int rank = tp_rank(), ranks = tp_size();
+  for (const auto& [path, module] : model_.named_modules()) {
+    if (!in_region(path)) continue;
+    if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
+      if (!g) continue;
+      nn::LinearParallel p = lin->parallel();
+      if (p.kind == nn::LinearParallel::Kind::column) {
+        p.enter = [g, on](const Variable& x) {
+          return *on ? gather_from_sequence_parallel(x, *g, SequenceGrad::partial) : copy_to_tensor_parallel(x, *g);
+        };
+      } else {
+        if (p.kind == nn::LinearParallel::Kind::row)
+          p.reduce = [g, on](const Variable& x) {
+            return *on ? reduce_scatter_to_sequence_parallel(x, *g) : reduce_from_tensor_parallel(x, *g);
+          }, p.once = nullptr;
+        p.shared = shared;
+      }
+      lin->set_parallel(std::move(p));
+    } else if (auto* norm = dynamic_cast<nn::LayerNorm*>(module)) {
+      if (g) norm->set_shared(shared);
+    } else if (auto* drop = dynamic_cast<nn::Dropout*>(module)) {
+      drop->set_token_split({.whole = [ranks, on](const Shape& part) {
+                               Shape whole = part;
+                               ARTEL_CHECK(whole.size() >= 2, "dropout under sequence parallelism: input of shape ",
+                                           shape_str(part), " has no token dimension");
+                               if (*on) whole[whole.size() - 2] *= ranks;
+                               return whole;
+                             },
+                             .part = [rank, ranks, on](const Tensor& whole) {
+                               return *on ? tokens_of(whole, rank, ranks) : whole;
+                             }});
+    } else {
+      for (const nn::DeclaredParameter& d : module->declared_parameters())
+        if (d.name.find('.') == std::string::npos)
+          throw Error("sequence parallelism: " + joined(path, d.name.c_str()) + " belongs to a module that is "
+                          "neither an nn::Linear nor an nn::LayerNorm, inside the model's layer pieces, where each "
+                          "rank sees only its own tokens; artel cannot tell how to sum its gradient over the group",
+                      "build the layers from nn::Linear and nn::LayerNorm, or drop --sequence-parallel");
+    }
   }
 }
 
@@ -219,7 +300,22 @@ nn::Activations ModelShard::forward(const nn::Activations& in, int chunk) {
   ARTEL_CHECK(chunk >= 0 && chunk < place_.chunks, "model shard: chunk ", chunk, " of ", place_.chunks);
   if (plan.pieces.empty()) return {model_.forward(in.at(0).value())};
   const PieceRange& r = place_.stages[static_cast<size_t>(chunk * stages() + place_.stage)];
-  return model_.run_pieces(static_cast<size_t>(r.first), static_cast<size_t>(r.last), in);
+  const auto first = static_cast<size_t>(r.first), last = static_cast<size_t>(r.last);
+  if (!splits_tokens()) return model_.run_pieces(first, last, in);
+  nn::Activations a = in;
+  for (size_t i = first; i < last; ++i) a = model_.run_pieces(i, i + 1, crossing_into(i, std::move(a)));
+  return last == plan.pieces.size() ? crossing_into(last, std::move(a)) : a;
+}
+
+nn::Activations ModelShard::crossing_into(size_t piece, nn::Activations in) {
+  const std::vector<nn::Piece>& pieces = model_.plan().pieces;
+  const bool inside = piece < pieces.size() && pieces[piece].layer;
+  const bool was_inside = piece > 0 && pieces[piece - 1].layer;
+  if (inside == was_inside || !*tokens_split_) return in;
+  for (Variable& x : in)
+    x = inside ? scatter_to_sequence_parallel(x, *place_.tp)
+               : gather_from_sequence_parallel(x, *place_.tp, SequenceGrad::replicated);
+  return in;
 }
 
 Variable ModelShard::loss(const Variable& logits, const Tensor& targets) {

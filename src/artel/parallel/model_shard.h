@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct ShardPlace {
   // P·chunks virtual stages in pipeline order, and stage s holds virtual
   // stages s, s + P, s + 2P, ... (Megatron's virtual pipeline).
   int chunks = 1;
+  // Megatron's sequence parallelism with tp (sequence_parallel.h): the
+  // stream of the plan's layer pieces is split by tokens over the group
+  // (Note [The sequence-parallel region] in model_shard.cpp).
+  bool sequence_parallel = false;
 };
 
 // What the plan makes of one parameter of the whole model.
@@ -74,6 +79,11 @@ class ModelShard {
   // This stage's pieces of model chunk `chunk` on `in` (the batch input on
   // the first stage's chunk 0).
   nn::Activations forward(const nn::Activations& in, int chunk = 0);
+  // Sequence parallelism on (the default) or off until switched back: a
+  // forward-only pass (evaluation, sampling) of any token count runs as
+  // plain tensor parallelism, the same results. Every rank of the group, and
+  // every stage, must switch alike.
+  void split_tokens(bool on) { *tokens_split_ = on; }
   // Mean cross-entropy of the logits (the last stage's output) against
   // `targets`: vocabulary-parallel over the group when the plan splits the logits.
   Variable loss(const Variable& logits, const Tensor& targets);
@@ -103,7 +113,11 @@ class ModelShard {
  private:
   void check_stages_cover(int64_t pieces) const;
   void apply_tensor_parallel();
+  void apply_sequence_parallel();
   void place_parameters();
+  bool splits_tokens() const { return place_.sequence_parallel && place_.tp && *tokens_split_; }
+  // Piece i's input, carried into or out of the sequence-parallel region when it starts or ends there.
+  nn::Activations crossing_into(size_t piece, nn::Activations in);
 
   nn::Model& model_;
   ShardPlace place_;
@@ -111,6 +125,7 @@ class ModelShard {
   std::map<std::string, size_t> index_;   // name -> placements_
   nn::NamedParameters mine_;
   int64_t logits_first_ = 0, logits_vocab_ = -1;  // the split logits' columns (vocab_parallel_logits)
+  std::shared_ptr<bool> tokens_split_ = std::make_shared<bool>(true);  // split_tokens(), read by the layers' functions
 };
 
 // The parameter count each piece uses (its cost for balancing by size; a

@@ -42,7 +42,13 @@ BlockActivations artel_block(const ActivationShape& x) {
   // ln_1's and ln_2's outputs (2h replicated), the attention's and GELU's
   // outputs (5h/t) are kept at 2 bytes.
   const bool bf16 = x.precision == Precision::bf16;
-  const double replicated = ((bf16 ? 2 : 4) + (x.dropout ? 2 : 0)) * h / replicated_split(x);
+  // Replicated: the block's input and the residual sum (the layer norms'
+  // inputs), the layer norms' outputs (c_attn's and c_fc's inputs) and the
+  // dropout masks. Sequence parallelism splits all but the norms' outputs,
+  // which the column-parallel products keep gathered whole (as PyTorch's
+  // SequenceParallel does; Megatron gathers them again in backward).
+  const double replicated =
+      ((2 + (x.dropout ? 2 : 0)) / replicated_split(x) + (bf16 ? 0 : 2)) * h;
   const double probabilities = 4 * tokens * x.a * padded / t;
   double none_kept = 4 * tokens * (replicated + (bf16 ? 7 : 12) * h / t) + probabilities;
   if (bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
@@ -75,7 +81,7 @@ BlockActivations block_activations(const ActivationShape& x) {
 double embedding_activations(const ActivationShape& x) {
   const double sbh = x.s * x.b * x.h;
   if (x.accounting == Activations::megatron) return x.dropout ? sbh / replicated_split(x) : 0;  // a 1-byte mask
-  return 4 * sbh * (2 + (x.dropout ? 1 : 0)) / replicated_split(x);
+  return 4 * sbh * (2 + (x.dropout ? 1 : 0));  // artel runs the embeddings whole, and splits the tokens after them
 }
 
 double head_activations(const ActivationShape& x) {
@@ -83,7 +89,7 @@ double head_activations(const ActivationShape& x) {
   if (x.accounting == Activations::megatron) return 4 * tokens * (h + x.v) / t * megatron_scale(x);
   if (x.precision == Precision::bf16)  // ln_f's output as the head's bf16 input, and the tied table's copy
     return 4 * tokens * x.v / t + 2 * tokens * h + 2 * x.v / t * h;
-  return 4 * tokens * (h / replicated_split(x) + x.v / t);
+  return 4 * tokens * (h + x.v / t);  // ln_f's output: the tokens gathered whole again before the head
 }
 
 }  // namespace artel::plan

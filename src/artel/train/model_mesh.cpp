@@ -42,7 +42,7 @@ void check_mesh(const TrainConfig& cfg, int world) {
                             : parallel::explicit_stages(layers, counts);
   }
   parallel::ModelShard(*model, {.stages = stages, .stage = 0, .tp_degree = static_cast<int>(cfg.tp),
-                                .chunks = static_cast<int>(cfg.chunks)});
+                                .chunks = static_cast<int>(cfg.chunks), .sequence_parallel = cfg.sequence_parallel});
 }
 
 ModelMesh::ModelMesh(const TrainConfig& cfg, parallel::MeshGroups groups, parallel::DdpOptions ddp)
@@ -72,7 +72,8 @@ nn::NamedParameters ModelMesh::build(nn::Model& model, const data::Dataset& data
   const int stage = groups_.coord.pp;
   shard_ = std::make_unique<parallel::ModelShard>(
       model, parallel::ShardPlace{.stages = stages_, .stage = stage, .tp = groups_.tp.get(),
-                                  .chunks = static_cast<int>(cfg_.chunks)});
+                                  .chunks = static_cast<int>(cfg_.chunks),
+                                  .sequence_parallel = cfg_.sequence_parallel});
   if (init.empty()) {
     shard_->materialize(seed);
   } else {
@@ -270,8 +271,26 @@ double ModelMesh::optimizer_step(optim::Optimizer& optimizer) {
   return 0.0;
 }
 
+namespace {
+
+// A forward-only pass (evaluation, sampling) runs without sequence
+// parallelism's token split: any batch or prompt length, the same results.
+class WholeTokens {
+ public:
+  explicit WholeTokens(parallel::ModelShard& shard) : shard_(shard) { shard_.split_tokens(false); }
+  ~WholeTokens() { shard_.split_tokens(true); }
+  WholeTokens(const WholeTokens&) = delete;
+  WholeTokens& operator=(const WholeTokens&) = delete;
+
+ private:
+  parallel::ModelShard& shard_;
+};
+
+}  // namespace
+
 EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
   nn::EvalMode eval_mode(*model_);
+  WholeTokens whole(*shard_);
   trace::set_step(-1);  // evaluation's forwards are no step's
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
@@ -385,6 +404,7 @@ void ModelMesh::write_weights(const std::string& path, const std::map<std::strin
 // ranks gather the last position's logits, and an all-reduce in which every
 // other worker adds zeros hands them to all (each replica runs the same).
 std::vector<float> ModelMesh::next_token_logits(const Tensor& ids) {
+  WholeTokens whole(*shard_);
   std::vector<float> row;
   parallel::StageFunctions fns;
   fns.forward = [&](int, int chunk, const nn::Activations& inputs) {
@@ -467,7 +487,8 @@ nlohmann::json ModelMesh::layout() {
 std::string ModelMesh::describe() const {
   const parallel::Topology& t = groups_.topology;
   std::string s = detail::concat("dp ", t.degree(parallel::Axis::dp), " x pp ", t.degree(parallel::Axis::pp), " x tp ",
-                                 t.degree(parallel::Axis::tp), "; ", cfg_.micro_batches, " micro-batch(es) of ",
+                                 t.degree(parallel::Axis::tp), cfg_.sequence_parallel ? " sequence-parallel" : "", "; ",
+                                 cfg_.micro_batches, " micro-batch(es) of ",
                                  cfg_.batch_size / cfg_.micro_batches, " rows, ", cfg_.schedule,
                                  cfg_.chunks > 1 ? detail::concat(" x", cfg_.chunks, " chunks") : "",
                                  "; layers per stage");

@@ -78,6 +78,7 @@ const std::vector<Field>& fields() {
       {"gelu", &TrainConfig::gelu, "gpt, wordlm: the MLP's GELU, exact (nanoGPT's) or tanh (GPT-2's gelu_new, what Hugging Face's weights were trained with)"},
       {"vocab_multiple", &TrainConfig::vocab_multiple, "gpt, wordlm: round the model's vocabulary up to a multiple of this (gpt2 pads 50257 to 50304)"},
       {"tp", &TrainConfig::tp, "tensor-parallel degree: split the layers the model's plan declares over T workers"},
+      {"sequence_parallel", &TrainConfig::sequence_parallel, "with --tp: Megatron's sequence parallelism, the layers' layer norms, dropouts and residuals on 1/T of the tokens each (true | false)"},
       {"pp", &TrainConfig::pp, "pipeline stages: split the model's pieces into P stages on different workers"},
       {"micro_batches", &TrainConfig::micro_batches, "micro-batches per step of one replica (splits --batch-size)"},
       {"schedule", &TrainConfig::schedule, "pipeline schedule: gpipe | 1f1b | interleaved (Megatron's interleaved 1F1B, with --chunks)"},
@@ -261,6 +262,9 @@ void TrainConfig::validate() const {
   check_range("chunks", chunks >= 1 && chunks <= 1024, "in [1, 1024]", static_cast<double>(chunks));
   check_range("tp", tp >= 1 && tp <= 1024, "in [1, 1024]", static_cast<double>(tp));
   check_range("pp", pp >= 1 && pp <= 1024, "in [1, 1024]", static_cast<double>(pp));
+  if (sequence_parallel && tp == 1)
+    throw Error("--sequence-parallel splits the tokens over a tensor-parallel group, and this run has none (--tp 1)",
+                "add --tp N (N >= 2), or drop --sequence-parallel");
   check_range("micro_batches", micro_batches >= 1, ">= 1", static_cast<double>(micro_batches));
   check_range("ps_servers", ps_servers >= 0 && ps_servers <= 1024, "in [0, 1024]", static_cast<double>(ps_servers));
   if (parallel::parse_staleness(staleness) != 0 && ps_servers == 0)
@@ -302,6 +306,11 @@ void TrainConfig::validate() const {
   if (batch_size % micro_batches != 0)
     throw Error(detail::concat("--micro-batches ", micro_batches, " does not divide --batch-size ", batch_size),
                 "choose a batch size that is a multiple of the micro-batch count");
+  if (sequence_parallel && !models::trains_on_text(model) && (batch_size / micro_batches) % tp != 0)
+    throw Error(detail::concat("--sequence-parallel splits each micro-batch's ", batch_size / micro_batches,
+                               " rows (the tokens of a model without sequences) over --tp ", tp, ", which does not "
+                               "divide them"),
+                "choose a batch size per micro-batch divisible by --tp");
   if (!models::trains_on_text(model)) return;  // the model's plan is checked against the layout by check_mesh
   if (pp > n_layer)
     throw Error(detail::concat("--pp ", pp, " stages for a model of ", n_layer, " blocks"),
@@ -313,6 +322,10 @@ void TrainConfig::validate() const {
   if (n_head % tp != 0)
     throw Error(detail::concat("--tp ", tp, " does not divide the ", n_head, " attention heads"),
                 "choose --tp dividing --n-head");
+  if (sequence_parallel && block_size % tp != 0)
+    throw Error(detail::concat("--sequence-parallel splits each sequence's ", block_size, " tokens over --tp ", tp,
+                               ", which does not divide them"),
+                "choose --block-size divisible by --tp (Megatron requires the same)");
   std::vector<int64_t> counts = stage_layer_counts();
   if (!counts.empty() && static_cast<int64_t>(counts.size()) != virtual_stages())
     throw Error(chunks > 1 ? detail::concat("--stage-layers gives ", counts.size(), " block counts, --pp ", pp,

@@ -101,6 +101,7 @@ struct TrainConfig {
   // ---- model parallelism (any model whose plan allows it; mesh_worker.h). Data parallelism takes the
   // workers left: dp = nproc / (tp · pp).
   int64_t tp = 1;                   // tensor-parallel degree, >= 1, divides n_head and the vocabulary
+  bool sequence_parallel = false;   // with tp > 1: the layers' stream split by tokens (parallel/sequence_parallel.h)
   int64_t pp = 1;                   // pipeline stages, in [1, n_layer]
   int64_t micro_batches = 1;        // micro-batches per step of one replica, >= 1, divides batch_size
   std::string schedule = "1f1b";    // gpipe | 1f1b | interleaved

@@ -1,0 +1,135 @@
+// The sequence-parallel ops over ranks-as-threads, against the whole
+// tensors they stand for: each forward's value and each input's gradient,
+// for activations of three dimensions (the tokens of every sequence split,
+// so the blocks are reordered) and of two (the rows split), at 2 and 3 ranks.
+// The layers that use them (a whole GPT, the MLP) are in model_shard_test.cpp.
+#include "artel/parallel/sequence_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "artel/parallel/tensor_parallel.h"
+#include "parallel/parallel_testing.h"
+
+namespace artel::parallel {
+namespace {
+
+using namespace parallel_testing;  // NOLINT: the helpers of parallel_testing.h
+
+// (sequences, tokens, features) and (rows, features); tokens divide by 2 and 3.
+const std::vector<Shape> kShapes = {{2, 6, 4}, {6, 5}};
+
+// Rank r's tokens of `whole`, by index: element (o, t, c) with t in [r·T/P, (r+1)·T/P).
+Tensor expected_tokens(const Tensor& whole, int r, int ranks) {
+  const Shape& s = whole.shape();
+  const int64_t C = s.back(), T = s[s.size() - 2], O = whole.numel() / (T * C), t = T / ranks;
+  Shape part = s;
+  part[part.size() - 2] = t;
+  Tensor out = Tensor::empty(part);
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t c = 0; c < C; ++c)
+        out.data<float>()[(o * t + i) * C + c] = whole.data<float>()[(o * T + r * t + i) * C + c];
+  return out;
+}
+
+Tensor summed(const std::vector<Tensor>& ts) {
+  Tensor s = ts.front().clone();
+  for (size_t i = 1; i < ts.size(); ++i)
+    for (int64_t j = 0; j < s.numel(); ++j) s.data<float>()[j] += ts[i].data<float>()[j];
+  return s;
+}
+
+std::string where(const Shape& s, int world, int rank) {
+  return shape_str(s) + " over " + std::to_string(world) + ", rank " + std::to_string(rank);
+}
+
+TEST(SequenceParallel, TokensOfTakesEachRanksTokensOfEverySequence) {
+  for (const Shape& s : kShapes)
+    for (int ranks : {2, 3}) {
+      const Tensor whole = randn(s, 1);
+      for (int r = 0; r < ranks; ++r)
+        expect_close(tokens_of(whole, r, ranks), expected_tokens(whole, r, ranks), where(s, ranks, r), 0.0f);
+    }
+}
+
+TEST(SequenceParallel, ScatterKeepsThisRanksTokensAndGathersTheirGradients) {
+  for (const Shape& s : kShapes)
+    for (int world : {2, 3}) {
+      const Tensor x = randn(s, 2), seed = randn(s, 3);  // the output gradient, whole
+      spawn(world, [&](comm::ProcessGroup& pg) {
+        const int r = pg.rank();
+        Variable xv(x.clone(), true);
+        TensorParallelTraffic traffic;
+        Variable y = scatter_to_sequence_parallel(xv, pg);
+        EXPECT_EQ(traffic.collectives(), 0) << "its forward sends nothing";
+        expect_close(y.value(), expected_tokens(x, r, world), where(s, world, r), 0.0f);
+        y.backward(expected_tokens(seed, r, world));
+        EXPECT_EQ(traffic.collectives(), 1);
+        expect_close(xv.grad(), seed, "d x " + where(s, world, r), 0.0f);
+      });
+    }
+}
+
+TEST(SequenceParallel, GatherJoinsTheTokensAndSendsBackTheirGradients) {
+  for (const Shape& s : kShapes)
+    for (int world : {2, 3})
+      for (SequenceGrad grad : {SequenceGrad::partial, SequenceGrad::replicated}) {
+        const Tensor x = randn(s, 4);
+        std::vector<Tensor> seeds;  // the output gradient: a part of a sum on each rank, or one for all
+        for (int r = 0; r < world; ++r) seeds.push_back(randn(s, grad == SequenceGrad::partial ? 10 + r : 10));
+        spawn(world, [&](comm::ProcessGroup& pg) {
+          const int r = pg.rank();
+          Variable mine(expected_tokens(x, r, world), true);
+          TensorParallelTraffic traffic;
+          Variable y = gather_from_sequence_parallel(mine, pg, grad);
+          expect_close(y.value(), x, where(s, world, r), 0.0f);
+          EXPECT_EQ(traffic.bytes(), static_cast<double>(x.nbytes()) / 2) << "half an all-reduce of the whole";
+          y.backward(seeds[static_cast<size_t>(r)]);
+          EXPECT_EQ(traffic.collectives(), grad == SequenceGrad::partial ? 2 : 1);
+          const Tensor want = grad == SequenceGrad::partial ? summed(seeds) : seeds.front();
+          expect_close(mine.grad(), expected_tokens(want, r, world), "d x " + where(s, world, r));
+        });
+      }
+}
+
+TEST(SequenceParallel, ReduceScatterSumsThePartsAndGathersTheGradients) {
+  for (const Shape& s : kShapes)
+    for (int world : {2, 3}) {
+      std::vector<Tensor> parts;
+      for (int r = 0; r < world; ++r) parts.push_back(randn(s, 20 + r));
+      const Tensor sum = summed(parts), seed = randn(s, 30);
+      spawn(world, [&](comm::ProcessGroup& pg) {
+        const int r = pg.rank();
+        Variable x(parts[static_cast<size_t>(r)].clone(), true);
+        Variable y = reduce_scatter_to_sequence_parallel(x, pg);
+        expect_close(y.value(), expected_tokens(sum, r, world), where(s, world, r));
+        expect_close(x.value(), parts[static_cast<size_t>(r)], "x " + where(s, world, r), 0.0f);
+        y.backward(expected_tokens(seed, r, world));
+        expect_close(x.grad(), seed, "d x " + where(s, world, r), 0.0f);
+      });
+    }
+}
+
+// Every rank has the same shapes, so every rank refuses alike: none waits.
+TEST(SequenceParallel, TokensThatDoNotSplitAreRefusedOnEveryRank) {
+  spawn(2, [&](comm::ProcessGroup& pg) {
+    Variable x(randn({2, 5, 4}, 5), true);
+    EXPECT_NE(error_of([&] { reduce_scatter_to_sequence_parallel(x, pg); }).find("5 tokens (dim -2 of [2, 5, 4]) do "
+                                                                                  "not split over 2 ranks"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { scatter_to_sequence_parallel(x, pg); }).find("do not split over 2 ranks"),
+              std::string::npos);
+    Variable flat(randn({8}, 6), true);
+    EXPECT_NE(error_of([&] { scatter_to_sequence_parallel(flat, pg); }).find("has no token dimension"),
+              std::string::npos);
+    Variable ids(Tensor::zeros({2, 4}, DType::i64));
+    EXPECT_NE(error_of([&] { scatter_to_sequence_parallel(ids, pg); }).find("splits float32 activations"),
+              std::string::npos);
+  });
+}
+
+}  // namespace
+}  // namespace artel::parallel
