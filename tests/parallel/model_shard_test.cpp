@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <set>
 
@@ -113,8 +114,12 @@ Whole run_whole(const models::ModelConfig& c, const Tensor& ids, const Tensor& t
   return w;
 }
 
-TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
-  const models::ModelConfig c = gpt_config();
+// Config c's GPT split over 2 and 4 ranks (sequence-parallel or not)
+// against the single worker on the same batch: the loss, the logits joined
+// and every gradient part, within float rounding. `check` sees each rank's
+// shard and logits before the loss.
+void expect_gpt_in_parts(const models::ModelConfig& c, bool sequence_parallel,
+                         const std::function<void(ModelShard&, const Whole&, const Variable&, int, int)>& check) {
   const Tensor ids = token_ids(1), targets = token_ids(2);
   const Whole whole = run_whole(c, ids, targets);
   for (int T : {2, 4}) {
@@ -123,15 +128,14 @@ TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
       const int r = pg.rank();
       const std::string at = " (rank " + std::to_string(r) + " of " + std::to_string(T) + ")";
       auto m = models::declare_model(c);
-      ModelShard shard(*m, tp_place(&pg));
+      ShardPlace place = tp_place(&pg);
+      place.sequence_parallel = sequence_parallel;
+      ModelShard shard(*m, place);
       shard.materialize(c.seed);
-      ASSERT_EQ(shard.parameters().size(), whole.values.size());  // one stage: all of them
-      for (auto& [name, p] : shard.parameters())
-        EXPECT_TRUE(same_bits(p.value(), nn::take_part(whole.values.at(name), shard.placement(name).split, r, T)))
-            << name << at;
       nn::Activations out = shard.forward({Variable(ids)});
       ASSERT_EQ(out.size(), 1u);
       logits.put(r, out[0].value());
+      check(shard, whole, out[0], r, T);
       Variable loss = shard.loss(out[0], targets);
       EXPECT_NEAR(loss.item(), whole.loss, 1e-5) << at;
       loss.backward();
@@ -140,17 +144,41 @@ TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
         EXPECT_LE(max_abs_diff(p.grad(), nn::take_part(whole.grads.at(name), shard.placement(name).split, r, T)), 1e-5f)
             << name << at;
       }
-      // The padding rows of the table (past row 65) get no gradient.
-      const nn::NamedParameters mine = shard.parameters();
-      const auto& [wte_name, wte] = mine.front();
-      ASSERT_EQ(wte_name, "transformer.wte.weight");
-      const nn::PartGeometry g = nn::part_geometry({kV, 16}, shard.placement(wte_name).split, r, T);
-      EXPECT_EQ(wte.value().size(0), T == 2 ? 33 : 17);
-      for (int64_t i = g.valid() * 16; i < wte.grad().numel(); ++i) ASSERT_EQ(wte.grad().data<float>()[i], 0.0f) << at;
     });
     Tensor joined = nn::join_parts(logits.slots, {.dim = 2, .pad = true}, {kB, kT, kV});
     EXPECT_LE(max_abs_diff(joined, whole.logits), 1e-5f) << "logits over " << T;
   }
+}
+
+TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
+  expect_gpt_in_parts(gpt_config(), false, [](ModelShard& shard, const Whole& whole, const Variable&, int r, int T) {
+    const std::string at = " (rank " + std::to_string(r) + " of " + std::to_string(T) + ")";
+    ASSERT_EQ(shard.parameters().size(), whole.values.size());  // one stage: all of them
+    for (auto& [name, p] : shard.parameters())
+      EXPECT_TRUE(same_bits(p.value(), nn::take_part(whole.values.at(name), shard.placement(name).split, r, T)))
+          << name << at;
+    const nn::NamedParameters mine = shard.parameters();
+    ASSERT_EQ(mine.front().first, "transformer.wte.weight");
+    EXPECT_EQ(mine.front().second.value().size(0), T == 2 ? 33 : 17);  // 65 rows padded to 66 or 68
+  });
+}
+
+// The padding rows of the table (past row 65) get no gradient.
+TEST(ModelShard, TheVocabularysPaddingRowsGetNoGradient) {
+  const models::ModelConfig c = gpt_config();
+  const Tensor ids = token_ids(1), targets = token_ids(2);
+  for (int T : {2, 4})
+    spawn(T, [&](comm::ProcessGroup& pg) {
+      auto m = models::declare_model(c);
+      ModelShard shard(*m, tp_place(&pg));
+      shard.materialize(c.seed);
+      shard.loss(shard.forward({Variable(ids)})[0], targets).backward();
+      const nn::NamedParameters mine = shard.parameters();
+      const auto& [name, wte] = mine.front();
+      const nn::PartGeometry g = nn::part_geometry({kV, 16}, shard.placement(name).split, pg.rank(), T);
+      for (int64_t i = g.valid() * 16; i < wte.grad().numel(); ++i)
+        ASSERT_EQ(wte.grad().data<float>()[i], 0.0f) << "rank " << pg.rank() << " of " << T;
+    });
 }
 
 // Sequence parallelism (Note [The sequence-parallel region] in
@@ -161,37 +189,14 @@ TEST(ModelShard, TensorParallelGptIsTheSingleWorkersModelInParts) {
 TEST(ModelShard, SequenceParallelGptIsTheSingleWorkersModelInParts) {
   models::ModelConfig c = gpt_config();
   c.dropout = 0.1f;
-  const Tensor ids = token_ids(1), targets = token_ids(2);
-  const Whole whole = run_whole(c, ids, targets);
-  for (int T : {2, 4}) {
-    PerRank logits(T);
-    spawn(T, [&](comm::ProcessGroup& pg) {
-      const int r = pg.rank();
-      const std::string at = " (rank " + std::to_string(r) + " of " + std::to_string(T) + ")";
-      auto m = models::declare_model(c);
-      ShardPlace place = tp_place(&pg);
-      place.sequence_parallel = true;
-      ModelShard shard(*m, place);
-      shard.materialize(c.seed);
-      nn::Activations out = shard.forward({Variable(ids)});
-      logits.put(r, out[0].value());
-      const std::vector<std::string> ops = ops_of(out[0]);
-      auto count = [&](const char* op) { return std::count(ops.begin(), ops.end(), op); };
-      EXPECT_EQ(count("scatter_to_sequence_parallel"), 1) << at;
-      EXPECT_EQ(count("gather_from_sequence_parallel"), 2 * 2 + 1) << at;  // c_attn, c_fc of 2 blocks; the head
-      EXPECT_EQ(count("reduce_scatter_to_sequence_parallel"), 2 * 2) << at;
-      Variable loss = shard.loss(out[0], targets);
-      EXPECT_NEAR(loss.item(), whole.loss, 1e-5) << at;
-      loss.backward();
-      for (auto& [name, p] : shard.parameters()) {
-        ASSERT_TRUE(p.grad().defined()) << name << at;
-        EXPECT_LE(max_abs_diff(p.grad(), nn::take_part(whole.grads.at(name), shard.placement(name).split, r, T)), 1e-5f)
-            << name << at;
-      }
-    });
-    Tensor joined = nn::join_parts(logits.slots, {.dim = 2, .pad = true}, {kB, kT, kV});
-    EXPECT_LE(max_abs_diff(joined, whole.logits), 1e-5f) << "logits over " << T;
-  }
+  expect_gpt_in_parts(c, true, [](ModelShard&, const Whole&, const Variable& logits, int r, int T) {
+    const std::vector<std::string> ops = ops_of(logits);
+    auto count = [&](const char* op) { return std::count(ops.begin(), ops.end(), op); };
+    const std::string at = " (rank " + std::to_string(r) + " of " + std::to_string(T) + ")";
+    EXPECT_EQ(count("scatter_to_sequence_parallel"), 1) << at;
+    EXPECT_EQ(count("gather_from_sequence_parallel"), 2 * 2 + 1) << at;  // c_attn, c_fc of 2 blocks; the head
+    EXPECT_EQ(count("reduce_scatter_to_sequence_parallel"), 2 * 2) << at;
+  });
 }
 
 // Switched off (evaluation, sampling), the shard runs plain tensor
