@@ -189,6 +189,41 @@ TEST(Linear, UnderBf16KeepsItsInputsRoundingNotTheInput) {
   EXPECT_TRUE(std::equal(kept_dw.data<float>(), kept_dw.data<float>() + kept_dw.numel(), freed_dw.data<float>()));
 }
 
+// Note [Values made again]: an input that can be made again is not kept
+// for dW (sequence parallelism's gathered tokens, made again by a gather):
+// released, its bytes go at once, and backward makes it again for the same
+// dW to the bit, for linear and linear_gelu, in fp32 and (where the CPU has
+// it) bf16, where it is rounded again.
+TEST(Linear, AnInputThatCanBeMadeAgainIsNotKeptForDw) {
+  const Tensor x0 = random_tensor({64, 32}, 1), w0 = random_tensor({16, 32}, 2), g = random_tensor({64, 16}, 3);
+  std::vector<kernels::GemmPrecision> precisions = {kernels::GemmPrecision::fp32};
+  if (!kernels::bf16_instructions().empty()) precisions.push_back(kernels::GemmPrecision::bf16);
+  for (kernels::GemmPrecision precision : precisions)
+    for (bool gelu : {false, true}) {
+      kernels::set_gemm_precision(precision);
+      Tensor dw[2], dx[2];
+      int64_t held[2];
+      int made = 0;
+      for (bool remade : {false, true}) {
+        Variable x(x0, true), w(w0, true), b(random_tensor({16}, 4), true);
+        const int64_t start = live_tensor_bytes();
+        Variable in = mul(x, 1.0f);  // an op's result: 64 × 32 floats
+        if (remade) in.set_remake([&made, &x0] { ++made; return x0.clone(); });  // x · 1, made again
+        const Variable y = gelu ? linear_gelu(in, w, b) : linear(in, w, b);
+        in = Variable();
+        held[remade] = live_tensor_bytes() - start;  // what forward keeps for backward, and y
+        y.backward(g);
+        dw[remade] = w.grad(), dx[remade] = x.grad();
+      }
+      const bool bf16 = precision == kernels::GemmPrecision::bf16;  // kept: x rounded, 2 bytes an element
+      EXPECT_EQ(held[0] - held[1], 64 * 32 * (bf16 ? 2 : 4)) << "gelu " << gelu << ", bf16 " << bf16;
+      kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+      EXPECT_EQ(made, 1);
+      EXPECT_TRUE(std::equal(dw[0].data<float>(), dw[0].data<float>() + dw[0].numel(), dw[1].data<float>()));
+      EXPECT_TRUE(std::equal(dx[0].data<float>(), dx[0].data<float>() + dx[0].numel(), dx[1].data<float>()));
+    }
+}
+
 TEST(Matmul, ForwardAndGradients) {
   Tensor a = random_tensor({2, 3, 4}, 6), b = random_tensor({4, 5}, 7);
   Variable y = matmul(Variable(a), Variable(b));

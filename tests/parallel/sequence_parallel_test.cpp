@@ -87,8 +87,11 @@ TEST(SequenceParallel, GatherJoinsTheTokensAndSendsBackTheirGradients) {
           Variable y = gather_from_sequence_parallel(mine, pg, grad);
           expect_close(y.value(), x, where(s, world, r), 0.0f);
           EXPECT_EQ(traffic.bytes(), static_cast<double>(x.nbytes()) / 2) << "half an all-reduce of the whole";
+          // Megatron's: a column-parallel product keeps this rank's tokens and gathers them again.
+          ASSERT_EQ(static_cast<bool>(y.remake()), grad == SequenceGrad::partial);
+          if (y.remake()) expect_close(y.remake()(), x, "made again " + where(s, world, r), 0.0f);
           y.backward(seeds[static_cast<size_t>(r)]);
-          EXPECT_EQ(traffic.collectives(), grad == SequenceGrad::partial ? 2 : 1);
+          EXPECT_EQ(traffic.collectives(), grad == SequenceGrad::partial ? 3 : 1);
           const Tensor want = grad == SequenceGrad::partial ? summed(seeds) : seeds.front();
           expect_close(mine.grad(), expected_tokens(want, r, world), "d x " + where(s, world, r));
         });

@@ -41,16 +41,21 @@ TEST(KeptActivations, ArtelUnderTensorParallelismSplitsTheMatricesOutputsAndFree
 }
 
 // Sequence parallelism (artel's, parallel/sequence_parallel.h): the block's
-// input, the residual sum and the masks are this rank's tokens; the layer
-// norms' outputs stay whole, kept gathered by c_attn and c_fc; the
+// input, the residual sum, the layer norms' outputs (gathered again for
+// c_attn's and c_fc's dW) and the masks are this rank's tokens; the
 // embeddings and the head run on all the tokens.
-TEST(KeptActivations, ArtelSequenceParallelismSplitsTheStreamButNotTheGatheredNormOutputs) {
+TEST(KeptActivations, ArtelSequenceParallelismKeepsThisRanksTokensOfTheStream) {
   const double tokens = 2 * 40, h = 64, t = 2;
   ActivationShape tp = artel_shape(t), sp = artel_shape(t);
   sp.sequence_parallel = true;
-  EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept, 4 * tokens * 2 * h * (1 - 1 / t));
-  tp.dropout = sp.dropout = true;
   EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept, 4 * tokens * 4 * h * (1 - 1 / t));
+  // In backward, a layer norm's output gathered whole again for its product's dW.
+  EXPECT_DOUBLE_EQ(block_activations(sp).working - block_activations(tp).working, 4 * tokens * h);
+  tp.dropout = sp.dropout = true;
+  EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept, 4 * tokens * 6 * h * (1 - 1 / t));
+  tp.precision = sp.precision = Precision::bf16;  // the norms' outputs: this rank's in fp32, not all in bf16
+  EXPECT_DOUBLE_EQ(block_activations(tp).kept - block_activations(sp).kept,
+                   4 * tokens * 4 * h * (1 - 1 / t) + 2 * tokens * 2 * h - 4 * tokens * 2 * h / t);
   EXPECT_DOUBLE_EQ(embedding_activations(sp), embedding_activations(tp));
   EXPECT_DOUBLE_EQ(head_activations(sp), head_activations(tp));
   sp.recompute = tp.recompute = Recompute::full;  // only the block's input, this rank's tokens of it

@@ -73,6 +73,8 @@ const uint16_t* bits(const Tensor& t) { return t.defined() ? static_cast<const u
 // products, their roundings.
 struct LinearSaved {
   Tensor xv, wv, x16, w16, w16t;
+  std::function<Tensor()> remake_x;  // x made again for dW instead of xv / x16 (Note [Values made again])
+  bool remake_rounded = false;       // and rounded to bf16 again, as forward rounded it
   Shape x_shape;
   int64_t M = 0, in = 0, out = 0;
   bool gx = false, gw = false;
@@ -110,6 +112,7 @@ LinearSaved linear_forward(Tensor& y, float beta, bool add_bias, const std::vect
   // its op's result (Note [Edges without values]).
   if (!s.gw) s.x16 = Tensor();
   if (!s.gw || s.x16.defined()) s.xv = Tensor();
+  if (s.gw && x.remake()) s.remake_x = x.remake(), s.remake_rounded = s.x16.defined(), s.xv = s.x16 = Tensor();
   if (!s.gx || s.w16t.defined()) s.w16 = Tensor();  // dX reads W as stored only without w16t
   return s;
 }
@@ -127,12 +130,17 @@ void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16,
                                     .b16_transposed = s.w16t.defined()});
   }
   if (s.gw) {  // dW = dYᵀ · X, into a destination, or onto the gradient so far (Note [Adding a product onto a gradient])
+    Tensor xv = s.xv, x16 = s.x16;
+    if (s.remake_x) {
+      xv = s.remake_x();
+      if (s.remake_rounded) x16 = rounded(xv, s.M, s.in);
+    }
     float beta = 0.0f;
     Tensor& dw = grad_sum_buffer(gi, 1, s.wv.shape(), beta);
     kernels::gemm(kernels::GemmArgs{.trans_a = true, .m = s.out, .n = s.in, .k = s.M, .a = gp, .lda = s.out,
-                                    .b = s.x16.defined() ? nullptr : s.xv.data<float>(), .ldb = s.in, .beta = beta,
+                                    .b = x16.defined() ? nullptr : xv.data<float>(), .ldb = s.in, .beta = beta,
                                     .c = dw.data<float>(),
-                                    .ldc = s.in, .a16 = g16, .b16 = bits(s.x16)});
+                                    .ldc = s.in, .a16 = g16, .b16 = bits(x16)});
   }
 }
 

@@ -56,6 +56,7 @@ struct VariableImpl {
   std::vector<std::pair<uint64_t, GradReadyHook>> hooks;  // (handle, hook)
   Tensor grad_destination;     // leaves: where a backward may write a fresh gradient (Note [Gradient destinations])
   Tensor rounded;              // op results: the value rounded to bf16, when its op made it (Note [Rounded values])
+  std::function<Tensor()> remake;  // op results: makes the value again (Note [Values made again]); empty: none
   RowGradientSink row_sink;    // leaves: where a lookup's rows go apart (Note [Row gradients]); empty: none
   bool rows_only = false;      // the sink takes the rows of an untied table too (a sparse table)
 };
@@ -114,6 +115,14 @@ class Variable {
   // result, whose value nothing writes afterwards. Undefined when none.
   const Tensor& rounded() const { return impl_->rounded; }
   void set_rounded(Tensor bits);
+
+  // Note [Values made again]: an op whose result is cheaper to make again
+  // than to keep until backward (sequence parallelism's gather of the
+  // tokens, Megatron's) hands over how to make it; an op that would keep
+  // the value for its backward (a linear layer's dW) keeps this instead and
+  // makes it again there. Empty when none.
+  const std::function<Tensor()>& remake() const { return impl_->remake; }
+  void set_remake(std::function<Tensor()> remake) { impl_->remake = std::move(remake); }
 
   // The same value, cut from the graph.
   Variable detach() const { return Variable(impl_->value, false); }

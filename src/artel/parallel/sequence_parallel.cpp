@@ -125,11 +125,17 @@ Variable gather_from_sequence_parallel(const Variable& x, comm::ProcessGroup& gr
   whole[whole.size() - 2] *= group.size();
   (void)sequence_part_shape(whole, group.size(), "gather_from_sequence_parallel");
   comm::ProcessGroup* pg = &group;
-  return make_result(all_gather_tokens(group, x.value(), whole), {x}, "gather_from_sequence_parallel",
-                     [pg, part, grad](const Tensor& g, std::vector<Tensor>& gi) {
-                       gi[0] = grad == SequenceGrad::partial ? reduce_scatter_tokens(*pg, g, part)
-                                                             : tokens_of(g, pg->rank(), pg->size());
-                     });
+  Variable y = make_result(all_gather_tokens(group, x.value(), whole), {x}, "gather_from_sequence_parallel",
+                           [pg, part, grad](const Tensor& g, std::vector<Tensor>& gi) {
+                             gi[0] = grad == SequenceGrad::partial ? reduce_scatter_tokens(*pg, g, part)
+                                                                   : tokens_of(g, pg->rank(), pg->size());
+                           });
+  // Megatron's: a product that reads the gathered tokens in backward (a
+  // column-parallel layer's dW) keeps this rank's and gathers them again
+  // there (Note [Values made again]): 1/P of them kept, one all-gather more.
+  if (grad == SequenceGrad::partial && y.grad_fn())
+    y.set_remake([pg, mine = x.value(), whole] { return all_gather_tokens(*pg, mine, whole); });
+  return y;
 }
 
 Variable reduce_scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& group) {

@@ -43,21 +43,22 @@ BlockActivations artel_block(const ActivationShape& x) {
   // outputs (5h/t) are kept at 2 bytes.
   const bool bf16 = x.precision == Precision::bf16;
   // Replicated: the block's input and the residual sum (the layer norms'
-  // inputs), the layer norms' outputs (c_attn's and c_fc's inputs) and the
-  // dropout masks. Sequence parallelism splits all but the norms' outputs,
-  // which the column-parallel products keep gathered whole (as PyTorch's
-  // SequenceParallel does; Megatron gathers them again in backward).
-  const double replicated =
-      ((2 + (x.dropout ? 2 : 0)) / replicated_split(x) + (bf16 ? 0 : 2)) * h;
+  // inputs), the layer norms' outputs (c_attn's and c_fc's inputs; under
+  // bf16 products their bf16 copies, below) and the dropout masks. Sequence
+  // parallelism keeps this rank's tokens of each: the norms' outputs in fp32,
+  // gathered again for dW (Megatron's way, Note [Values made again]).
+  const bool norms_fp32 = !bf16 || x.sequence_parallel;
+  const double replicated = (2 + (norms_fp32 ? 2 : 0) + (x.dropout ? 2 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
   double none_kept = 4 * tokens * (replicated + (bf16 ? 7 : 12) * h / t) + probabilities;
-  if (bf16) none_kept += 2 * tokens * (2 * h + 5 * h / t) + 2 * 12 * h * h / t;
+  if (bf16) none_kept += 2 * tokens * ((norms_fp32 ? 0 : 2 * h) + 5 * h / t) + 2 * 12 * h * h / t;
   // Backward frees what each op kept as the op finishes, so beside the kept
   // bytes only the gradients in flight are alive: at most in the MLP's
   // backward, the incoming gradient, GELU's output's and c_fc's output's
   // (bf16 under bf16 products: linear_gelu rounds it as it makes it).
   const double product_gradient = x.precision == Precision::bf16 ? 2 : 4;
   BlockActivations out{.kept = none_kept, .working = 4 * tokens * (h + 4 * h / t) + product_gradient * tokens * 4 * h / t};
+  if (x.sequence_parallel) out.working += (bf16 ? 6 : 4) * tokens * h;  // a norm's output gathered again (and rounded)
   switch (x.recompute) {
     case Recompute::none: break;
     case Recompute::selective:
