@@ -29,11 +29,11 @@ COMMON = "--data-order sequential --seed 5 --threads 1 --timeout 120 --steps {st
 # (model, layout flags, workers, data-parallel degree)
 GPT_LAYOUTS = [("--tp 2", 2, 1), ("--tp 4", 4, 1), ("--pp 2", 2, 1), ("--pp 4", 4, 1), ("--tp 2 --pp 2", 4, 1),
                ("--pp 2", 4, 2), ("--tp 2", 4, 2), ("--pp 2 --schedule interleaved --chunks 2", 2, 1),
-               ("--pp 2 --schedule interleaved --chunks 2", 4, 2), ("--tp 2 --sequence-parallel true", 2, 1),
-               ("--tp 4 --sequence-parallel true", 4, 1), ("--tp 2 --pp 2 --sequence-parallel true", 4, 1),
-               ("--tp 2 --sequence-parallel true", 4, 2)]
+               ("--pp 2 --schedule interleaved --chunks 2", 4, 2), ("--tp 2 --sequence-parallel", 2, 1),
+               ("--tp 4 --sequence-parallel", 4, 1), ("--tp 2 --pp 2 --sequence-parallel", 4, 1),
+               ("--tp 2 --sequence-parallel", 4, 2)]
 SMALL_LAYOUTS = [("mlp", "--pp 2", 2), ("cnn", "--pp 2", 2), ("cnn", "--pp 2 --schedule interleaved --chunks 2", 2),
-                 ("mlp", "--tp 2 --sequence-parallel true", 2)]
+                 ("mlp", "--tp 2 --sequence-parallel", 2)]
 
 
 def train(artel, flags, out):

@@ -1,7 +1,7 @@
 // The sequence-parallel ops over ranks-as-threads, against the whole
 // tensors they stand for: each forward's value and each input's gradient,
-// for activations of three dimensions (the tokens of every sequence split,
-// so the blocks are reordered) and of two (the rows split), at 2 and 3 ranks.
+// for activations of three dimensions (B, T, C) and of two (N, C), at 2 and
+// 3 ranks.
 // The layers that use them (a whole GPT, the MLP) are in model_shard_test.cpp.
 #include "artel/parallel/sequence_parallel.h"
 
@@ -21,17 +21,13 @@ using namespace parallel_testing;  // NOLINT: the helpers of parallel_testing.h
 // (sequences, tokens, features) and (rows, features); tokens divide by 2 and 3.
 const std::vector<Shape> kShapes = {{2, 6, 4}, {6, 5}};
 
-// Rank r's tokens of `whole`, by index: element (o, t, c) with t in [r·T/P, (r+1)·T/P).
+// Rank r's tokens of `whole`, by index: the r-th contiguous 1/P of its
+// elements (Note [Which tokens a rank holds]), shaped with dim -2 divided.
 Tensor expected_tokens(const Tensor& whole, int r, int ranks) {
-  const Shape& s = whole.shape();
-  const int64_t C = s.back(), T = s[s.size() - 2], O = whole.numel() / (T * C), t = T / ranks;
-  Shape part = s;
-  part[part.size() - 2] = t;
+  Shape part = whole.shape();
+  part[part.size() - 2] /= ranks;
   Tensor out = Tensor::empty(part);
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t c = 0; c < C; ++c)
-        out.data<float>()[(o * t + i) * C + c] = whole.data<float>()[(o * T + r * t + i) * C + c];
+  for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] = whole.data<float>()[r * out.numel() + i];
   return out;
 }
 
@@ -46,7 +42,7 @@ std::string where(const Shape& s, int world, int rank) {
   return shape_str(s) + " over " + std::to_string(world) + ", rank " + std::to_string(rank);
 }
 
-TEST(SequenceParallel, TokensOfTakesEachRanksTokensOfEverySequence) {
+TEST(SequenceParallel, TokensOfTakesEachRanksContiguousShareOfTheTokens) {
   for (const Shape& s : kShapes)
     for (int ranks : {2, 3}) {
       const Tensor whole = randn(s, 1);

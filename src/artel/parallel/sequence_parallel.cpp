@@ -1,11 +1,9 @@
-// The sequence-parallel ops: each forward next to its backward. The ranks'
-// tokens travel as P contiguous blocks (rank order), each holding one rank's
-// tokens of every sequence, so every collective is a plain all-gather or
-// reduce-scatter of equal blocks; pack and unpack move a (O, T, C) activation
-// to and from that order (a copy only when O > 1).
+// The sequence-parallel ops: each forward next to its backward. A rank's
+// tokens are a contiguous 1/P of the activation (Note [Which tokens a rank
+// holds] in sequence_parallel.h), so every collective is a plain all-gather
+// or reduce-scatter of equal blocks, straight into or out of the whole.
 #include "artel/parallel/sequence_parallel.h"
 
-#include <cstring>
 #include <string>
 
 #include "artel/core/error.h"
@@ -15,27 +13,6 @@ namespace artel::parallel {
 namespace {
 
 using autograd::make_result;
-
-// An activation as (outer, tokens, width): tokens is dim −2 (dim 0 of a matrix).
-struct TokenView {
-  int64_t outer, tokens, width;
-};
-
-TokenView token_view(const Shape& s) {
-  const int64_t width = s.back(), tokens = s[s.size() - 2];
-  return {shape_numel(s) / std::max<int64_t>(1, tokens * width), tokens, width};
-}
-
-// whole (O, T, C) -> blocks (P, O, T/P, C), or the reverse with `to_blocks` false.
-void reorder(const float* from, float* to, const TokenView& v, int ranks, bool to_blocks) {
-  const int64_t t = v.tokens / ranks, run = t * v.width;
-  for (int p = 0; p < ranks; ++p)
-    for (int64_t o = 0; o < v.outer; ++o) {
-      const int64_t in_whole = (o * v.tokens + p * t) * v.width, in_blocks = (p * v.outer + o) * run;
-      std::memcpy(to + (to_blocks ? in_blocks : in_whole), from + (to_blocks ? in_whole : in_blocks),
-                  static_cast<size_t>(run) * sizeof(float));
-    }
-}
 
 // An all-gather or a reduce-scatter moves (P−1)/P of the whole tensor, half
 // an all-reduce's: counted as half an all-reduce, so a gather and a scatter
@@ -47,30 +24,16 @@ void count_half(const Shape& whole) {
 // The whole activation from this rank's tokens.
 Tensor all_gather_tokens(comm::ProcessGroup& g, const Tensor& part, const Shape& whole) {
   count_half(whole);
-  const TokenView v = token_view(whole);
   Tensor out = Tensor::empty(whole);
-  if (v.outer == 1) {
-    g.all_gather(part, out)->wait();
-    return out;
-  }
-  Tensor blocks = Tensor::empty(whole);
-  g.all_gather(part, blocks)->wait();
-  reorder(blocks.data<float>(), out.data<float>(), v, g.size(), false);
+  g.all_gather(part, out)->wait();
   return out;
 }
 
 // This rank's tokens of the sum over the group of `whole`.
 Tensor reduce_scatter_tokens(comm::ProcessGroup& g, const Tensor& whole, const Shape& part_shape) {
   count_half(whole.shape());
-  const TokenView v = token_view(whole.shape());
   Tensor out = Tensor::empty(part_shape);
-  if (v.outer == 1) {
-    g.reduce_scatter(whole, out)->wait();
-    return out;
-  }
-  Tensor blocks = Tensor::empty(whole.shape());
-  reorder(whole.data<float>(), blocks.data<float>(), v, g.size(), true);
-  g.reduce_scatter(blocks, out)->wait();
+  g.reduce_scatter(whole, out)->wait();
   return out;
 }
 
@@ -98,16 +61,7 @@ Shape sequence_part_shape(const Shape& whole, int ranks, const char* op) {
 
 Tensor tokens_of(const Tensor& whole, int rank, int ranks) {
   const Shape part_shape = sequence_part_shape(whole.shape(), ranks, "tokens_of");
-  const TokenView v = token_view(whole.shape());
-  const int64_t t = v.tokens / ranks, run = t * v.width;
-  Tensor part = Tensor::empty(part_shape, whole.dtype());
-  const size_t elem = dtype_size(whole.dtype());
-  const auto* from = static_cast<const std::byte*>(whole.raw());
-  auto* to = static_cast<std::byte*>(part.raw());
-  for (int64_t o = 0; o < v.outer; ++o)
-    std::memcpy(to + static_cast<size_t>(o * run) * elem,
-                from + static_cast<size_t>((o * v.tokens + rank * t) * v.width) * elem, static_cast<size_t>(run) * elem);
-  return part;
+  return whole.view({ranks, whole.numel() / ranks}).slice0(rank, rank + 1).view(part_shape).clone();
 }
 
 Variable scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& group) {

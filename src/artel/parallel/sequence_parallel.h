@@ -7,9 +7,17 @@
 // reduce-scatter of the partial sums after a row-parallel one: the same
 // bytes as the all-reduces they replace.
 //
-// The token dimension is dim −2 of an activation (B, T, C): rank r holds
-// tokens [r·T/P, (r+1)·T/P) of every sequence. For a 2-D activation (N, C)
-// it is dim 0, the rows. P must divide it.
+// Note [Which tokens a rank holds]: the ops between the collectives (layer
+// norms, dropouts, residual and bias adds) treat every token alike and alone,
+// so any split of the tokens serves, as long as every op splits alike. Rank
+// r holds the r-th contiguous 1/P of the activation's tokens in memory
+// order: of (B, T, C), the tokens [r·B·T/P, (r+1)·B·T/P) of the flattened
+// B·T, which makes every collective a plain all-gather or reduce-scatter
+// with no reordering. Its part is shaped (B, T/P, C), dim −2 divided by P
+// (Megatron splits its [s, b, h] activations along s, which is the same
+// memory order); for a 2-D activation (N, C), (N/P, C). P must divide dim −2.
+// An op that depends on where a token sits in its sequence (a position
+// embedding) must run outside the split, as a GPT's do.
 //
 //   Variable local = scatter_to_sequence_parallel(x, tp);               // (B, T/P, C): entering the layers
 //   Variable h = linear(gather_from_sequence_parallel(ln(local), tp, SequenceGrad::partial), w1_r, b1_r);
@@ -43,7 +51,7 @@ Variable gather_from_sequence_parallel(const Variable& x, comm::ProcessGroup& gr
 // and scattered by tokens. Backward: the token gradients all-gathered.
 Variable reduce_scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& group);
 
-// x's shape with its token dimension divided by `ranks` (checked to divide).
+// `whole` with its dim −2 divided by `ranks` (checked to divide): a rank's part.
 Shape sequence_part_shape(const Shape& whole, int ranks, const char* op);
 // Rank `rank`'s tokens of `whole`, a copy (a dropout's mask, drawn whole).
 Tensor tokens_of(const Tensor& whole, int rank, int ranks);
