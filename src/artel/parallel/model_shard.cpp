@@ -198,11 +198,7 @@ void ModelShard::apply_sequence_parallel() {
       if (g) norm->set_shared(shared);
     } else if (auto* drop = dynamic_cast<nn::Dropout*>(module)) {
       drop->set_token_split({.whole = [ranks, on](const Shape& part) {
-                               Shape whole = part;
-                               ARTEL_CHECK(whole.size() >= 2, "dropout under sequence parallelism: input of shape ",
-                                           shape_str(part), " has no token dimension");
-                               if (*on) whole[whole.size() - 2] *= ranks;
-                               return whole;
+                               return *on ? sequence_whole_shape(part, ranks, "dropout") : part;
                              },
                              .part = [rank, ranks, on](const Tensor& whole) {
                                return *on ? tokens_of(whole, rank, ranks) : whole;

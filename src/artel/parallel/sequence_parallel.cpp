@@ -59,6 +59,14 @@ Shape sequence_part_shape(const Shape& whole, int ranks, const char* op) {
   return part;
 }
 
+Shape sequence_whole_shape(const Shape& part, int ranks, const char* op) {
+  ARTEL_CHECK(part.size() >= 2, op, ": an activation of shape ", shape_str(part),
+              " has no token dimension (sequence parallelism splits dim -2 of (..., tokens, features))");
+  Shape whole = part;
+  whole[whole.size() - 2] *= ranks;
+  return whole;
+}
+
 Tensor tokens_of(const Tensor& whole, int rank, int ranks) {
   const Shape part_shape = sequence_part_shape(whole.shape(), ranks, "tokens_of");
   return whole.view({ranks, whole.numel() / ranks}).slice0(rank, rank + 1).view(part_shape).clone();
@@ -74,10 +82,7 @@ Variable scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& gro
 
 Variable gather_from_sequence_parallel(const Variable& x, comm::ProcessGroup& group, SequenceGrad grad) {
   check_float(x, "gather_from_sequence_parallel");
-  const Shape part = x.shape();
-  Shape whole = part;
-  whole[whole.size() - 2] *= group.size();
-  (void)sequence_part_shape(whole, group.size(), "gather_from_sequence_parallel");
+  const Shape part = x.shape(), whole = sequence_whole_shape(part, group.size(), "gather_from_sequence_parallel");
   comm::ProcessGroup* pg = &group;
   Variable y = make_result(all_gather_tokens(group, x.value(), whole), {x}, "gather_from_sequence_parallel",
                            [pg, part, grad](const Tensor& g, std::vector<Tensor>& gi) {

@@ -53,6 +53,8 @@ Variable reduce_scatter_to_sequence_parallel(const Variable& x, comm::ProcessGro
 
 // `whole` with its dim −2 divided by `ranks` (checked to divide): a rank's part.
 Shape sequence_part_shape(const Shape& whole, int ranks, const char* op);
+// A rank's `part` with its dim −2 multiplied by `ranks`: the whole.
+Shape sequence_whole_shape(const Shape& part, int ranks, const char* op);
 // Rank `rank`'s tokens of `whole`, a copy (a dropout's mask, drawn whole).
 Tensor tokens_of(const Tensor& whole, int rank, int ranks);
 
