@@ -71,16 +71,19 @@ TEST(Gemm, BothLibrariesMatchTheDefinition) {
 float bf16_rounded(float x) { return static_cast<float>(bf16(x)); }
 
 // bf16 products: the definition on the operands rounded to bf16 (to nearest
-// even), accumulated in fp32 — every transposition, padded leading
-// dimensions, alpha and beta, split by rows and by columns.
+// even), accumulated in fp32 — on both of oneDNN's kernels, every
+// transposition, padded leading dimensions, alpha and beta, split by rows and
+// by columns.
 TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
   if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
   set_gemm_precision(GemmPrecision::bf16);
+  for (Bf16Kernel kernel : {Bf16Kernel::matmul, Bf16Kernel::gemm})
   for (int threads : {1, 2})
     for (Shape s : {Shape{5, 7, 3}, Shape{130, 70, 40}, Shape{3, 300, 200}})
       for (bool ta : {false, true})
         for (bool tb : {false, true})
           for (float beta : {0.0f, 1.0f, 2.0f}) {
+            set_bf16_kernel(kernel);
             set_num_threads(threads);
             const int64_t pad = 3;
             GemmArgs g{.trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k, .alpha = beta == 2.0f ? 0.5f : 1.0f};
@@ -105,8 +108,8 @@ TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
             double off_by_rounding = 0;
             for (size_t i = 0; i < c.size(); ++i) {
               ASSERT_NEAR(c[i], want[i], 1e-4 * (1 + std::abs(want[i])))
-                  << "threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb
-                  << " beta " << beta << " at " << i;
+                  << bf16_kernel_name() << " threads " << threads << " " << s.m << "x" << s.n << "x" << s.k << " ta "
+                  << ta << " tb " << tb << " beta " << beta << " at " << i;
               off_by_rounding = std::max(off_by_rounding, std::abs(static_cast<double>(c[i]) - unrounded[i]));
             }
             // The inputs really were rounded: fp32 products of these operands differ.
@@ -114,8 +117,21 @@ TEST(Gemm, Bf16IsTheProductOfTheRoundedOperands) {
               EXPECT_GT(off_by_rounding, 1e-4) << s.m << "x" << s.n << "x" << s.k;
             }
           }
+  set_bf16_kernel(Bf16Kernel::automatic);
   set_gemm_precision(GemmPrecision::fp32);
   set_num_threads(1);
+}
+
+// The automatic choice resolves to a kernel: gemm on AMD with AVX512_BF16,
+// the matmul elsewhere (AMX runs only through it).
+TEST(Gemm, Bf16KernelAutomaticIsResolved) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  set_bf16_kernel(Bf16Kernel::automatic);
+  const bool gemm_here = __builtin_cpu_is("amd") && bf16_instructions() == "AVX512_BF16";
+  EXPECT_EQ(bf16_kernel(), gemm_here ? Bf16Kernel::gemm : Bf16Kernel::matmul);
+  set_bf16_kernel(Bf16Kernel::matmul);
+  EXPECT_EQ(bf16_kernel_name(), "oneDNN's bf16 matmul");
+  set_bf16_kernel(Bf16Kernel::automatic);
 }
 
 // round_operand_both writes the rounding as stored and transposed, bit for bit
@@ -166,6 +182,7 @@ TEST(Gemm, ALongKRunsInChunksAsOneProduct) {
   if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
   set_gemm_precision(GemmPrecision::bf16);
   const Shape s{5, 7, 2 * kBf16MaxK + 123};
+  for (Bf16Kernel kernel : {Bf16Kernel::matmul, Bf16Kernel::gemm})
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 0.5f}) {
@@ -182,21 +199,26 @@ TEST(Gemm, ALongKRunsInChunksAsOneProduct) {
           for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % static_cast<size_t>(s.n)];
         }
         g.c = c.data();
+        set_bf16_kernel(kernel);
         gemm(g);
         for (size_t i = 0; i < c.size(); ++i)
-          ASSERT_NEAR(c[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << "ta " << ta << " tb " << tb << " beta " << beta;
+          ASSERT_NEAR(c[i], want[i], 1e-3 * (1 + std::abs(want[i])))
+              << bf16_kernel_name() << " ta " << ta << " tb " << tb << " beta " << beta;
       }
+  set_bf16_kernel(Bf16Kernel::automatic);
   set_gemm_precision(GemmPrecision::fp32);
 }
 
-// A bias row (beta 0) is added to every row, in fp32 and in bf16, split by
-// rows and by columns.
+// A bias row (beta 0) is added to every row, in fp32 and in bf16 (on both
+// kernels), split by rows and by columns.
 TEST(Gemm, BiasRowIsAddedToEveryRow) {
   for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::bf16})
+  for (Bf16Kernel kernel : {Bf16Kernel::matmul, Bf16Kernel::gemm})
     for (int threads : {1, 2})
       for (Shape s : {Shape{130, 70, 40}, Shape{3, 300, 200}}) {
         if (precision == GemmPrecision::bf16 && bf16_instructions().empty()) continue;
         set_gemm_precision(precision);
+        set_bf16_kernel(kernel);
         set_num_threads(threads);
         std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.25f), b(static_cast<size_t>(s.k * s.n), 0.5f),
             bias(static_cast<size_t>(s.n)), c(static_cast<size_t>(s.m * s.n), 99.0f);
@@ -205,9 +227,11 @@ TEST(Gemm, BiasRowIsAddedToEveryRow) {
         for (int64_t i = 0; i < s.m; ++i)
           for (int64_t j = 0; j < s.n; ++j)
             ASSERT_FLOAT_EQ(c[static_cast<size_t>(i * s.n + j)], 0.125f * static_cast<float>(s.k) + static_cast<float>(j))
-                << to_string(precision) << " threads " << threads << " at " << i << "," << j;
+                << to_string(precision) << " " << bf16_kernel_name() << " threads " << threads << " at " << i << ","
+                << j;
         EXPECT_THROW(gemm(false, false, s.m, s.n, s.k, 1.0f, a.data(), b.data(), 1.0f, c.data(), bias.data()), Error);
       }
+  set_bf16_kernel(Bf16Kernel::automatic);
   set_gemm_precision(GemmPrecision::fp32);
   set_num_threads(1);
 }

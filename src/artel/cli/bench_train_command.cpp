@@ -26,6 +26,7 @@
 #include "artel/core/error.h"
 #include "artel/kernels/attention.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/gemm_bf16.h"
 #include "artel/launch/launcher.h"
 #include "artel/nn/model.h"
 #include "artel/train/bundled_data.h"
@@ -169,7 +170,10 @@ void print_row(const BenchArgs& a, const train::BenchResult& r, std::optional<do
     if (r.gemm_ms > 0) j["artel_gemm_ms"] = r.gemm_ms;
     j["gemm"] = r.bench.gemm;
     j["precision"] = r.bench.precision;
-    if (r.bench.precision == "bf16") j["bf16_instructions"] = kernels::bf16_instructions();
+    if (r.bench.precision == "bf16") {
+      j["bf16_instructions"] = kernels::bf16_instructions();
+      j["bf16_kernel"] = kernels::bf16_kernel_name();
+    }
     j["gemm_kernels"] = kernels::gemm_kernels(kernels::parse_gemm_library(r.bench.gemm));
     if (torch_ms) j["torch_median_ms"] = *torch_ms, j["artel_over_torch"] = r.median_ms / *torch_ms;
     if (torch_range) j["artel_over_torch_range"] = {torch_range->first, torch_range->second};
@@ -571,8 +575,9 @@ int run_bench_train(int argc, char** argv) {
       std::printf("# %d rounds, each running every case on artel and then PyTorch; 'median' = the medians over "
                   "rounds and their ratio\n", a.repeat);
     if (std::find(a.precisions.begin(), a.precisions.end(), "bf16") != a.precisions.end())
-      std::printf("# bf16: artel's products on %s through oneDNN's bf16 matmul, attention's %s; PyTorch's under "
+      std::printf("# bf16: artel's products on %s through %s, attention's %s; PyTorch's under "
                   "torch.autocast(\"cpu\", torch.bfloat16)\n", kernels::bf16_instructions().c_str(),
+                  kernels::bf16_kernel_name().c_str(),
                   kernels::attention_products_on_pairs() ? "on bf16 pairs (VDPBF16PS)" : "in fp32 (faster than VDPBF16PS here)");
     if (const std::string slower = kernels::bf16_slower_reason(); !slower.empty() &&
         std::find(a.precisions.begin(), a.precisions.end(), "bf16") != a.precisions.end())

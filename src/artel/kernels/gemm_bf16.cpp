@@ -4,7 +4,10 @@
 #include <omp.h>
 
 #include <dnnl.hpp>
+#include <atomic>
+#include <cstring>
 #include <map>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
@@ -12,8 +15,38 @@
 #include "artel/core/error.h"
 #include "artel/kernels/simd.h"
 
+// oneDNN's BLAS-like bf16 GEMM, row-major as dnnl_sgemm. libdnnl exports it
+// (DNNL_API) beside dnnl_sgemm since oneDNN 1.2; its public header leaves it
+// out, and oneDNN's own tests declare it as here.
+extern "C" dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t m, dnnl_dim_t n, dnnl_dim_t k,
+                                               float alpha, const uint16_t* a, dnnl_dim_t lda, const uint16_t* b,
+                                               dnnl_dim_t ldb, float beta, float* c, dnnl_dim_t ldc);
+
 namespace artel::kernels {
 namespace {
+
+std::atomic<Bf16Kernel> g_bf16_kernel{Bf16Kernel::automatic};
+
+// The product through dnnl_gemm_bf16bf16f32, which has no bias: C = beta·C +
+// bias first, and the product adds onto it.
+void gemm_product(const Bf16Product& p) {
+  float beta = p.beta;
+  if (p.bias) {
+    for (int64_t r = 0; r < p.m; ++r) {
+      float* row = p.c + r * p.ldc;
+      if (beta == 0.0f)
+        std::memcpy(row, p.bias, sizeof(float) * p.n);
+      else
+        for (int64_t j = 0; j < p.n; ++j) row[j] = beta * row[j] + p.bias[j];
+    }
+    beta = 1.0f;
+  }
+  const dnnl_status_t status = dnnl_gemm_bf16bf16f32(p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N', p.m, p.n, p.k,
+                                                     p.alpha, p.a, p.lda, p.b, p.ldb, beta, p.c, p.ldc);
+  if (status != dnnl_success)
+    throw Error("oneDNN's bf16 gemm failed for (" + std::to_string(p.m) + " x " + std::to_string(p.k) + ") by (" +
+                std::to_string(p.k) + " x " + std::to_string(p.n) + "), status " + std::to_string(status));
+}
 
 __attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, int64_t n, uint16_t* out) {
   int64_t j = 0;
@@ -122,6 +155,21 @@ __attribute__((target("avx512f,avx512bf16"))) void round_to_bf16_both(const floa
     for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = out_t[c * rows + r] = bf16(in[r * cols + c]).bits;
 }
 
+void set_bf16_kernel(Bf16Kernel k) { g_bf16_kernel.store(k); }
+
+Bf16Kernel bf16_kernel() {
+  const Bf16Kernel k = g_bf16_kernel.load(std::memory_order_relaxed);
+  if (k != Bf16Kernel::automatic) return k;
+  static const Bf16Kernel mine = __builtin_cpu_is("amd") && dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16
+                                     ? Bf16Kernel::gemm
+                                     : Bf16Kernel::matmul;
+  return mine;
+}
+
+std::string bf16_kernel_name() {
+  return bf16_kernel() == Bf16Kernel::gemm ? "oneDNN's bf16 gemm" : "oneDNN's bf16 matmul";
+}
+
 void bf16_matmul(const Bf16Product& p) {
   if (p.m == 0 || p.n == 0) return;
   if (p.k > kBf16MaxK) {  // equal chunks of K; the first carries beta and the bias, the rest add on
@@ -140,6 +188,7 @@ void bf16_matmul(const Bf16Product& p) {
   // As for sgemm (gemm.cpp): oneDNN's OpenMP team stays at one thread, artel splits.
   thread_local const bool single_threaded = (omp_set_num_threads(1), true);
   (void)single_threaded;
+  if (bf16_kernel() == Bf16Kernel::gemm) return gemm_product(p);
   thread_local dnnl::stream stream(cpu_engine());
   Prepared& made = prepared(p);
   made.a.set_data_handle(const_cast<uint16_t*>(p.a));

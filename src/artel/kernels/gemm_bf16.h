@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace artel::kernels {
@@ -39,6 +40,21 @@ struct Bf16Product {
 // 50,304) ran at half its rate at 8,192: 210 ms whole, 103-105 ms as chunks
 // of 4,192-8,384 (Intel model 167, one thread).
 constexpr int64_t kBf16MaxK = 8192;
+
+// Which of oneDNN's bf16 kernels multiply: its matmul primitive (brgemm, on
+// AMX where the CPU has it) or its BLAS-like gemm (dnnl_gemm_bf16bf16f32).
+// `automatic` (the default) takes gemm on AMD with AVX512_BF16: there, at one
+// thread on Zen 4, oneDNN 2.6's matmul ran GPT-2's products at 171-202
+// GFLOP/s and gemm at 195-220, of 230 that VDPBF16PS can issue (the step's
+// products 4,229 -> 3,836 ms); W2's small products ran alike on both. The
+// matmul everywhere else: AMX runs only through it, and Intel without AMX was
+// not measured. Process-wide, like the precision.
+enum class Bf16Kernel { automatic, matmul, gemm };
+void set_bf16_kernel(Bf16Kernel k);
+// The kernel bf16 products run on here: matmul or gemm, never automatic.
+Bf16Kernel bf16_kernel();
+// "oneDNN's bf16 matmul" or "oneDNN's bf16 gemm", for a run's header.
+std::string bf16_kernel_name();
 
 // Runs on the calling thread alone. Primitives are kept per thread by shape.
 void bf16_matmul(const Bf16Product& p);

@@ -19,6 +19,7 @@
 #include "artel/core/trace.h"
 #include "artel/kernels/attention.h"
 #include "artel/kernels/gemm.h"
+#include "artel/kernels/gemm_bf16.h"
 #include "artel/models/generate.h"
 #include "artel/nn/safetensors.h"
 #include "artel/optim/clip.h"
@@ -142,7 +143,7 @@ void Trainer::announce() const {
         << " worker(s)" << (cfg_.accum > 1 ? " x " + std::to_string(cfg_.accum) + " micro-steps" : "")
         << " = global batch " << global_batch() << "; " << cfg_.optimizer << " lr " << cfg_.lr << " " << cfg_.lr_schedule << "; "
         << num_threads() << " thread(s), " << cfg_.gemm << " GEMM"
-        << (cfg_.precision == "bf16" ? ", bf16 products on " + kernels::bf16_instructions() +
+        << (cfg_.precision == "bf16" ? ", bf16 products on " + kernels::bf16_instructions() + " through " + kernels::bf16_kernel_name() +
                                            (kernels::attention_products_on_pairs() ? "" : " (attention's in fp32)")
                                      : "")
         << "\n";
