@@ -110,19 +110,25 @@ void expect_same(const Results& a, const Results& b) {
 }
 
 // The fused op is the two ops, bit for bit, in fp32 and under bf16 products
-// (whose backward rounds dU and sums the bias gradient in one pass), on one
+// (whose backward rounds dU and sums the bias gradient in one pass) on both
+// of oneDNN's kernels (on gemm, exact GELU adds the bias itself), on one
 // thread and split over two (the bias sums then in chunks), with columns not
 // a multiple of 16.
 TEST(LinearGelu, EqualsGeluOfLinearBitForBit) {
-  std::vector<kernels::GemmPrecision> precisions = {kernels::GemmPrecision::fp32};
-  if (!kernels::bf16_instructions().empty()) precisions.push_back(kernels::GemmPrecision::bf16);
+  std::vector<std::pair<kernels::GemmPrecision, kernels::Bf16Kernel>> cases = {
+      {kernels::GemmPrecision::fp32, kernels::Bf16Kernel::automatic}};
+  if (!kernels::bf16_instructions().empty())
+    for (kernels::Bf16Kernel k : {kernels::Bf16Kernel::matmul, kernels::Bf16Kernel::gemm})
+      cases.emplace_back(kernels::GemmPrecision::bf16, k);
   const Tensor x = random_tensor({4, 300, 24}, 1), w = random_tensor({40, 24}, 2), b = random_tensor({40}, 3);
   const Tensor c = random_tensor({4, 300, 40}, 4);
-  for (kernels::GemmPrecision p : precisions)
+  for (auto [p, kernel] : cases)
     for (int threads : {1, 2})
       for (bool tanh : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << kernels::to_string(p) << ", " << threads << " thread(s), tanh " << tanh);
         kernels::set_gemm_precision(p);
+        kernels::set_bf16_kernel(kernel);
+        SCOPED_TRACE(::testing::Message() << kernels::to_string(p) << " (" << kernels::bf16_kernel_name() << "), "
+                                          << threads << " thread(s), tanh " << tanh);
         set_num_threads(threads);
         const Results fused = run([&](auto& a, auto& w_, auto& b_) { return linear_gelu(a, w_, b_, tanh); }, x, w, b, c);
         const Results two = run([&](auto& a, auto& w_, auto& b_) {
@@ -131,6 +137,7 @@ TEST(LinearGelu, EqualsGeluOfLinearBitForBit) {
         }, x, w, b, c);
         expect_same(fused, two);
       }
+  kernels::set_bf16_kernel(kernels::Bf16Kernel::automatic);
   kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
   set_num_threads(1);
 }

@@ -1,6 +1,8 @@
 // matmul, linear and linear_add: one GEMM forward, two in backward (dX
 // skipped when x needs no gradient, e.g. a network's input). Leading dimensions of the left
 // operand are flattened into rows without copying.
+#include <algorithm>
+
 #include "artel/autograd/ops.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/activation.h"
@@ -162,27 +164,35 @@ Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> 
 
 using GeluKernel = void (*)(int64_t, const float*, float*, float*);
 
-// h = GELU(u), and its derivative into dhdu when not null. Under bf16 it
-// returns h rounded too, for the product that reads h next (Note [Rounded
-// values]): each block rounded as GELU leaves it in L1, where that product
-// would read all of h back from memory to round it (W2 bf16 at 1 thread:
-// 12.71 -> 12.47 ms a step, AMD Zen 5).
-Tensor gelu_rounded(GeluKernel gelu, const Tensor& u, Tensor& h, float* dhdu) {
-  const int64_t n = u.numel();
+// h = GELU(u), or GELU(u + bias) with the bias row added as GELU reads u
+// (bias not null; exact GELU only), and its derivative into dhdu when not
+// null. Under bf16 it returns h rounded too, for the product that reads h
+// next (Note [Rounded values]): each block rounded as GELU leaves it in L1,
+// where that product would read all of h back from memory to round it (W2
+// bf16 at 1 thread: 12.71 -> 12.47 ms a step, AMD Zen 5).
+Tensor gelu_rounded(GeluKernel gelu, const float* bias, const Tensor& u, Tensor& h, float* dhdu) {
+  const int64_t cols = u.shape().back(), rows = cols ? u.numel() / cols : 0;
   const float* up = u.data<float>();
   float* hp = h.data<float>();
+  auto gelu_rows = [&](int64_t r0, int64_t r1) {  // inside a parallel_for the kernels run on this thread
+    const int64_t i = r0 * cols;
+    if (bias)
+      kernels::bias_gelu_forward_with_derivative(r1 - r0, cols, up + i, bias, hp + i, dhdu ? dhdu + i : nullptr);
+    else
+      gelu((r1 - r0) * cols, up + i, hp + i, dhdu ? dhdu + i : nullptr);
+  };
   if (kernels::gemm_precision() != kernels::GemmPrecision::bf16) {
-    gelu(n, up, hp, dhdu);
+    gelu_rows(0, rows);
     return Tensor();
   }
   Tensor h16 = Tensor::empty(u.shape(), DType::bf16);
   uint16_t* bits = static_cast<uint16_t*>(h16.raw());
-  constexpr int64_t kBlock = 4096;  // 16 KiB of h
-  parallel_for((n + kBlock - 1) / kBlock, 4, [&](int64_t b0, int64_t b1) {
-    for (int64_t i = b0 * kBlock; i < std::min(n, b1 * kBlock); i += kBlock) {
-      const int64_t m = std::min(kBlock, n - i);
-      gelu(m, up + i, hp + i, dhdu ? dhdu + i : nullptr);  // inside a parallel_for: runs on this thread
-      kernels::round_to_bf16(hp + i, 1, m, m, bits + i);
+  const int64_t block = std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1));  // rows of about 16 KiB of h
+  parallel_for((rows + block - 1) / block, 4, [&](int64_t b0, int64_t b1) {
+    for (int64_t r0 = b0 * block; r0 < std::min(rows, b1 * block); r0 += block) {
+      const int64_t r1 = std::min(rows, r0 + block);
+      gelu_rows(r0, r1);
+      kernels::round_to_bf16(hp + r0 * cols, 1, (r1 - r0) * cols, (r1 - r0) * cols, bits + r0 * cols);
     }
   });
   return h16;
@@ -200,23 +210,22 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
   check_linear("linear_gelu", x, weight, bias);
   std::vector<Variable> inputs{x, weight, bias};
   Tensor u = Tensor::empty(with_last(x.shape(), weight.size(0)));  // the product, GELU's input
-  // Exact GELU in fp32 adds the bias as it reads the product, instead of the
-  // GEMM adding it in a pass of its own (GPT-2 124M, 1 thread, AMD Zen 3: ~5
-  // ms a step).
-  const bool bias_in_gelu = bias.defined() && !tanh_approximation &&
-                            kernels::gemm_precision() != kernels::GemmPrecision::bf16;
+  // Exact GELU adds the bias as it reads the product, instead of the GEMM
+  // adding it in a pass of its own (GPT-2 124M, 1 thread, AMD Zen 3: ~5 ms a
+  // step): in fp32, and in bf16 where oneDNN's gemm multiplies, which has no
+  // bias of its own (kernels::Bf16Kernel). oneDNN's matmul adds it in its
+  // output kernel.
+  const bool bias_in_gelu =
+      bias.defined() && !tanh_approximation &&
+      (kernels::gemm_precision() != kernels::GemmPrecision::bf16 || kernels::bf16_kernel() == kernels::Bf16Kernel::gemm);
   const LinearSaved s = linear_forward(u, 0.0f, bias.defined() && !bias_in_gelu, inputs);
   Tensor h = Tensor::empty(u.shape());
   const bool gb = needs_grad(bias);
   const GeluKernel gelu = tanh_approximation ? kernels::gelu_tanh_forward : kernels::gelu_forward_with_derivative;
   const bool grads = grad_enabled() && (s.gx || s.gw || gb);
   Tensor dhdu = grads ? Tensor::empty(u.shape()) : Tensor();  // GELU's derivative, kept instead of u
-  Tensor h16;
-  if (bias_in_gelu)
-    kernels::bias_gelu_forward_with_derivative(s.M, s.out, u.data<float>(), bias.value().data<float>(),
-                                               h.data<float>(), grads ? dhdu.data<float>() : nullptr);
-  else
-    h16 = gelu_rounded(gelu, u, h, grads ? dhdu.data<float>() : nullptr);
+  Tensor h16 = gelu_rounded(gelu, bias_in_gelu ? bias.value().data<float>() : nullptr, u, h,
+                            grads ? dhdu.data<float>() : nullptr);
   const bool bf16 = h16.defined();
   Node::BackwardFn backward;
   if (grads) backward = [s, dhdu, gb, bf16](const Tensor& g, std::vector<Tensor>& gi) {
