@@ -42,19 +42,12 @@ void sgemm(const GemmArgs& g) {
 }
 
 // sgemm has no bias: the product is written first (beta = 0), then the bias
-// added onto each row of this block of C. Laying the bias into C first and
-// adding the product onto it (beta = 1) made C's cold memory be read twice
-// (a step's output buffers come back from the heap cold): GPT-2's 1024 x 3072
-// fc product took 350 ms a step that way in the step against 292 ms replayed
-// on warm scratch, 36 ms of it the bias fill alone.
+// added onto each row of this block of C (add_bias_rows says why).
 void sgemm_then_bias(const GemmArgs& g) {
   GemmArgs product = g;
   product.bias = nullptr;
   sgemm(product);
-  for (int64_t r = 0; r < g.m; ++r) {
-    float* __restrict row = g.c + r * g.ldc;
-    for (int64_t j = 0; j < g.n; ++j) row[j] += g.bias[j];
-  }
+  add_bias_rows(g.m, g.n, g.bias, g.c, g.ldc);
 }
 
 // Below this many multiply-adds a GEMM is not worth splitting.

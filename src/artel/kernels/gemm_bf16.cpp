@@ -5,7 +5,6 @@
 
 #include <dnnl.hpp>
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -27,25 +26,14 @@ namespace {
 
 std::atomic<Bf16Kernel> g_bf16_kernel{Bf16Kernel::automatic};
 
-// The product through dnnl_gemm_bf16bf16f32, which has no bias: C = beta·C +
-// bias first, and the product adds onto it.
+// The product through dnnl_gemm_bf16bf16f32, which has no bias: written
+// first, then the bias added (add_bias_rows says why in that order).
 void gemm_product(const Bf16Product& p) {
-  float beta = p.beta;
-  if (p.bias) {
-    for (int64_t r = 0; r < p.m; ++r) {
-      float* row = p.c + r * p.ldc;
-      if (beta == 0.0f)
-        std::memcpy(row, p.bias, sizeof(float) * p.n);
-      else
-        for (int64_t j = 0; j < p.n; ++j) row[j] = beta * row[j] + p.bias[j];
-    }
-    beta = 1.0f;
-  }
-  const dnnl_status_t status = dnnl_gemm_bf16bf16f32(p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N', p.m, p.n, p.k,
-                                                     p.alpha, p.a, p.lda, p.b, p.ldb, beta, p.c, p.ldc);
-  if (status != dnnl_success)
-    throw Error("oneDNN's bf16 gemm failed for (" + std::to_string(p.m) + " x " + std::to_string(p.k) + ") by (" +
-                std::to_string(p.k) + " x " + std::to_string(p.n) + "), status " + std::to_string(status));
+  const dnnl_status_t st = dnnl_gemm_bf16bf16f32(p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N', p.m, p.n, p.k, p.alpha,
+                                                 p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc);
+  ARTEL_CHECK(st == dnnl_success, "oneDNN bf16 gemm of (", p.m, " x ", p.k, ") by (", p.k, " x ", p.n,
+              ") failed with status ", static_cast<int>(st));
+  if (p.bias) add_bias_rows(p.m, p.n, p.bias, p.c, p.ldc);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) void round_row(const float* in, int64_t n, uint16_t* out) {
@@ -164,6 +152,13 @@ Bf16Kernel bf16_kernel() {
                                      ? Bf16Kernel::gemm
                                      : Bf16Kernel::matmul;
   return mine;
+}
+
+void add_bias_rows(int64_t m, int64_t n, const float* bias, float* c, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* __restrict row = c + r * ldc;
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+  }
 }
 
 std::string bf16_kernel_name() {
