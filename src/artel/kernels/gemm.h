@@ -17,8 +17,8 @@
 //
 // Precision: fp32, or bf16 (`--precision bf16`, mixed precision): the inputs
 // of every product are rounded to bf16 (round to nearest even) and multiplied
-// by oneDNN's bf16 matmul, accumulating and writing C in fp32
-// (kernels/gemm_bf16.h). Only where the CPU multiplies bf16 natively
+// by oneDNN's bf16 matmul or gemm (kernels/gemm_bf16.h's Bf16Kernel),
+// accumulating and writing C in fp32. Only where the CPU multiplies bf16 natively
 // (AVX512_BF16 or AMX); set_gemm_precision refuses it elsewhere rather than
 // emulating it, which is slower than fp32.
 //
@@ -104,7 +104,8 @@ struct GemmArgs {
   bool b16_transposed = false;
   // A row of N added to every row of C, or null. Only with beta 0: a linear
   // layer's bias, which oneDNN's bf16 matmul adds in its output kernel (a
-  // beta = 1 sum there costs 15% on GPT-2's wide products).
+  // beta = 1 sum there costs 15% on GPT-2's wide products); after the
+  // product on its sgemm and bf16 gemm (add_bias_rows).
   const float* bias = nullptr;
 };
 

@@ -211,7 +211,7 @@ void TrainConfig::validate() const {
   check_range("powersgd_rank", powersgd_rank >= 1 && powersgd_rank <= 1024, "in [1, 1024]", static_cast<double>(powersgd_rank));
   check_range("powersgd_start_step", powersgd_start_step >= 0, ">= 0", static_cast<double>(powersgd_start_step));
   if (precision == "bf16" && gemm == "openblas")
-    throw Error("--precision bf16 multiplies through oneDNN's bf16 matmul; OpenBLAS has none", "drop --gemm openblas");
+    throw Error("--precision bf16 multiplies through oneDNN's bf16 kernels; OpenBLAS has none", "drop --gemm openblas");
   if ((grad_reduce_dtype == "bf16" || grad_compression == "bf16") && (zero == 3 || ps_servers > 0))
     throw Error(std::string("bf16 gradient compression rounds data parallelism's gradient all-reduce; ") +
                     (zero == 3 ? "--zero 3 reduce-scatters its own" : "a parameter server's pushes are fp32"),
