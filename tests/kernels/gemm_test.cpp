@@ -236,6 +236,36 @@ TEST(Gemm, BiasRowIsAddedToEveryRow) {
   set_num_threads(1);
 }
 
+// A product with no terms (K = 0) leaves beta·C, plus the bias at beta 0, on
+// every library, precision and bf16 kernel: C starts as garbage (NaN) at beta
+// 0, as a fresh buffer may.
+TEST(Gemm, AnEmptySumLeavesBetaTimesC) {
+  struct Case {
+    GemmLibrary library;
+    GemmPrecision precision;
+    Bf16Kernel kernel;
+  };
+  std::vector<Case> cases = {{GemmLibrary::onednn, GemmPrecision::fp32, Bf16Kernel::automatic},
+                             {GemmLibrary::openblas, GemmPrecision::fp32, Bf16Kernel::automatic}};
+  if (!bf16_instructions().empty())
+    for (Bf16Kernel k : {Bf16Kernel::matmul, Bf16Kernel::gemm}) cases.push_back({GemmLibrary::onednn, GemmPrecision::bf16, k});
+  const std::vector<float> a(4, 1.0f), b(4, 1.0f), bias = {1.0f, 2.0f, 3.0f};
+  for (const Case& k : cases) {
+    set_gemm_library(k.library);
+    set_gemm_precision(k.precision);
+    set_bf16_kernel(k.kernel);
+    std::vector<float> c(6, std::nanf(""));
+    gemm(false, false, 2, 3, 0, 1.0f, a.data(), b.data(), 0.0f, c.data(), bias.data());
+    EXPECT_EQ(c, (std::vector<float>{1, 2, 3, 1, 2, 3})) << to_string(k.library) << " " << to_string(k.precision);
+    c.assign(6, 4.0f);
+    gemm(false, false, 2, 3, 0, 1.0f, a.data(), b.data(), 0.5f, c.data());
+    EXPECT_EQ(c, std::vector<float>(6, 2.0f)) << to_string(k.library) << " " << to_string(k.precision);
+  }
+  set_bf16_kernel(Bf16Kernel::automatic);
+  set_gemm_precision(GemmPrecision::fp32);
+  set_gemm_library(GemmLibrary::onednn);
+}
+
 // Inside RoundOperandsOnce an operand met again is not rounded again (its
 // first rounding is reused: the scope promises nothing writes it); outside,
 // every product rounds what it is given.

@@ -50,6 +50,17 @@ void sgemm_then_bias(const GemmArgs& g) {
   add_bias_rows(g.m, g.n, g.bias, g.c, g.ldc);
 }
 
+// A product with no terms (K = 0): C = beta·C, plus the bias. oneDNN's sgemm
+// and bf16 gemm return at once and leave C as it was, even at beta 0, where
+// it may be a fresh buffer's garbage.
+void without_terms(const GemmArgs& g) {
+  for (int64_t r = 0; r < g.m; ++r) {
+    float* row = g.c + r * g.ldc;
+    for (int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+  }
+  if (g.bias) add_bias_rows(g.m, g.n, g.bias, g.c, g.ldc);
+}
+
 // Below this many multiply-adds a GEMM is not worth splitting.
 constexpr int64_t kMinSplitWork = 1 << 18;
 
@@ -267,6 +278,7 @@ void gemm(const GemmArgs& g) {
   const ProductFlops::Product product(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
                                       static_cast<double>(g.k));
   ARTEL_CHECK(!g.bias || g.beta == 0.0f, "a GEMM adds a bias only with beta 0, got beta ", g.beta);
+  if (g.k == 0) return without_terms(g);
   if (g_precision.load(std::memory_order_relaxed) == GemmPrecision::bf16) return gemm_bf16(g);
   split_product(g, g.bias ? sgemm_then_bias : sgemm);
 }
