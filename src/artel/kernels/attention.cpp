@@ -411,11 +411,16 @@ void transpose_padded(int64_t t, int64_t tp, int64_t hs, const float* src, int64
 // the fp32 transpose applied to the words.
 
 // A (rows, cols) tensor rounded to bf16 whole, held as the pair words the
-// products read (cols even).
+// products read (cols even), or the caller's rounding of it (`given`).
 struct Rounded {
-  std::unique_ptr<uint32_t[]> words;
-  Rounded(const float* x, int64_t rows, int64_t cols) : words(std::make_unique_for_overwrite<uint32_t[]>(rows * cols / 2)) {
-    round_operand(x, rows, cols, cols, reinterpret_cast<uint16_t*>(words.get()));
+  std::unique_ptr<uint32_t[]> owned;
+  const uint32_t* words;
+  Rounded(const float* x, int64_t rows, int64_t cols, const uint16_t* given = nullptr)
+      : words(reinterpret_cast<const uint32_t*>(given)) {
+    if (given) return;
+    owned = std::make_unique_for_overwrite<uint32_t[]>(rows * cols / 2);
+    round_operand(x, rows, cols, cols, reinterpret_cast<uint16_t*>(owned.get()));
+    words = owned.get();
   }
 };
 
@@ -474,7 +479,7 @@ struct HeadPairs {
 
 HeadPairs head_of(const AttentionDims& d, const Rounded& qkv, int64_t b, int64_t h) {
   const int64_t c = d.channels;  // even, as hs is
-  const uint32_t* base = qkv.words.get() + (b * d.time * 3 * c + h * d.head_size()) / 2;
+  const uint32_t* base = qkv.words + (b * d.time * 3 * c + h * d.head_size()) / 2;
   return {base, base + c / 2, base + c, 3 * c / 2};
 }
 
@@ -585,13 +590,13 @@ double whole_products_flops(const AttentionDims& d) {
 
 }  // namespace
 
-void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs) {
+void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs, const uint16_t* qkv_rounded) {
   const ProductFlops::Product product(whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const bool pairs = pairs_for(d);
-  const std::optional<Rounded> qkv16 = pairs ? std::optional<Rounded>(std::in_place, qkv, d.batch * t, 3 * c) : std::nullopt;
+  const std::optional<Rounded> qkv16 = pairs ? std::optional<Rounded>(std::in_place, qkv, d.batch * t, 3 * c, qkv_rounded) : std::nullopt;
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> qt(pairs ? 0 : static_cast<size_t>(hs * tq)), v(pairs ? 0 : static_cast<size_t>(t * odd_lines(hs)));
     std::optional<ForwardPairs> w;
@@ -606,14 +611,15 @@ void attention_forward(const AttentionDims& d, const float* qkv, float* y, float
   });
 }
 
-void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv) {
+void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv,
+                        const uint16_t* qkv_rounded) {
   const ProductFlops::Product product(2 * whole_products_flops(d));
   const int64_t t = d.time, tp = d.padded_time(), c = d.channels, hs = d.head_size();
   const int64_t tq = odd_lines((t + kBlock - 1) / kBlock * kBlock);  // columns of Qᵀ, dYᵀ: whole blocks
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const bool pairs = pairs_for(d);
+  const bool pairs = qkv_rounded || pairs_for(d);  // given the rounding, qkv itself may be gone
   std::optional<Rounded> qkv16, dy16;
-  if (pairs) qkv16.emplace(qkv, d.batch * t, 3 * c), dy16.emplace(dy, d.batch * t, c);
+  if (pairs) qkv16.emplace(qkv, d.batch * t, 3 * c, qkv_rounded), dy16.emplace(dy, d.batch * t, c);
   parallel_for(d.batch * d.n_head, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> gt(pairs ? 0 : static_cast<size_t>(hs * tq)), ds(static_cast<size_t>(t * tp)),  // dPᵀ, then dSᵀ in place
         rows(pairs ? 0 : static_cast<size_t>(t * odd_lines(hs)));  // K, then Q, then dY, packed
@@ -625,7 +631,7 @@ void attention_backward(const AttentionDims& d, const float* qkv, const float* p
       const float* g = dy + b * t * c + h * hs;   // dY rows, C apart
       float* dq = dqkv + b * t * 3 * c + h * hs;  // dq, dk, dv rows, 3C apart
       if (pairs)
-        backward_item(d, head_of(d, *qkv16, b, h), scale, pt, dy16->words.get() + (b * t * c + h * hs) / 2, dq, *w, ds);
+        backward_item(d, head_of(d, *qkv16, b, h), scale, pt, dy16->words + (b * t * c + h * hs) / 2, dq, *w, ds);
       else backward_item(d, head_of(d, qkv, b, h), scale, pt, g, dq, gt, ds, rows);
     }
   });
@@ -636,6 +642,9 @@ std::atomic<AttentionProducts> g_attention_products{AttentionProducts::automatic
 }  // namespace
 
 void set_attention_products(AttentionProducts p) { g_attention_products.store(p); }
+
+bool attention_rounds_qkv(const AttentionDims& d) { return pairs_for(d); }
+
 
 bool attention_products_on_pairs() {
   switch (g_attention_products.load(std::memory_order_relaxed)) {

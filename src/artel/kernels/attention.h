@@ -35,12 +35,20 @@ struct AttentionDims {
 // qkv (B, T, 3C) -> y (B, T, C) and probs (B, n_head, T, Tp), which holds each
 // (b, h)'s Pᵀ: probs[b][h][j][i] = P[i][j]. Written for 16·⌊j/16⌋ ≤ i < 16·⌈T/16⌉
 // (zero where i < j or i ≥ T); the rest is never read. Requires n_head > 0 dividing C (the op checks).
-void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs);
+// Where attention multiplies on bf16 pairs (attention_rounds_qkv), it reads
+// qkv rounded to bf16 whole (B, T, 3C), which forward takes from the caller
+// as qkv_rounded (round_operand's rounding) instead of rounding qkv itself.
+void attention_forward(const AttentionDims& d, const float* qkv, float* y, float* probs,
+                       const uint16_t* qkv_rounded = nullptr);
 
 // From dy (B, T, C), the forward's qkv and probs: dqkv (B, T, 3C) = [dq | dk | dv],
-// every element written (no accumulation).
+// every element written (no accumulation). Given forward's qkv_rounded, it
+// multiplies on pairs and never reads qkv, which may be null: an op keeps
+// the rounding, at half qkv's bytes (W2 bf16 at 1 thread: ~2% a step, AMD
+// Zen 4, from rounding qkv once instead of twice).
 //   dV = Pᵀ dY,  dP = dY Vᵀ,  dS = P ∘ (dP − rowsum(dP ∘ P)),  dQ = dS K / √hs,  dK = dSᵀ Q / √hs
-void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv);
+void attention_backward(const AttentionDims& d, const float* qkv, const float* probs, const float* dy, float* dqkv,
+                        const uint16_t* qkv_rounded = nullptr);
 
 // How attention multiplies under bf16 precision (kernels::gemm_precision):
 // on bf16 pairs through VDPBF16PS (Note [Pair layouts]), or in fp32 as under
@@ -55,5 +63,8 @@ enum class AttentionProducts { automatic, fp32, bf16_pairs };
 void set_attention_products(AttentionProducts p);
 // Whether attention's products run on bf16 pairs under bf16 precision here.
 bool attention_products_on_pairs();
+// Whether attention of these dims multiplies on bf16 pairs now (the
+// precision is bf16, attention_products_on_pairs, and the head size is even).
+bool attention_rounds_qkv(const AttentionDims& d);
 
 }  // namespace artel::kernels

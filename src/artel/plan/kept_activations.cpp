@@ -40,7 +40,7 @@ BlockActivations artel_block(const ActivationShape& x) {
   const auto padded = static_cast<double>(kernels::AttentionDims{.time = static_cast<int64_t>(x.s)}.padded_time());
   // bf16 products keep a bf16 copy of their input instead of the fp32 one:
   // ln_1's and ln_2's outputs (2h replicated), the attention's and GELU's
-  // outputs (5h/t) are kept at 2 bytes.
+  // outputs (5h/t) are kept at 2 bytes, and on bf16 pairs qkv (3h/t) too.
   const bool bf16 = x.precision == Precision::bf16;
   // Replicated: the block's input and the residual sum (the layer norms'
   // inputs), the layer norms' outputs (c_attn's and c_fc's inputs; under
@@ -48,10 +48,14 @@ BlockActivations artel_block(const ActivationShape& x) {
   // parallelism keeps this rank's tokens of each: the norms' outputs in fp32,
   // gathered again for dW (Megatron's way, Note [Values made again]).
   const bool norms_fp32 = !bf16 || x.sequence_parallel;
+  // Where attention multiplies on bf16 pairs (on this machine: AMD) it keeps
+  // qkv (3h/t) rounded instead of in fp32.
+  const bool qkv_rounded = bf16 && kernels::attention_products_on_pairs() && std::fmod(h / x.a, 2.0) == 0;
   const double replicated = (2 + (norms_fp32 ? 2 : 0) + (x.dropout ? 2 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
-  double none_kept = 4 * tokens * (replicated + (bf16 ? 7 : 12) * h / t) + probabilities;
-  if (bf16) none_kept += 2 * tokens * ((norms_fp32 ? 0 : 2 * h) + 5 * h / t) + 2 * 12 * h * h / t;
+  double none_kept = 4 * tokens * (replicated + (bf16 ? (qkv_rounded ? 4 : 7) : 12) * h / t) + probabilities;
+  if (bf16)
+    none_kept += 2 * tokens * ((norms_fp32 ? 0 : 2 * h) + (qkv_rounded ? 8 : 5) * h / t) + 2 * 12 * h * h / t;
   // Backward frees what each op kept as the op finishes, so beside the kept
   // bytes only the gradients in flight are alive: at most in the MLP's
   // backward, the incoming gradient, GELU's output's and c_fc's output's
