@@ -452,7 +452,7 @@ void interleave_rows(int64_t rows, int64_t cols, const uint32_t* src, int64_t ld
 // The bf16 products need an even head size (pairs of channels); an odd one
 // multiplies in fp32.
 bool pairs_for(const AttentionDims& d) {
-  return gemm_precision() == GemmPrecision::bf16 && attention_products_on_pairs() && d.head_size() % 2 == 0;
+  return gemm_precision() == GemmPrecision::bf16 && attention_on_pairs_at(d.head_size());
 }
 
 // Pointers to one (b, h) item: q, k, v rows are `ld` = 3C apart.
@@ -645,6 +645,7 @@ void set_attention_products(AttentionProducts p) { g_attention_products.store(p)
 
 bool attention_rounds_qkv(const AttentionDims& d) { return pairs_for(d); }
 
+bool attention_on_pairs_at(int64_t head_size) { return attention_products_on_pairs() && head_size % 2 == 0; }
 
 bool attention_products_on_pairs() {
   switch (g_attention_products.load(std::memory_order_relaxed)) {

@@ -63,8 +63,11 @@ enum class AttentionProducts { automatic, fp32, bf16_pairs };
 void set_attention_products(AttentionProducts p);
 // Whether attention's products run on bf16 pairs under bf16 precision here.
 bool attention_products_on_pairs();
-// Whether attention of these dims multiplies on bf16 pairs now (the
-// precision is bf16, attention_products_on_pairs, and the head size is even).
+// Whether attention of this head size multiplies on bf16 pairs under bf16
+// precision here: attention_products_on_pairs, and an even head size.
+bool attention_on_pairs_at(int64_t head_size);
+// Whether attention of these dims multiplies on bf16 pairs now: under bf16
+// precision, attention_on_pairs_at its head size.
 bool attention_rounds_qkv(const AttentionDims& d);
 
 }  // namespace artel::kernels

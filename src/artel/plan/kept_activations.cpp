@@ -50,7 +50,7 @@ BlockActivations artel_block(const ActivationShape& x) {
   const bool norms_fp32 = !bf16 || x.sequence_parallel;
   // Where attention multiplies on bf16 pairs (on this machine: AMD) it keeps
   // qkv (3h/t) rounded instead of in fp32.
-  const bool qkv_rounded = bf16 && kernels::attention_products_on_pairs() && std::fmod(h / x.a, 2.0) == 0;
+  const bool qkv_rounded = bf16 && kernels::attention_on_pairs_at(static_cast<int64_t>(h / x.a));
   const double replicated = (2 + (norms_fp32 ? 2 : 0) + (x.dropout ? 2 : 0)) * h / replicated_split(x);
   const double probabilities = 4 * tokens * x.a * padded / t;
   double none_kept = 4 * tokens * (replicated + (bf16 ? (qkv_rounded ? 4 : 7) : 12) * h / t) + probabilities;
