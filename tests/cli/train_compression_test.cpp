@@ -3,6 +3,8 @@
 // fraction of the bytes to the collectives (metrics.jsonl's grad_bytes);
 // bf16 is the same reduction as `--grad-reduce-dtype bf16`; combinations
 // that cannot work are refused with the reason.
+#include <algorithm>
+
 #include "artel/train/checkpoint.h"
 #include "train_runs.h"
 
@@ -67,6 +69,45 @@ TEST_F(TrainCompression, PowerSgdResumesExactlyFromACheckpoint) {
   fs::copy(dir_ / "cut", dir_ / "resumed", fs::copy_options::recursive);
   ok(train(run + " --steps 8 --resume" + out("resumed")));
   expect_identical_run("whole", "resumed");
+}
+
+// The same in a mesh, where each stage and tensor-parallel rank runs its own
+// PowerSGD over its replicas: every position's state is in the checkpoint,
+// keyed by the layout and the position (powersgd_parts.h).
+TEST_F(TrainCompression, PowerSgdInAMeshResumesExactlyFromACheckpoint) {
+  const std::string gpt =
+      "--model gpt --n-layer 2 --n-head 2 --n-embd 64 --block-size 8 --batch-size 8 --eval-batches 1 --generate 0 "
+      "--threads 1 --data-order sequential --seed 3 --nproc 4 --lr 0.003 --zero 0 --grad-compression powersgd "
+      "--powersgd-rank 2 --powersgd-start-step 2 --timeout 120";
+  struct Layout {
+    std::string name, flags, rank3_error;  // world rank 3 is replica 1 of its position
+  };
+  const std::vector<Layout> layouts = {
+      {"tp", "--tp 2", "powersgd/dp2.pp1.tp2.stage0[0,2).tp1.rank1.error."},
+      {"pp", "--pp 2 --micro-batches 2", "powersgd/dp2.pp2.tp1.stage1[1,2).tp0.rank1.error."}};
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.name);
+    const std::string run = gpt + " " + l.flags;
+    ok(train(run + " --steps 8" + out(l.name + "_whole")));
+    ok(train(run + " --steps 5 --checkpoint-every 5" + out(l.name + "_cut")));
+    const fs::path shard = dir_ / (l.name + "_cut") / "checkpoints" / "ckpt-00000005" / "rank-00003.artel";
+    std::vector<std::string> keys;
+    for (const auto& t : artel::train::read_checkpoint_header(shard.string()).tensors) keys.push_back(t.name);
+    auto is_rank3_error = [&](const std::string& k) { return k.rfind(l.rank3_error, 0) == 0; };
+    EXPECT_TRUE(std::any_of(keys.begin(), keys.end(), is_rank3_error))
+        << "world rank 3's error feedback, under " << l.rank3_error << ", is in its shard";
+    fs::copy(dir_ / (l.name + "_cut"), dir_ / (l.name + "_resumed"), fs::copy_options::recursive);
+    const Result r = train(run + " --steps 8 --resume" + out(l.name + "_resumed"));
+    ok(r);
+    EXPECT_EQ(r.out.find("no PowerSGD state"), std::string::npos) << r.out;
+    expect_identical_run(l.name + "_whole", l.name + "_resumed");
+  }
+  // Another layout finds none of its positions' state: PowerSGD starts afresh, and the run says so.
+  fs::copy(dir_ / "tp_cut", dir_ / "tp_to_pp", fs::copy_options::recursive);
+  const Result r = train(gpt + " --pp 2 --micro-batches 2 --steps 8 --resume" + out("tp_to_pp"));
+  ok(r);
+  EXPECT_NE(r.out.find("the checkpoint holds no PowerSGD state for this layout; it starts afresh"), std::string::npos)
+      << r.out;
 }
 
 TEST_F(TrainCompression, Bf16IsTheReductionOfGradReduceDtypeBf16) {

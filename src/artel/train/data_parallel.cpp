@@ -6,6 +6,7 @@
 #include "artel/core/trace.h"
 #include "artel/nn/embedding.h"
 #include "artel/train/fully_sharded_strategy.h"
+#include "artel/train/powersgd_parts.h"
 #include "artel/train/trace_gather.h"
 
 namespace artel::train {
@@ -41,47 +42,24 @@ nn::NamedParameters DataParallelStrategy::build(nn::Model& model, const data::Da
 
 void DataParallelStrategy::attach(optim::Optimizer& optimizer) { ddp_->shard(optimizer); }
 
-// Note [PowerSGD in checkpoints]: a compressed run resumes exactly only with
-// PowerSGD's state: Q (alike on every rank, rank 0 writes it), each rank's
-// error feedback and the step count. Error feedback belongs to a rank of a
-// layout, so the keys name the data-parallel size: a resume under another
-// one finds none of them and starts PowerSGD afresh, as a new run would.
-std::vector<HeldPart> DataParallelStrategy::powersgd_parts(bool reading) {
-  std::vector<HeldPart> parts;
-  const std::vector<parallel::DistributedDataParallel::PowerSgdState> state = ddp_->powersgd_state();
-  if (state.empty()) return parts;
-  const std::string prefix = "powersgd/dp" + std::to_string(group_->size()) + ".";
-  auto part = [](std::string key, const Tensor& t) {
-    return HeldPart{.key = std::move(key), .dtype = t.dtype(), .whole = t.shape(), .range = {0, t.numel()},
-                    .data = t.view({t.numel()})};
-  };
-  if (reading || group_->rank() == 0) {  // one rank writes them, every rank reads them
-    parts.push_back(part(prefix + "steps", powersgd_steps_));
-    for (const auto& s : state) parts.push_back(part(prefix + "q." + s.name, s.q));
-  }
-  for (const auto& s : state)
-    parts.push_back(part(prefix + "rank" + std::to_string(group_->rank()) + ".error." + s.name, s.error));
-  return parts;
-}
-
+// PowerSGD's state beside the model and optimizer (Note [PowerSGD in checkpoints]).
 std::vector<HeldPart> DataParallelStrategy::held_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::held_parts(optimizer);
-  powersgd_steps_.data<int64_t>()[0] = ddp_->powersgd_steps();
-  for (HeldPart& p : powersgd_parts(false)) parts.push_back(std::move(p));
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), powersgd_steps_, false);
   return parts;
 }
 
 std::vector<HeldPart> DataParallelStrategy::wanted_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::wanted_parts(optimizer);
-  powersgd_steps_.data<int64_t>()[0] = -1;
-  for (HeldPart& p : powersgd_parts(true)) parts.push_back(std::move(p));
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), powersgd_steps_, true);
   return parts;
 }
 
 void DataParallelStrategy::parts_restored() {
-  if (!ddp_) return;  // a derived strategy's own reduction (FSDP)
-  if (const int64_t steps = powersgd_steps_.data<int64_t>()[0]; steps >= 0) ddp_->set_powersgd_steps(steps);
+  if (ddp_) restore_powersgd_steps(*ddp_, powersgd_steps_);  // no ddp_: a derived strategy's own reduction (FSDP)
 }
+
+bool DataParallelStrategy::compressor_restored() const { return !ddp_ || powersgd_restored(*ddp_, powersgd_steps_); }
 
 std::shared_ptr<void> DataParallelStrategy::accumulate_locally() {
   return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_);

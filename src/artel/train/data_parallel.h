@@ -66,10 +66,11 @@ class DataParallelStrategy : public Strategy {
     return group_->allocated_bytes() - ddp_->registered_bucket_bytes();  // the buckets are the gradients (and weights)
   }
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*group_, mine); }
-  // Checkpoints add PowerSGD's state (Note [PowerSGD in checkpoints]).
+  // Checkpoints add PowerSGD's state (Note [PowerSGD in checkpoints], powersgd_parts.h).
   std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;
   std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) override;
   void parts_restored() override;
+  bool compressor_restored() const override;
 
  protected:
   std::shared_ptr<void> accumulate_locally() override;
@@ -82,11 +83,7 @@ class DataParallelStrategy : public Strategy {
  private:
   parallel::DdpOptions opts_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
-  // PowerSGD's parts of a checkpoint, their data aliasing its live state:
-  // what this rank writes, or (reading) what it reads back. The step count
-  // goes through powersgd_steps_ (-1 before a read: none found).
-  std::vector<HeldPart> powersgd_parts(bool reading);
-  Tensor powersgd_steps_ = Tensor::empty({}, DType::i64);
+  Tensor powersgd_steps_ = Tensor::empty({}, DType::i64);  // PowerSGD's step count in checkpoints (powersgd_parts.h)
   Tensor scalar_;       // the loss being averaged, in registered memory
   comm::WorkPtr mean_;  // its all-reduce, while in flight
 };

@@ -15,6 +15,7 @@
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
 #include "artel/nn/safetensors.h"
+#include "artel/train/powersgd_parts.h"
 #include "artel/train/recipe.h"
 
 namespace artel::train {
@@ -188,6 +189,33 @@ void ModelMesh::attach(optim::Optimizer& optimizer) {
   opts.replicate = [this](const std::string& name) { return shard_->placement(name).stages.size() > 1; };
   ddp_ = std::make_unique<parallel::DistributedDataParallel>(shard_->parameters(), *groups_.dp, opts);
   ddp_->shard(optimizer);
+}
+
+// Keyed by the layout and this worker's place in it, its stage's layers
+// included: the stage's parameters, and so PowerSGD's state, are those layers'.
+std::vector<HeldPart> ModelMesh::held_parts(optim::Optimizer& optimizer) {
+  std::vector<HeldPart> parts = Strategy::held_parts(optimizer);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, powersgd_steps_, false);
+  return parts;
+}
+
+std::vector<HeldPart> ModelMesh::wanted_parts(optim::Optimizer& optimizer) {
+  std::vector<HeldPart> parts = Strategy::wanted_parts(optimizer);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, powersgd_steps_, true);
+  return parts;
+}
+
+void ModelMesh::parts_restored() {
+  if (ddp_) restore_powersgd_steps(*ddp_, powersgd_steps_);
+}
+
+bool ModelMesh::compressor_restored() const { return !ddp_ || powersgd_restored(*ddp_, powersgd_steps_); }
+
+std::string ModelMesh::powersgd_position() const {
+  const parallel::Topology& t = groups_.topology;
+  return train::powersgd_position(t.degree(parallel::Axis::dp), t.degree(parallel::Axis::pp),
+                                  t.degree(parallel::Axis::tp), groups_.coord.pp, layers_of_stage(groups_.coord.pp),
+                                  groups_.coord.tp);
 }
 
 double ModelMesh::forward_backward(std::span<const data::Batch> micro_batches) {

@@ -87,6 +87,12 @@ class ModelMesh : public Strategy {
   }
   int64_t gradient_bytes() const override { return ddp_ ? ddp_->gradient_bytes() : Strategy::gradient_bytes(); }
   int64_t communication_bytes() const override;  // over all of this worker's groups
+  // Checkpoints add the PowerSGD state of this worker's stage and
+  // tensor-parallel rank (Note [PowerSGD in checkpoints], powersgd_parts.h).
+  std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;
+  std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) override;
+  void parts_restored() override;
+  bool compressor_restored() const override;
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*groups_.world, mine); }
 
   const parallel::MeshGroups& groups() const { return groups_; }
@@ -113,6 +119,7 @@ class ModelMesh : public Strategy {
   std::vector<double> measured_costs(const data::Dataset& data);
   comm::NamedTensors gather_to_root(const comm::NamedTensors& mine);  // parameters whole on rank 0 (weights files)
   bool counts_in_norm(const std::string& name) const;
+  std::string powersgd_position() const;  // this worker's prefix of PowerSGD's checkpoint keys
   EvalResult evaluate_batches(const std::vector<data::Batch>& mine, bool accuracy);
   // The loss of the last stage's output, its logits checked to cover the
   // data's classes where they are whole (not split over tensor parallelism).
@@ -129,6 +136,7 @@ class ModelMesh : public Strategy {
   std::unique_ptr<parallel::PipelineExecutor> executor_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   std::vector<Variable> tied_;  // this shard's weights held by several stages, for the gradient sum
+  Tensor powersgd_steps_ = Tensor::empty({}, DType::i64);  // PowerSGD's step count in checkpoints
   Tensor scalar_;               // loss / norm being reduced
   StageStats stats_;
 };

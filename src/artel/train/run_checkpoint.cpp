@@ -67,6 +67,7 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     out.problem = problem_of(e);
   }
   out.ok = strategy.all_agree(out.ok);
+  if (out.ok) out.compressor_restored = strategy.all_agree(strategy.compressor_restored());
   return out;
 }
 

@@ -134,6 +134,10 @@ class Strategy {
   // After a checkpoint's wanted parts were read in: state the strategy keeps
   // beside the model and optimizer (PowerSGD's step count) takes effect.
   virtual void parts_restored() {}
+  // After parts_restored: whether the checkpoint held this worker's state of
+  // the gradient compressor (PowerSGD's, Note [PowerSGD in checkpoints]),
+  // which an exact resume needs; where not, it starts afresh.
+  virtual bool compressor_restored() const { return true; }
   // This worker's pipeline stage, of how many; and whether it is the one
   // worker of its stage that writes the stage's dropout generator.
   virtual int stage() const { return 0; }

@@ -323,7 +323,7 @@ int64_t Trainer::resume_step() {
       skip(all[i], problem.empty() ? "checkpoint " + all[i] + ": another worker could not read its parts" : problem, next);
       continue;
     }
-    return continue_from(*ck, r.dropout_restored);
+    return continue_from(*ck, r);
   }
   // Only torn checkpoints (no manifest: a write that never finished) leave a fresh start.
   if (const std::string why = first_problem(unusable); !why.empty())
@@ -348,7 +348,7 @@ std::string Trainer::first_problem(const std::string& mine) {
 
 // The global batch and data position after checkpoint `ck`, and one line
 // each for what differs from the run that wrote it.
-int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restored) {
+int64_t Trainer::continue_from(const ShardedCheckpoint& ck, const RestoreOutcome& restored) {
   const Manifest& m = ck.manifest();
   const int64_t accum = cfg_.accum;
   cfg_.accum = accum_to_keep_global_batch(m.global_batch,
@@ -390,10 +390,13 @@ int64_t Trainer::continue_from(const ShardedCheckpoint& ck, bool dropout_restore
   if (global_batch() != m.global_batch)
     out() << "artel train: global batch " << global_batch() << " where the checkpoint's was " << m.global_batch
           << ": the data goes on from sample " << m.consumed_samples << "\n";
-  if (!dropout_restored && cfg_.dropout > 0)
+  if (!restored.dropout_restored && cfg_.dropout > 0)
     out() << "artel train: note: the checkpoint has dropout generators for " << m.dropout.size()
           << " pipeline stage(s), this run " << strategy_->stages()
           << "; they start afresh, so dropout masks differ from an uninterrupted run's\n";
+  if (!restored.compressor_restored)
+    out() << "artel train: note: the checkpoint holds no PowerSGD state for this layout; it starts afresh "
+             "(uncompressed for --powersgd-start-step steps), so the run differs from an uninterrupted one\n";
   return m.step;
 }
 

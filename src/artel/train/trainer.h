@@ -81,6 +81,7 @@
 #include "artel/train/checkpoint_reader.h"
 #include "artel/train/checkpoint_store.h"
 #include "artel/train/evaluate.h"
+#include "artel/train/run_checkpoint.h"
 #include "artel/train/strategy.h"
 #include "artel/train/train_config.h"
 
@@ -167,7 +168,7 @@ class Trainer {
   void plan_data();       // the sampler (from cfg_.accum, row_offset_), the step count and the LR schedule
   int64_t resume_step();  // loads the newest checkpoint; the steps it had done (0: none)
   std::string first_problem(const std::string& mine);  // the first worker's, of a checkpoint all skip
-  int64_t continue_from(const ShardedCheckpoint& ck, bool dropout_restored);  // -> its step
+  int64_t continue_from(const ShardedCheckpoint& ck, const RestoreOutcome& restored);  // -> its step
   nlohmann::json layout_record();  // the layout and batch settings, for a manifest
   void maybe_checkpoint(int64_t k, MetricsWriter* metrics);
   void make_out_dir() const;
