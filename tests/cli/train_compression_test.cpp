@@ -56,9 +56,10 @@ TEST_F(TrainCompression, PowerSgdTrainsCloseToUncompressedOnAFractionOfTheBytes)
 // feedback and the step count are in the checkpoint (the cut falls after
 // compression started, so all three matter).
 TEST_F(TrainCompression, PowerSgdResumesExactlyFromACheckpoint) {
-  const std::string run = std::string(kGpt) +
-                          " --n-embd 64 --batch-size 4 --nproc 2 --lr 0.003 --zero 0 --grad-compression powersgd"
-                          " --powersgd-rank 2 --powersgd-start-step 2";
+  const std::string compressed = std::string(kGpt) +
+                                 " --n-embd 64 --batch-size 4 --nproc 2 --lr 0.003 --zero 0 --grad-compression powersgd"
+                                 " --powersgd-start-step 2";
+  const std::string run = compressed + " --powersgd-rank 2";
   ok(train(run + " --steps 8" + out("whole")));
   ok(train(run + " --steps 5 --checkpoint-every 5" + out("cut")));
   const fs::path shard = dir_ / "cut" / "checkpoints" / "ckpt-00000005" / "rank-00001.artel";
@@ -69,6 +70,13 @@ TEST_F(TrainCompression, PowerSgdResumesExactlyFromACheckpoint) {
   fs::copy(dir_ / "cut", dir_ / "resumed", fs::copy_options::recursive);
   ok(train(run + " --steps 8 --resume" + out("resumed")));
   expect_identical_run("whole", "resumed");
+  // Another --powersgd-rank: the checkpoint's Q has other columns, so none of
+  // its PowerSGD state is taken (not the error feedback either), PowerSGD
+  // starts afresh, and the run says so.
+  fs::copy(dir_ / "cut", dir_ / "rank4", fs::copy_options::recursive);
+  const Result r = train(compressed + " --powersgd-rank 4 --steps 8 --resume" + out("rank4"));
+  ok(r);
+  EXPECT_NE(r.out.find("holds no PowerSGD state for this layout and --powersgd-rank"), std::string::npos) << r.out;
 }
 
 // The same in a mesh, where each stage and tensor-parallel rank runs its own
@@ -106,8 +114,8 @@ TEST_F(TrainCompression, PowerSgdInAMeshResumesExactlyFromACheckpoint) {
   fs::copy(dir_ / "tp_cut", dir_ / "tp_to_pp", fs::copy_options::recursive);
   const Result r = train(gpt + " --pp 2 --micro-batches 2 --steps 8 --resume" + out("tp_to_pp"));
   ok(r);
-  EXPECT_NE(r.out.find("the checkpoint holds no PowerSGD state for this layout; it starts afresh"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("holds no PowerSGD state for this layout and --powersgd-rank; it starts afresh"),
+            std::string::npos) << r.out;
 }
 
 TEST_F(TrainCompression, Bf16IsTheReductionOfGradReduceDtypeBf16) {

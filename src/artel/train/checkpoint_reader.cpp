@@ -75,6 +75,7 @@ const CheckpointFile& ShardedCheckpoint::file(const std::string& name) const {
 bool ShardedCheckpoint::read(HeldPart& want) const {
   const ManifestTensor* t = manifest_.find(want.key);
   if (!t) return false;
+  if ((t->dtype != want.dtype || t->shape != want.whole) && want.absent_if_different) return false;
   if (t->dtype != want.dtype || t->shape != want.whole)
     throw Error("checkpoint " + dir_ + ": '" + want.key + "' is " + dtype_name(t->dtype) + " " + shape_str(t->shape) +
                     ", this run expects " + dtype_name(want.dtype) + " " + shape_str(want.whole),

@@ -36,7 +36,7 @@ class ShardedCheckpoint {
   const std::string& dir() const { return dir_; }
   // Fills want.data with its region of tensor want.key; false when the
   // checkpoint holds no such tensor. Another dtype or whole shape is an
-  // Error naming both.
+  // Error naming both (false for a part marked absent_if_different).
   bool read(HeldPart& want) const;
   // Tensor `key` whole (an Error naming it when there is none).
   Tensor read_whole(const std::string& key) const;

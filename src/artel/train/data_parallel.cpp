@@ -43,23 +43,22 @@ nn::NamedParameters DataParallelStrategy::build(nn::Model& model, const data::Da
 void DataParallelStrategy::attach(optim::Optimizer& optimizer) { ddp_->shard(optimizer); }
 
 // PowerSGD's state beside the model and optimizer (Note [PowerSGD in checkpoints]).
+// (No ddp_: a derived strategy's own reduction, FSDP's, which PowerSGD refuses.)
 std::vector<HeldPart> DataParallelStrategy::held_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::held_parts(optimizer);
-  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), powersgd_steps_, false);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), false);
   return parts;
 }
 
 std::vector<HeldPart> DataParallelStrategy::wanted_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::wanted_parts(optimizer);
-  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), powersgd_steps_, true);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(group_->size()), group_->rank(), true);
   return parts;
 }
 
-void DataParallelStrategy::parts_restored() {
-  if (ddp_) restore_powersgd_steps(*ddp_, powersgd_steps_);  // no ddp_: a derived strategy's own reduction (FSDP)
+bool DataParallelStrategy::parts_restored(const std::vector<HeldPart>& wanted, const std::vector<bool>& found) {
+  return restore_powersgd(ddp_.get(), powersgd_position(group_->size()), group_->rank(), wanted, found);
 }
-
-bool DataParallelStrategy::compressor_restored() const { return !ddp_ || powersgd_restored(*ddp_, powersgd_steps_); }
 
 std::shared_ptr<void> DataParallelStrategy::accumulate_locally() {
   return std::make_shared<parallel::DistributedDataParallel::NoSync>(*ddp_);

@@ -69,8 +69,7 @@ class DataParallelStrategy : public Strategy {
   // Checkpoints add PowerSGD's state (Note [PowerSGD in checkpoints], powersgd_parts.h).
   std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;
   std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) override;
-  void parts_restored() override;
-  bool compressor_restored() const override;
+  bool parts_restored(const std::vector<HeldPart>& wanted, const std::vector<bool>& found) override;
 
  protected:
   std::shared_ptr<void> accumulate_locally() override;
@@ -83,7 +82,6 @@ class DataParallelStrategy : public Strategy {
  private:
   parallel::DdpOptions opts_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
-  Tensor powersgd_steps_ = Tensor::empty({}, DType::i64);  // PowerSGD's step count in checkpoints (powersgd_parts.h)
   Tensor scalar_;       // the loss being averaged, in registered memory
   comm::WorkPtr mean_;  // its all-reduce, while in flight
 };

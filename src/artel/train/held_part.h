@@ -48,6 +48,10 @@ struct HeldPart {
   int part = 0, parts = 1;    // which part of how many
   optim::ElementRange range;  // elements of the flattened part
   Tensor data;                // range.size() elements
+  // Reading: a tensor of another dtype or shape in the checkpoint counts as
+  // absent, not as an Error. For state that belongs to a setting a resumed
+  // run may change (PowerSGD's Q, whose columns are --powersgd-rank).
+  bool absent_if_different = false;
 
   // The shape of take_part(whole, split, part, parts).
   Shape part_shape() const;

@@ -195,21 +195,19 @@ void ModelMesh::attach(optim::Optimizer& optimizer) {
 // included: the stage's parameters, and so PowerSGD's state, are those layers'.
 std::vector<HeldPart> ModelMesh::held_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::held_parts(optimizer);
-  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, powersgd_steps_, false);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, false);
   return parts;
 }
 
 std::vector<HeldPart> ModelMesh::wanted_parts(optim::Optimizer& optimizer) {
   std::vector<HeldPart> parts = Strategy::wanted_parts(optimizer);
-  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, powersgd_steps_, true);
+  add_powersgd_parts(parts, ddp_.get(), powersgd_position(), groups_.coord.dp, true);
   return parts;
 }
 
-void ModelMesh::parts_restored() {
-  if (ddp_) restore_powersgd_steps(*ddp_, powersgd_steps_);
+bool ModelMesh::parts_restored(const std::vector<HeldPart>& wanted, const std::vector<bool>& found) {
+  return restore_powersgd(ddp_.get(), powersgd_position(), groups_.coord.dp, wanted, found);
 }
-
-bool ModelMesh::compressor_restored() const { return !ddp_ || powersgd_restored(*ddp_, powersgd_steps_); }
 
 std::string ModelMesh::powersgd_position() const {
   const parallel::Topology& t = groups_.topology;

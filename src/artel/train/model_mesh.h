@@ -91,8 +91,7 @@ class ModelMesh : public Strategy {
   // tensor-parallel rank (Note [PowerSGD in checkpoints], powersgd_parts.h).
   std::vector<HeldPart> held_parts(optim::Optimizer& optimizer) override;
   std::vector<HeldPart> wanted_parts(optim::Optimizer& optimizer) override;
-  void parts_restored() override;
-  bool compressor_restored() const override;
+  bool parts_restored(const std::vector<HeldPart>& wanted, const std::vector<bool>& found) override;
   std::vector<MemoryReport> gather_memory(const MemoryReport& mine) override { return gather_over(*groups_.world, mine); }
 
   const parallel::MeshGroups& groups() const { return groups_; }
@@ -136,7 +135,6 @@ class ModelMesh : public Strategy {
   std::unique_ptr<parallel::PipelineExecutor> executor_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   std::vector<Variable> tied_;  // this shard's weights held by several stages, for the gradient sum
-  Tensor powersgd_steps_ = Tensor::empty({}, DType::i64);  // PowerSGD's step count in checkpoints
   Tensor scalar_;               // loss / norm being reduced
   StageStats stats_;
 };

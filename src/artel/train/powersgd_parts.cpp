@@ -1,5 +1,9 @@
 #include "artel/train/powersgd_parts.h"
 
+#include <map>
+
+#include "artel/core/error.h"
+
 namespace artel::train {
 
 std::string powersgd_position(int replicas) { return "powersgd/dp" + std::to_string(replicas) + "."; }
@@ -10,16 +14,18 @@ std::string powersgd_position(int dp, int pp, int tp, int stage, const std::stri
 }
 
 void add_powersgd_parts(std::vector<HeldPart>& parts, const parallel::DistributedDataParallel* ddp,
-                        const std::string& position, int replica, Tensor& steps, bool reading) {
-  steps.data<int64_t>()[0] = reading || !ddp ? -1 : ddp->powersgd_steps();
+                        const std::string& position, int replica, bool reading) {
   if (!ddp) return;
   const std::vector<parallel::DistributedDataParallel::PowerSgdState> state = ddp->powersgd_state();
   if (state.empty()) return;
-  auto part = [](std::string key, const Tensor& t) {
+  auto part = [&](std::string key, const Tensor& t) {
     return HeldPart{.key = std::move(key), .dtype = t.dtype(), .whole = t.shape(), .range = {0, t.numel()},
-                    .data = t.view({t.numel()})};
+                    .data = reading ? Tensor::empty({t.numel()}, t.dtype()) : t.view({t.numel()}),
+                    .absent_if_different = true};
   };
   if (reading || replica == 0) {  // one replica writes them, every replica reads them
+    Tensor steps = Tensor::empty({}, DType::i64);
+    steps.data<int64_t>()[0] = ddp->powersgd_steps();
     parts.push_back(part(position + "steps", steps));
     for (const auto& s : state) parts.push_back(part(position + "q." + s.name, s.q));
   }
@@ -27,12 +33,28 @@ void add_powersgd_parts(std::vector<HeldPart>& parts, const parallel::Distribute
     parts.push_back(part(position + "rank" + std::to_string(replica) + ".error." + s.name, s.error));
 }
 
-void restore_powersgd_steps(parallel::DistributedDataParallel& ddp, const Tensor& steps) {
-  if (const int64_t n = steps.data<int64_t>()[0]; n >= 0) ddp.set_powersgd_steps(n);
-}
-
-bool powersgd_restored(const parallel::DistributedDataParallel& ddp, const Tensor& steps) {
-  return ddp.powersgd_state().empty() || steps.data<int64_t>()[0] >= 0;
+bool restore_powersgd(parallel::DistributedDataParallel* ddp, const std::string& position, int replica,
+                      const std::vector<HeldPart>& wanted, const std::vector<bool>& found) {
+  if (!ddp) return true;
+  const std::vector<parallel::DistributedDataParallel::PowerSgdState> state = ddp->powersgd_state();
+  if (state.empty()) return true;
+  std::map<std::string, const Tensor*> read;  // the position's parts, by key
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (wanted[i].key.compare(0, position.size(), position) != 0) continue;
+    if (!found[i]) return false;
+    read[wanted[i].key] = &wanted[i].data;
+  }
+  auto of = [&](const std::string& key) -> const Tensor& {
+    auto it = read.find(key);
+    ARTEL_CHECK(it != read.end(), "PowerSGD's ", key, " was not among the checkpoint parts read");
+    return *it->second;
+  };
+  for (const auto& s : state) {
+    s.q.view({s.q.numel()}).copy_from(of(position + "q." + s.name));
+    s.error.view({s.error.numel()}).copy_from(of(position + "rank" + std::to_string(replica) + ".error." + s.name));
+  }
+  ddp->set_powersgd_steps(of(position + "steps").data<int64_t>()[0]);
+  return true;
 }
 
 }  // namespace artel::train

@@ -7,22 +7,21 @@
 // "position" of a layout: the whole model under data parallelism, one
 // (pipeline stage, tensor-parallel rank) of a mesh, whose parameters are that
 // shard's. Error feedback belongs to a replica of a position, so the keys name
-// the layout and the position (powersgd_position): a resume under another
-// layout, or a mesh whose stages hold other layers, finds none of a
-// position's keys and starts PowerSGD afresh there, as a new run would. Each
-// position's parts are found all together or not at all, so its Q, error
-// feedback and step count always come from one run.
+// the layout and the position (powersgd_position). A position's state comes
+// back whole or not at all: it is read into fresh tensors and goes live only
+// when every one of them was found, with Q's shape (its columns are
+// --powersgd-rank) as this run's. Otherwise — a resume under another layout,
+// a mesh whose stages hold other layers, another --powersgd-rank — PowerSGD
+// starts afresh there, as a new run would, and the run says so.
 //
-//   Tensor steps = Tensor::empty({}, DType::i64);
-//   add_powersgd_parts(parts, &ddp, "powersgd/dp2.", rank, steps, /*reading=*/false);   // writing
-//   add_powersgd_parts(wanted, &ddp, "powersgd/dp2.", rank, steps, /*reading=*/true);   // then, once read:
-//   restore_powersgd_steps(ddp, steps);
+//   add_powersgd_parts(parts, &ddp, "powersgd/dp2.", rank, /*reading=*/false);   // writing
+//   add_powersgd_parts(wanted, &ddp, "powersgd/dp2.", rank, /*reading=*/true);   // reading; once read:
+//   bool restored = restore_powersgd(&ddp, "powersgd/dp2.", rank, wanted, found);
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "artel/core/tensor.h"
 #include "artel/parallel/distributed_data_parallel.h"
 #include "artel/train/held_part.h"
 
@@ -35,17 +34,16 @@ std::string powersgd_position(int replicas);
 // stage's layers included: "powersgd/dp2.pp2.tp2.stage1[2,4).tp0.".
 std::string powersgd_position(int dp, int pp, int tp, int stage, const std::string& stage_layers, int tp_rank);
 
-// Adds to `parts` those that hold `ddp`'s PowerSGD state (none without
-// PowerSGD, or without ddp: null), their data aliasing that live state: what
-// replica `replica` of the position writes, or (`reading`) what it reads
-// back. The step count goes through `steps` (i64, shape {}): set from ddp
-// when writing, to -1 (none found) when reading.
+// Adds to `parts` those of `ddp`'s PowerSGD state (none without PowerSGD, or
+// without ddp: null): what replica `replica` of the position writes, its data
+// aliasing the live state, or (`reading`) what it reads back, into fresh
+// tensors.
 void add_powersgd_parts(std::vector<HeldPart>& parts, const parallel::DistributedDataParallel* ddp,
-                        const std::string& position, int replica, Tensor& steps, bool reading);
-// After a checkpoint's parts were read: the step count read back into `ddp`,
-// if one was found.
-void restore_powersgd_steps(parallel::DistributedDataParallel& ddp, const Tensor& steps);
-// Whether that read found ddp's PowerSGD state (true without PowerSGD).
-bool powersgd_restored(const parallel::DistributedDataParallel& ddp, const Tensor& steps);
+                        const std::string& position, int replica, bool reading);
+// Once a checkpoint's `wanted` parts were read (found[i] for wanted[i]): the
+// state replica `replica` of the position read into `ddp`, when every one of
+// its parts was found. Whether it was (true without PowerSGD or ddp).
+bool restore_powersgd(parallel::DistributedDataParallel* ddp, const std::string& position, int replica,
+                      const std::vector<HeldPart>& wanted, const std::vector<bool>& found);
 
 }  // namespace artel::train

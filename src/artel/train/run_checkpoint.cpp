@@ -56,7 +56,7 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     const bool kept = ck.manifest().model.contains("buffers");
     for (HeldPart& b : buffer_parts(strategy.checkpoint_buffers(model, /*writing=*/false)))
       if (!ck.read(b) && kept) checkpoint_corrupt(ck.dir(), "no tensor '" + b.key + "' (a buffer of the model)");
-    strategy.parts_restored();
+    out.compressor_restored = strategy.parts_restored(wanted, found);
     strategy.read_other_shards(ck.manifest().step, ck.dir());
     const std::vector<RngState>& dropout = ck.manifest().dropout;
     out.dropout_restored = static_cast<int>(dropout.size()) == strategy.stages();
@@ -67,7 +67,7 @@ RestoreOutcome restore_run_checkpoint(Strategy& strategy, optim::Optimizer& opti
     out.problem = problem_of(e);
   }
   out.ok = strategy.all_agree(out.ok);
-  if (out.ok) out.compressor_restored = strategy.all_agree(strategy.compressor_restored());
+  if (out.ok) out.compressor_restored = strategy.all_agree(out.compressor_restored);
   return out;
 }
 

@@ -47,7 +47,7 @@ struct RestoreOutcome {
   bool ok = false;        // every worker read all it needs
   std::string problem;    // this worker's, when it could not ("" when another worker could not)
   bool dropout_restored = false;  // the checkpoint had this run's stage count
-  bool compressor_restored = false;  // on every worker (Strategy::compressor_restored)
+  bool compressor_restored = false;  // on every worker (Strategy::parts_restored)
 };
 
 // Reads this worker's parts of `ck` under its own layout into the model and

@@ -131,13 +131,14 @@ class Strategy {
   // worker's own; and read back from checkpoint directory `dir`.
   virtual void write_other_shards(int64_t /*step*/, const std::string& /*store_dir*/) {}
   virtual void read_other_shards(int64_t /*step*/, const std::string& /*dir*/) {}
-  // After a checkpoint's wanted parts were read in: state the strategy keeps
-  // beside the model and optimizer (PowerSGD's step count) takes effect.
-  virtual void parts_restored() {}
-  // After parts_restored: whether the checkpoint held this worker's state of
-  // the gradient compressor (PowerSGD's, Note [PowerSGD in checkpoints]),
-  // which an exact resume needs; where not, it starts afresh.
-  virtual bool compressor_restored() const { return true; }
+  // After a checkpoint's `wanted` parts were read in (found[i] for
+  // wanted[i]): state the strategy keeps beside the model and optimizer
+  // (PowerSGD's) takes effect. Returns whether the checkpoint held all of this
+  // worker's state of the gradient compressor, which an exact resume needs
+  // (Note [PowerSGD in checkpoints]); where not, the compressor starts afresh.
+  virtual bool parts_restored(const std::vector<HeldPart>& /*wanted*/, const std::vector<bool>& /*found*/) {
+    return true;
+  }
   // This worker's pipeline stage, of how many; and whether it is the one
   // worker of its stage that writes the stage's dropout generator.
   virtual int stage() const { return 0; }

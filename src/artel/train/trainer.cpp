@@ -395,8 +395,9 @@ int64_t Trainer::continue_from(const ShardedCheckpoint& ck, const RestoreOutcome
           << " pipeline stage(s), this run " << strategy_->stages()
           << "; they start afresh, so dropout masks differ from an uninterrupted run's\n";
   if (!restored.compressor_restored)
-    out() << "artel train: note: the checkpoint holds no PowerSGD state for this layout; it starts afresh "
-             "(uncompressed for --powersgd-start-step steps), so the run differs from an uninterrupted one\n";
+    out() << "artel train: note: the checkpoint holds no PowerSGD state for this layout and --powersgd-rank; it "
+             "starts afresh (uncompressed for --powersgd-start-step steps), so the run differs from an uninterrupted "
+             "one\n";
   return m.step;
 }
 
