@@ -131,6 +131,37 @@ TEST(ProcessGroup, SubgroupsWorkAtTheSameTime) {
   }, quick());
 }
 
+// all_gather "shared" pushes each block into the peers' registered outputs
+// when every output is registered and the blocks are small, pulls from
+// registered inputs when only those are (or the blocks are large), and stages
+// plain memory otherwise: every mix gives every rank every block, and no
+// rank's input changes.
+TEST(ProcessGroup, SharedAllGatherGathersWhicheverSideIsRegistered) {
+  GroupOptions o = quick();
+  o.registered_bytes = 64 << 20;  // room for 4 MiB blocks, pulled
+  spawn_threads(3, [](ProcessGroup& pg) {
+    const int r = pg.rank(), n = pg.size();
+    for (int64_t count : {int64_t{5}, int64_t{1000}, int64_t{(4 << 20) / 4 + 1}})
+      for (bool in_registered : {false, true})
+        for (bool out_registered : {false, true}) {
+          const std::string what = "count " + std::to_string(count) + (in_registered ? ", in" : ", plain in") +
+                                   (out_registered ? ", out registered" : ", plain out");
+          Tensor in = in_registered ? pg.alloc({count}) : Tensor::empty({count});
+          Tensor out = out_registered ? pg.alloc({count * n}) : Tensor::empty({count * n});
+          float* ip = in.data<float>();
+          for (int64_t i = 0; i < count; ++i) ip[i] = static_cast<float>(r * 10000 + i % 10000);
+          out.fill(-1.f);
+          pg.all_gather(in, out, {"shared"})->wait();
+          const float* op = out.data<float>();
+          int64_t wrong = 0;
+          for (int j = 0; j < n; ++j)
+            for (int64_t i = 0; i < count; ++i) wrong += op[j * count + i] != static_cast<float>(j * 10000 + i % 10000);
+          for (int64_t i = 0; i < count; ++i) wrong += ip[i] != static_cast<float>(r * 10000 + i % 10000);
+          EXPECT_EQ(wrong, 0) << what;
+        }
+  }, o);
+}
+
 // The progress thread runs an op its issuer does not wait on, so a peer
 // waiting on it is not stuck until the issuer gets round to waiting: rank 0
 // waits on nothing until rank 1's all-reduce has returned.

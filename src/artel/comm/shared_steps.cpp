@@ -24,18 +24,19 @@ Handshake handshake(Transport& t, const Collective& c, const OpContext& ctx, siz
   sm.sync(ctx);
   check_signatures(sm, n, ctx);
   Handshake h;
-  h.all_registered = true;
+  h.ins_registered = h.outs_registered = true;
   for (int j = 0; j < n; ++j) {
     const uint64_t* w = sm.read_words(j);
-    h.all_registered = h.all_registered && w[6] != SharedMemory::kNotRegistered && w[7] != SharedMemory::kNotRegistered;
+    h.ins_registered = h.ins_registered && w[6] != SharedMemory::kNotRegistered;
+    h.outs_registered = h.outs_registered && w[7] != SharedMemory::kNotRegistered;
   }
-  if (!h.all_registered) return h;
+  h.all_registered = h.ins_registered && h.outs_registered;
   h.in.resize(n);
   h.out.resize(n);
   for (int j = 0; j < n; ++j) {
     const uint64_t* w = sm.read_words(j);
-    h.in[j] = in_bytes ? sm.resolve(j, w[6]) : nullptr;
-    h.out[j] = out_bytes ? sm.resolve(j, w[7]) : nullptr;
+    h.in[j] = in_bytes && h.ins_registered ? sm.resolve(j, w[6]) : nullptr;
+    h.out[j] = out_bytes && h.outs_registered ? sm.resolve(j, w[7]) : nullptr;
   }
   return h;
 }

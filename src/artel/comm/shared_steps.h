@@ -24,12 +24,15 @@ void post_signature(SharedMemory& sm, const Collective& c, uint64_t seq);
 void check_signatures(SharedMemory& sm, int n, const OpContext& ctx);
 
 struct Handshake {
-  bool all_registered = false;               // every rank's in (and out, if asked) is registered
+  bool all_registered = false;               // every rank's in and out (those asked for) are registered
+  bool ins_registered = false;               // every rank's in (if asked) is registered
+  bool outs_registered = false;              // every rank's out (if asked) is registered
   std::vector<std::byte*> in, out;           // every rank's registered buffers, by rank
 };
 // Posts the signature and handles, syncs once, checks the signatures and
-// resolves the peers' registered buffers. `in_bytes`/`out_bytes` of 0 mean
-// that buffer need not be registered.
+// resolves the peers' registered buffers (those of a side that every rank
+// registered). `in_bytes`/`out_bytes` of 0 mean that buffer need not be
+// registered.
 Handshake handshake(Transport& t, const Collective& c, const OpContext& ctx, size_t in_bytes, size_t out_bytes);
 
 // Chunks of at most `per_chunk` elements covering [0, count): chunk k is
