@@ -224,6 +224,60 @@ TEST_F(TrainerTest, AUsersOwnModelUnderEachZeroStageEqualsOneWorker) {
   std::filesystem::remove_all(dir);
 }
 
+// A user's model that counts the batches it evaluated (its forwards in eval mode).
+class EvalCountingTwoLayer : public TwoLayer {
+ public:
+  explicit EvalCountingTwoLayer(int64_t* evaluated) : evaluated_(evaluated) {}
+  Variable forward(const Tensor& input) override {
+    if (!is_training()) ++*evaluated_;
+    return TwoLayer::forward(input);
+  }
+
+ private:
+  int64_t* evaluated_;
+};
+
+// Data-parallel replicas split the validation batches (ZeRO 0 and 1): each
+// of 2 workers evaluates 4 of the split's 8 batches of 16 rows, and both
+// report what one worker on the same weights reports over all 128 rows.
+TEST_F(TrainerTest, DataParallelReplicasSplitTheValidationBatches) {
+  TrainConfig c = default_config("mlp");
+  c.model = "two-layer", c.steps = 6, c.threads = 1, c.lr = 0.1, c.eval_batches = 0, c.eval_every = 3;
+  c.data_order = "sequential", c.batch_size = 16;
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE(::testing::Message() << "zero " << zero);
+    int64_t evaluated[2] = {0, 0};
+    std::optional<EvalResult> results[2], alone[2];
+    comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
+      auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+      parallel::DdpOptions ddp = c.ddp_options();
+      ddp.shard_optimizer = zero >= 1;
+      DataParallelStrategy strategy(world, ddp);
+      const int r = pg.rank();
+      auto model = std::make_unique<EvalCountingTwoLayer>(&evaluated[r]);
+      nn::Model& trained = *model;
+      std::ostringstream log;
+      RunOptions run;
+      run.out = &log;
+      run.write_files = false;
+      Trainer trainer(c, std::move(model), argmax_rows(512), run, &strategy);
+      results[r] = trainer.run().final_eval;
+      const int64_t split = evaluated[r];
+      alone[r] = evaluate(trained, *argmax_rows(512), {.batch_size = 16, .accuracy = true});  // all 8 batches, here
+      evaluated[r] = split;
+    });
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(::testing::Message() << "rank " << r);
+      EXPECT_EQ(evaluated[r], 2 * 4);  // half the batches, at steps 3 and 6
+      ASSERT_TRUE(results[r] && alone[r]);
+      EXPECT_EQ(alone[r]->targets, 128);
+      EXPECT_EQ(results[r]->targets, 128);
+      EXPECT_NEAR(results[r]->val_loss, alone[r]->val_loss, 1e-12 * alone[r]->val_loss);
+      EXPECT_EQ(*results[r]->val_accuracy, *alone[r]->val_accuracy);
+    }
+  }
+}
+
 // A model of 3 outputs on data of 5 classes is named at the first step: the
 // rows' targets reach only 2, so cross-entropy alone would have trained it
 // without a word, a model that can never predict classes 3 and 4.

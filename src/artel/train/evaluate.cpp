@@ -28,30 +28,40 @@ void check_logits_cover(const Tensor& logits, int64_t classes) {
                 "the model's last layer needs one output per class of the data");
 }
 
-EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
+EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts, int64_t first,
+                       int64_t stride) {
   ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
+  ARTEL_CHECK(first >= 0 && stride >= 1, "evaluation batches from ", first, " every ", stride);
   nn::EvalMode eval_mode(model);
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
   if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
-  double loss_sum = 0;
-  int64_t targets = 0, correct = 0;
-  for (int64_t i = 0; i < batches; ++i) {
+  EvalSums s;
+  for (int64_t i = first; i < batches; i += stride) {
     data::Batch b = ds.val_batch(opts.batch_size, i);
     Tensor y = b.y.view({-1});
     autograd::Variable logits = model.forward(b.x);
     check_logits_cover(logits.value(), ds.num_classes());
     autograd::Variable loss = autograd::cross_entropy(logits, y);
-    loss_sum += static_cast<double>(loss.item()) * static_cast<double>(y.numel());
-    targets += y.numel();
-    if (opts.accuracy) correct += count_correct(logits.value(), y);
+    const auto n = static_cast<double>(y.numel());
+    s.loss += static_cast<double>(loss.item()) * n;
+    s.targets += n;
+    if (opts.accuracy) s.correct += static_cast<double>(count_correct(logits.value(), y));
   }
-  ARTEL_CHECK(targets > 0, "the validation split of ", ds.describe(), " is empty");
+  return s;
+}
+
+EvalResult eval_result(const EvalSums& sums, const data::Dataset& ds, bool accuracy) {
+  ARTEL_CHECK(sums.targets > 0, "the validation split of ", ds.describe(), " is empty");
   EvalResult r;
-  r.val_loss = loss_sum / static_cast<double>(targets);
-  r.targets = targets;
-  if (opts.accuracy) r.val_accuracy = static_cast<double>(correct) / static_cast<double>(targets);
+  r.val_loss = sums.loss / sums.targets;
+  r.targets = static_cast<int64_t>(sums.targets);
+  if (accuracy) r.val_accuracy = sums.correct / sums.targets;
   return r;
+}
+
+EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts) {
+  return eval_result(evaluate_sums(model, ds, opts), ds, opts.accuracy);
 }
 
 }  // namespace artel::train

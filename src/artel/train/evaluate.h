@@ -33,6 +33,22 @@ struct EvalResult {
 
 EvalResult evaluate(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts);
 
+// What a result is made of: sums that workers evaluating some of the batches
+// each add up (one all-reduce) before dividing.
+struct EvalSums {
+  double loss = 0;     // loss · targets, over the batches
+  double targets = 0;
+  double correct = 0;  // with accuracy
+};
+
+// evaluate()'s sums over its batches first, first + stride, … only (data
+// parallelism: replica r of n takes r, r + n, …).
+EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts, int64_t first = 0,
+                       int64_t stride = 1);
+
+// The result of sums over every batch; throws naming the split when it held no target.
+EvalResult eval_result(const EvalSums& sums, const data::Dataset& ds, bool accuracy);
+
 // Throws naming both when `logits` (…, V) have fewer columns than the data
 // has classes: cross-entropy would name only a target "outside [0, V)", and
 // only once such a target came, so a model that can never predict the other

@@ -23,6 +23,12 @@ class FullyShardedStrategy : public DataParallelStrategy {
   ~FullyShardedStrategy() override;
 
   bool sharded() const override { return true; }
+  // Every worker runs every batch: each forward gathers the units, so the
+  // workers must run the same forwards (a split would gather in step only
+  // while the replicas had batches alike).
+  EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override {
+    return Strategy::evaluate(data, opts);
+  }
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
   void attach(optim::Optimizer& optimizer) override { fsdp_->shard(optimizer); }

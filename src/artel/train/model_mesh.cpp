@@ -347,12 +347,7 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
   for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
   groups_.world->all_reduce(t)->wait();
   const double* d = t.data<double>();
-  ARTEL_CHECK(d[1] > 0, "the validation split of ", ds.describe(), " is empty");
-  EvalResult r;
-  r.val_loss = d[0] / d[1];
-  r.targets = static_cast<int64_t>(d[1]);
-  if (opts.accuracy) r.val_accuracy = d[2] / d[1];
-  return r;
+  return eval_result({.loss = d[0], .targets = d[1], .correct = d[2]}, ds, opts.accuracy);
 }
 
 // Every (name, parameter part) of replica 0's workers on rank 0, put back

@@ -63,6 +63,9 @@ class Strategy {
   // The model is split over the workers: evaluation, weights files and the
   // gathering of the whole model are collectives every worker joins.
   virtual bool sharded() const { return false; }
+  // Every worker joins evaluate(), a collective: the model is sharded, or
+  // the replicas split the validation batches between them.
+  virtual bool evaluates_together() const { return sharded(); }
   // Gradients are synchronised (the metrics then split compute from sync).
   virtual bool synchronises() const { return false; }
 

@@ -452,9 +452,8 @@ void Trainer::train_steps(int64_t first_step, Progress& progress, MetricsWriter*
     else progress.step(k, r.loss, items / (ms / 1e3));
     maybe_checkpoint(k, metrics);
     if (run_.after_step) run_.after_step(k);
-    // Only the reporter evaluates (the others would compute the same numbers),
-    // unless the model is sharded: then all of them run it together.
-    if (!run_.evaluate || !due_for_eval(k) || (!strategy_->reporter() && !strategy_->sharded())) continue;
+    // The reporter evaluates, or every worker together (Strategy::evaluates_together).
+    if (!run_.evaluate || !due_for_eval(k) || (!strategy_->reporter() && !strategy_->evaluates_together())) continue;
     EvalResult e = evaluate();
     if (metrics)
       metrics->eval({.step = k, .val_loss = e.val_loss, .val_accuracy = e.val_accuracy, .elapsed_s = ms_since(started) / 1e3});
