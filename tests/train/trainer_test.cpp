@@ -237,41 +237,50 @@ class EvalCountingTwoLayer : public TwoLayer {
   int64_t* evaluated_;
 };
 
-// Data-parallel replicas split the validation batches (ZeRO 0 and 1): each
-// of 2 workers evaluates 4 of the split's 8 batches of 16 rows, and both
-// report what one worker on the same weights reports over all 128 rows.
+// Data-parallel replicas split the validation batches (ZeRO 0, 1 and 3):
+// of 7 batches of 16 rows, worker 0 evaluates 4 and worker 1 the other 3 —
+// under ZeRO 3 with a fourth forward left out of the sums, as its forwards
+// gather the weights with worker 0's — and both report what one worker on
+// the same weights reports over all 7.
 TEST_F(TrainerTest, DataParallelReplicasSplitTheValidationBatches) {
   TrainConfig c = default_config("mlp");
-  c.model = "two-layer", c.steps = 6, c.threads = 1, c.lr = 0.1, c.eval_batches = 0, c.eval_every = 3;
+  c.model = "two-layer", c.steps = 6, c.threads = 1, c.lr = 0.1, c.eval_batches = 7, c.eval_every = 3;
   c.data_order = "sequential", c.batch_size = 16;
-  for (int zero : {0, 1}) {
+  for (int zero : {0, 1, 3}) {
     SCOPED_TRACE(::testing::Message() << "zero " << zero);
-    int64_t evaluated[2] = {0, 0};
+    int64_t forwards[2] = {0, 0};
     std::optional<EvalResult> results[2], alone[2];
     comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
       auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
-      parallel::DdpOptions ddp = c.ddp_options();
-      ddp.shard_optimizer = zero >= 1;
-      DataParallelStrategy strategy(world, ddp);
+      std::unique_ptr<Strategy> strategy;
+      if (zero == 3) {
+        strategy = std::make_unique<FullyShardedStrategy>(world, parallel::FsdpOptions{});
+      } else {
+        parallel::DdpOptions ddp = c.ddp_options();
+        ddp.shard_optimizer = zero >= 1;
+        strategy = std::make_unique<DataParallelStrategy>(world, ddp);
+      }
       const int r = pg.rank();
-      auto model = std::make_unique<EvalCountingTwoLayer>(&evaluated[r]);
+      auto model = std::make_unique<EvalCountingTwoLayer>(&forwards[r]);
       nn::Model& trained = *model;
       std::ostringstream log;
       RunOptions run;
       run.out = &log;
       run.write_files = false;
-      Trainer trainer(c, std::move(model), argmax_rows(512), run, &strategy);
+      Trainer trainer(c, std::move(model), argmax_rows(512), run, strategy.get());
       results[r] = trainer.run().final_eval;
-      const int64_t split = evaluated[r];
-      alone[r] = evaluate(trained, *argmax_rows(512), {.batch_size = 16, .accuracy = true});  // all 8 batches, here
-      evaluated[r] = split;
+      const int64_t split = forwards[r];
+      // All 7 batches on each worker (under ZeRO 3 both gather alike).
+      alone[r] = evaluate(trained, *argmax_rows(512), {.batch_size = 16, .max_batches = 7, .accuracy = true});
+      forwards[r] = split;
     });
+    EXPECT_EQ(forwards[0], 2 * 4);  // at steps 3 and 6
+    EXPECT_EQ(forwards[1], 2 * (zero == 3 ? 4 : 3));
     for (int r = 0; r < 2; ++r) {
       SCOPED_TRACE(::testing::Message() << "rank " << r);
-      EXPECT_EQ(evaluated[r], 2 * 4);  // half the batches, at steps 3 and 6
       ASSERT_TRUE(results[r] && alone[r]);
-      EXPECT_EQ(alone[r]->targets, 128);
-      EXPECT_EQ(results[r]->targets, 128);
+      EXPECT_EQ(alone[r]->targets, 7 * 16);
+      EXPECT_EQ(results[r]->targets, 7 * 16);
       EXPECT_NEAR(results[r]->val_loss, alone[r]->val_loss, 1e-12 * alone[r]->val_loss);
       EXPECT_EQ(*results[r]->val_accuracy, *alone[r]->val_accuracy);
     }

@@ -76,8 +76,8 @@ double DataParallelStrategy::reported_loss(double local) {
   return scalar_.data<double>()[0];
 }
 
-EvalResult DataParallelStrategy::evaluate(const data::Dataset& data, const EvalOptions& opts) {
-  const EvalSums mine = evaluate_sums(*model_, data, opts, group_->rank(), group_->size());
+EvalResult DataParallelStrategy::evaluate_split(const data::Dataset& data, const EvalOptions& opts, bool lockstep) {
+  const EvalSums mine = evaluate_sums(*model_, data, opts, group_->rank(), group_->size(), lockstep);
   Tensor t = Tensor::empty({3}, DType::f64);
   double* d = t.data<double>();
   d[0] = mine.loss, d[1] = mine.targets, d[2] = mine.correct;

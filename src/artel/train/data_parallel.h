@@ -48,7 +48,9 @@ class DataParallelStrategy : public Strategy {
   // take 1/n of the time that one worker, with the others idle, took.
   // The same batches as one worker's, summed in another order.
   bool evaluates_together() const override { return true; }
-  EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override;
+  EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override {
+    return evaluate_split(data, opts, false);
+  }
   // The whole model, then DDP over it (which broadcasts rank 0's weights).
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
@@ -81,6 +83,8 @@ class DataParallelStrategy : public Strategy {
   std::shared_ptr<void> accumulate_locally() override;
   void loss_ready(double local) override;  // the loss all-reduce, issued before backward
   bool optimizer_sharded() const override { return opts_.shard_optimizer; }
+  // evaluate()'s split; `lockstep` as evaluate_sums's (ZeRO-3).
+  EvalResult evaluate_split(const data::Dataset& data, const EvalOptions& opts, bool lockstep);
 
  protected:
   std::shared_ptr<comm::ProcessGroup> group_;

@@ -29,15 +29,20 @@ void check_logits_cover(const Tensor& logits, int64_t classes) {
 }
 
 EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts, int64_t first,
-                       int64_t stride) {
+                       int64_t stride, bool lockstep) {
   ARTEL_CHECK(opts.batch_size >= 1, "evaluation batch size must be >= 1, got ", opts.batch_size);
-  ARTEL_CHECK(first >= 0 && stride >= 1, "evaluation batches from ", first, " every ", stride);
+  ARTEL_CHECK(first >= 0 && first < stride, "evaluation batches from ", first, " every ", stride);
   nn::EvalMode eval_mode(model);
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
   if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);
+  const int64_t end = lockstep ? (batches + stride - 1) / stride * stride : batches;
   EvalSums s;
-  for (int64_t i = first; i < batches; i += stride) {
+  for (int64_t i = first; i < end; i += stride) {
+    if (i >= batches) {  // a forward to keep in step with the replicas that still have a batch
+      model.forward(ds.val_batch(opts.batch_size, 0).x);
+      continue;
+    }
     data::Batch b = ds.val_batch(opts.batch_size, i);
     Tensor y = b.y.view({-1});
     autograd::Variable logits = model.forward(b.x);

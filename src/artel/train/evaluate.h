@@ -42,9 +42,12 @@ struct EvalSums {
 };
 
 // evaluate()'s sums over its batches first, first + stride, … only (data
-// parallelism: replica r of n takes r, r + n, …).
+// parallelism: replica r of n takes r, r + n, …). `lockstep`: every replica
+// runs the same number of forwards, ⌈batches / stride⌉, the ones past its
+// last batch on batch 0 and left out of the sums — for a model whose forward
+// is a collective (ZeRO-3 gathers its weights in each).
 EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts, int64_t first = 0,
-                       int64_t stride = 1);
+                       int64_t stride = 1, bool lockstep = false);
 
 // The result of sums over every batch; throws naming the split when it held no target.
 EvalResult eval_result(const EvalSums& sums, const data::Dataset& ds, bool accuracy);

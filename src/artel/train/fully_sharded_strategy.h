@@ -3,8 +3,8 @@
 // model is cut as it is built, a unit at a time, drawn from the seed or read
 // from --init; weights files are written a unit at a time; evaluation and
 // sampling gather the units as they run, so every worker takes part in them
-// (sharded()). Averaging the loss, barriers and memory reports are data
-// parallelism's.
+// (sharded()), evaluation with the batches split between them. Averaging
+// the loss, barriers and memory reports are data parallelism's.
 //
 //   FullyShardedStrategy fsdp(pg, {.reshard_after_forward = true});
 //   Trainer t(cfg, run, &fsdp);
@@ -23,11 +23,11 @@ class FullyShardedStrategy : public DataParallelStrategy {
   ~FullyShardedStrategy() override;
 
   bool sharded() const override { return true; }
-  // Every worker runs every batch: each forward gathers the units, so the
-  // workers must run the same forwards (a split would gather in step only
-  // while the replicas had batches alike).
+  // The replicas split the batches as data parallelism's do, in lockstep:
+  // each forward gathers the units, so a replica out of batches runs one more
+  // forward (left out of the sums) while another still has a batch.
   EvalResult evaluate(const data::Dataset& data, const EvalOptions& opts) override {
-    return Strategy::evaluate(data, opts);
+    return evaluate_split(data, opts, true);
   }
   nn::NamedParameters build(nn::Model& model, const data::Dataset& data, uint64_t seed,
                             const std::string& init) override;
