@@ -175,6 +175,17 @@ TEST_F(TrainerTest, AUsersOwnModelAndDataTrainThroughTheLoop) {
   EXPECT_EQ(Trainer(c, std::make_unique<TwoLayer>(), argmax_rows(512), quiet()).run().losses, s.losses);
 }
 
+// The data-parallel strategy of ZeRO stage `zero` on a thread rank's group:
+// DataParallelStrategy with the optimizer (1) and the gradients (2)
+// sharded, or FullyShardedStrategy (3).
+std::unique_ptr<Strategy> zero_stage(comm::ProcessGroup& pg, const TrainConfig& c, int zero) {
+  auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
+  if (zero == 3) return std::make_unique<FullyShardedStrategy>(world, parallel::FsdpOptions{});
+  parallel::DdpOptions ddp = c.ddp_options();
+  ddp.shard_optimizer = zero >= 1, ddp.shard_gradients = zero >= 2;
+  return std::make_unique<DataParallelStrategy>(world, ddp);
+}
+
 // Every data-parallel strategy takes a user's own model as it takes the
 // built-in ones: ZeRO 0 (DDP), 1 and 2 (DataParallelStrategy with the
 // optimizer, then the gradients, sharded) and 3 (FullyShardedStrategy), each
@@ -201,15 +212,7 @@ TEST_F(TrainerTest, AUsersOwnModelUnderEachZeroStageEqualsOneWorker) {
     TrainConfig dp = c;
     dp.batch_size = 16, dp.zero = zero, dp.out = (dir / ("zero" + std::to_string(zero))).string();
     comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
-      auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
-      std::unique_ptr<Strategy> strategy;
-      if (zero == 3) {
-        strategy = std::make_unique<FullyShardedStrategy>(world, parallel::FsdpOptions{});
-      } else {
-        parallel::DdpOptions ddp = dp.ddp_options();
-        ddp.shard_optimizer = zero >= 1, ddp.shard_gradients = zero >= 2;
-        strategy = std::make_unique<DataParallelStrategy>(world, ddp);
-      }
+      const std::unique_ptr<Strategy> strategy = zero_stage(pg, dp, zero);
       Trainer(dp, std::make_unique<TwoLayer>(), argmax_rows(512), run, strategy.get()).run();
     });
     const std::map<std::string, std::vector<float>> sharded = weights(dp.out);
@@ -251,15 +254,7 @@ TEST_F(TrainerTest, DataParallelReplicasSplitTheValidationBatches) {
     int64_t forwards[2] = {0, 0};
     std::optional<EvalResult> results[2], alone[2];
     comm::spawn_threads(2, [&](comm::ProcessGroup& pg) {
-      auto world = std::shared_ptr<comm::ProcessGroup>(&pg, [](comm::ProcessGroup*) {});
-      std::unique_ptr<Strategy> strategy;
-      if (zero == 3) {
-        strategy = std::make_unique<FullyShardedStrategy>(world, parallel::FsdpOptions{});
-      } else {
-        parallel::DdpOptions ddp = c.ddp_options();
-        ddp.shard_optimizer = zero >= 1;
-        strategy = std::make_unique<DataParallelStrategy>(world, ddp);
-      }
+      const std::unique_ptr<Strategy> strategy = zero_stage(pg, c, zero);
       const int r = pg.rank();
       auto model = std::make_unique<EvalCountingTwoLayer>(&forwards[r]);
       nn::Model& trained = *model;
