@@ -78,11 +78,7 @@ double DataParallelStrategy::reported_loss(double local) {
 
 EvalResult DataParallelStrategy::evaluate_split(const data::Dataset& data, const EvalOptions& opts, bool lockstep) {
   const EvalSums mine = evaluate_sums(*model_, data, opts, group_->rank(), group_->size(), lockstep);
-  Tensor t = Tensor::empty({3}, DType::f64);
-  double* d = t.data<double>();
-  d[0] = mine.loss, d[1] = mine.targets, d[2] = mine.correct;
-  group_->all_reduce(t)->wait();
-  return eval_result({.loss = d[0], .targets = d[1], .correct = d[2]}, data, opts.accuracy);
+  return eval_result(sum_over(*group_, mine), data, opts.accuracy);
 }
 
 DataParallelWorker::DataParallelWorker(TrainConfig cfg, RunOptions run, std::shared_ptr<comm::ProcessGroup> group,

@@ -56,6 +56,14 @@ EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOpti
   return s;
 }
 
+EvalSums sum_over(comm::ProcessGroup& group, const EvalSums& mine) {
+  Tensor t = Tensor::empty({3}, DType::f64);
+  double* d = t.data<double>();
+  d[0] = mine.loss, d[1] = mine.targets, d[2] = mine.correct;
+  group.all_reduce(t)->wait();
+  return {.loss = d[0], .targets = d[1], .correct = d[2]};
+}
+
 EvalResult eval_result(const EvalSums& sums, const data::Dataset& ds, bool accuracy) {
   ARTEL_CHECK(sums.targets > 0, "the validation split of ", ds.describe(), " is empty");
   EvalResult r;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "artel/comm/process_group.h"
 #include "artel/data/dataset.h"
 #include "artel/nn/model.h"
 
@@ -48,6 +49,9 @@ struct EvalSums {
 // is a collective (ZeRO-3 gathers its weights in each).
 EvalSums evaluate_sums(nn::Model& model, const data::Dataset& ds, const EvalOptions& opts, int64_t first = 0,
                        int64_t stride = 1, bool lockstep = false);
+
+// Every rank's sums added up, on every rank of `group` (one all-reduce).
+EvalSums sum_over(comm::ProcessGroup& group, const EvalSums& mine);
 
 // The result of sums over every batch; throws naming the split when it held no target.
 EvalResult eval_result(const EvalSums& sums, const data::Dataset& ds, bool accuracy);

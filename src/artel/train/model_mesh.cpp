@@ -325,7 +325,7 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
   const int dp = groups_.topology.degree(parallel::Axis::dp);
   std::vector<data::Batch> mine;
   for (int64_t i = groups_.coord.dp; i < batches; i += dp) mine.push_back(ds.val_batch(opts.batch_size, i));
-  double sums[3] = {0, 0, 0};  // loss · targets, targets, correct
+  EvalSums sums;
   if (!mine.empty()) {
     parallel::StageFunctions fns;
     fns.forward = [&](int mb, int chunk, const nn::Activations& inputs) {
@@ -334,20 +334,16 @@ EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts)
       if (!shard_->ends_pipeline(chunk)) return out;
       const Variable loss = stage_loss(out.at(0), b.y);
       const auto n = static_cast<double>(b.y.numel());
-      sums[0] += static_cast<double>(loss.item()) * n;
-      sums[1] += n;
-      if (opts.accuracy) sums[2] += static_cast<double>(count_correct(out.at(0).value(), b.y));
+      sums.loss += static_cast<double>(loss.item()) * n;
+      sums.targets += n;
+      if (opts.accuracy) sums.correct += static_cast<double>(count_correct(out.at(0).value(), b.y));
       return nn::Activations{loss};
     };
     executor_->run(parallel::forward_only(static_cast<int>(mine.size()), static_cast<int>(cfg_.pp), groups_.coord.pp,
                                           static_cast<int>(cfg_.chunks)),
                    fns);
   }
-  Tensor t = Tensor::zeros({3}, DType::f64);
-  for (int i = 0; i < 3; ++i) t.data<double>()[i] = holds_loss() ? sums[i] : 0.0;
-  groups_.world->all_reduce(t)->wait();
-  const double* d = t.data<double>();
-  return eval_result({.loss = d[0], .targets = d[1], .correct = d[2]}, ds, opts.accuracy);
+  return eval_result(sum_over(*groups_.world, holds_loss() ? sums : EvalSums{}), ds, opts.accuracy);
 }
 
 // Every (name, parameter part) of replica 0's workers on rank 0, put back
