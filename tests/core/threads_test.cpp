@@ -24,6 +24,25 @@ TEST(Threads, ParallelForCoversEveryIndexOnce) {
   set_num_threads(1);
 }
 
+// Jobs back to back, of varying chunk counts, with a worker left behind by
+// each (the caller may take every chunk before a worker wakes): no chunk of
+// one job may be run under another's function or bounds, and none twice.
+TEST(Threads, BackToBackJobsNeverMixTheirChunks) {
+  for (int t : {2, 4}) {
+    set_num_threads(t);
+    for (int job = 0; job < 20000; ++job) {
+      const int64_t n = 1 + job % 7;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for(n, 1, [&, n](int64_t b, int64_t e) {
+        ASSERT_TRUE(0 <= b && b < e && e <= n) << "job " << job << ": [" << b << ", " << e << ") of " << n;
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "job " << job;
+    }
+  }
+  set_num_threads(1);
+}
+
 TEST(Threads, ConcurrentCallersAndNestingRunInline) {
   set_num_threads(2);
   std::atomic<int64_t> total{0};
