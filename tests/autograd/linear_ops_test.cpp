@@ -9,6 +9,7 @@
 #include "artel/core/threads.h"
 #include "artel/kernels/gemm.h"
 #include "artel/kernels/gemm_bf16.h"
+#include "artel/kernels/reduce.h"
 #include "gradcheck.h"
 
 namespace artel::autograd {
@@ -194,6 +195,36 @@ TEST(Linear, UnderBf16KeepsItsInputsRoundingNotTheInput) {
   }
   kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
   EXPECT_TRUE(std::equal(kept_dw.data<float>(), kept_dw.data<float>() + kept_dw.numel(), freed_dw.data<float>()));
+}
+
+// Under bf16 products, a linear layer whose bias needs a gradient rounds dY
+// and sums its columns in one pass (kernels::rounded_with_column_sums): dX
+// and dW are the bits they are without a bias gradient, and db is
+// column_sums's, for linear and linear_add, on 1 and 2 threads.
+TEST(Linear, UnderBf16TheBiasGradientPassChangesNoBits) {
+  if (kernels::bf16_instructions().empty()) GTEST_SKIP() << "no native bf16 on this CPU";
+  const Tensor x0 = random_tensor({3, 256, 32}, 1), w0 = random_tensor({48, 32}, 2), b0 = random_tensor({48}, 3);
+  const Tensor r0 = random_tensor({3, 256, 48}, 4), g = random_tensor({3, 256, 48}, 5);
+  kernels::set_gemm_precision(kernels::GemmPrecision::bf16);
+  for (int threads : {1, 2})
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << threads << " thread(s), residual " << residual);
+      set_num_threads(threads);
+      Tensor dx[2], dw[2], db;
+      for (bool bias_grad : {false, true}) {
+        Variable x(x0, true), w(w0, true), b(b0, bias_grad), r(r0, true);
+        (residual ? linear_add(x, w, b, r) : linear(x, w, b)).backward(g);
+        dx[bias_grad] = x.grad(), dw[bias_grad] = w.grad();
+        if (bias_grad) db = b.grad();
+      }
+      EXPECT_TRUE(std::equal(dx[0].data<float>(), dx[0].data<float>() + dx[0].numel(), dx[1].data<float>()));
+      EXPECT_TRUE(std::equal(dw[0].data<float>(), dw[0].data<float>() + dw[0].numel(), dw[1].data<float>()));
+      std::vector<float> want(48);
+      kernels::column_sums(3 * 256, 48, g.data<float>(), want.data());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), db.data<float>()));
+    }
+  kernels::set_gemm_precision(kernels::GemmPrecision::fp32);
+  set_num_threads(1);
 }
 
 // Note [Values made again]: an input that can be made again is not kept

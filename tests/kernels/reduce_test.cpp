@@ -7,6 +7,7 @@
 
 #include "artel/core/threads.h"
 #include "artel/kernels/activation.h"
+#include "artel/kernels/gemm.h"
 #include "random_values.h"
 
 namespace artel::kernels {
@@ -73,6 +74,30 @@ TEST(Reduce, ProductWithColumnSumsIsMultiplyThenColumnSums) {
       std::vector<float> x_only(a.size());
       product_with_column_sums(rows, cols, a.data(), b.data(), x_only.data(), nullptr);
       EXPECT_EQ(x_only, want_x);
+    }
+  }
+  set_num_threads(1);
+}
+
+// A linear layer's backward under bf16 products rounds dY and sums its
+// columns in one pass: the bits of round_operand and column_sums, on the
+// chunked 2-thread path too.
+TEST(Reduce, RoundedWithColumnSumsIsRoundOperandThenColumnSums) {
+  if (bf16_instructions().empty()) GTEST_SKIP() << "this CPU has no native bf16";
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [rows, cols] : std::vector<std::array<int64_t, 2>>{{1, 1}, {7, 13}, {768, 384}, {1000, 65}}) {
+      const auto x = artel_test::random_values(rows * cols, 11, 3);
+      std::vector<uint16_t> x16(x.size()), want_x16(x.size());
+      std::vector<float> sums(static_cast<size_t>(cols), 5.0f), want_sums(static_cast<size_t>(cols));
+      round_operand(x.data(), rows, cols, cols, want_x16.data());
+      column_sums(rows, cols, x.data(), want_sums.data());
+      rounded_with_column_sums(rows, cols, x.data(), x16.data(), sums.data());
+      EXPECT_EQ(x16, want_x16) << rows << " x " << cols;
+      EXPECT_EQ(sums, want_sums) << rows << " x " << cols;
+      std::vector<uint16_t> x16_only(x.size());
+      rounded_with_column_sums(rows, cols, x.data(), x16_only.data(), nullptr);
+      EXPECT_EQ(x16_only, want_x16);
     }
   }
   set_num_threads(1);

@@ -152,11 +152,22 @@ void linear_products(const LinearSaved& s, const Tensor& g, const uint16_t* g16,
 Variable linear_onto(Tensor y, float beta, bool add_bias, std::vector<Variable> inputs, const char* name) {
   const LinearSaved s = linear_forward(y, beta, add_bias, inputs);
   const bool gb = needs_grad(inputs[2]), gr = inputs.size() > 3 && needs_grad(inputs[3]);
-  return make_result(y, std::move(inputs), name, [s, gb, gr](const Tensor& g, std::vector<Tensor>& gi) {
-    linear_products(s, g, nullptr, gi);
-    if (gb) {  // db = Σ_rows dY
-      Tensor& db = grad_output_buffer(gi, 2, {s.out});
-      kernels::column_sums(s.M, s.out, g.data<float>(), db.data<float>());
+  // Under bf16 products with a bias gradient, dY is rounded and summed in one
+  // pass, as linear_gelu does with dU, instead of the products rounding it and
+  // column_sums reading it again.
+  const bool round_with_sums = gb && (s.gx || s.gw) && kernels::gemm_precision() == kernels::GemmPrecision::bf16;
+  return make_result(y, std::move(inputs), name, [s, gb, gr, round_with_sums](const Tensor& g, std::vector<Tensor>& gi) {
+    if (round_with_sums) {  // dY rounded, and db = Σ_rows dY
+      Tensor g16 = Tensor::empty({s.M, s.out}, DType::bf16);
+      kernels::rounded_with_column_sums(s.M, s.out, g.data<float>(), static_cast<uint16_t*>(g16.raw()),
+                                        grad_output_buffer(gi, 2, {s.out}).data<float>());
+      linear_products(s, g, static_cast<const uint16_t*>(g16.raw()), gi);
+    } else {
+      linear_products(s, g, nullptr, gi);
+      if (gb) {  // db = Σ_rows dY
+        Tensor& db = grad_output_buffer(gi, 2, {s.out});
+        kernels::column_sums(s.M, s.out, g.data<float>(), db.data<float>());
+      }
     }
     if (gr) gi[3] = g;
   });

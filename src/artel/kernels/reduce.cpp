@@ -24,25 +24,27 @@ void add_rows(int64_t r0, int64_t r1, int64_t cols, const float* __restrict x, f
   }
 }
 
-// Rows [r0, r1) of a ∘ b rounded into x16, each product also added into acc
-// (when not null) in add_rows's order. The product is rounded to fp32 before
-// it is added (a separate multiply, as multiply() stores it): it feeds the
-// rounding too, so GCC does not contract it into a fused multiply-add.
+// Rows [r0, r1) of a ∘ b (of a alone when b is null) rounded into x16, each
+// value also added into acc (when not null) in add_rows's order. The product
+// is rounded to fp32 before it is added (a separate multiply, as multiply()
+// stores it): it feeds the rounding too, so GCC does not contract it into a
+// fused multiply-add.
 __attribute__((target("avx512f,avx512bf16"))) void round_product_rows(int64_t r0, int64_t r1, int64_t cols,
                                                                       const float* a, const float* b,
                                                                       uint16_t* x16, float* acc) {
   for (int64_t r = r0; r < r1; ++r) {
     const float* ar = a + r * cols;
-    const float* br = b + r * cols;
+    const float* br = b ? b + r * cols : nullptr;
     uint16_t* out = x16 + r * cols;
     int64_t c = 0;
     for (; c + 16 <= cols; c += 16) {
-      const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(ar + c), _mm512_loadu_ps(br + c));
+      const __m512 x = _mm512_loadu_ps(ar + c);
+      const __m512 p = br ? _mm512_mul_ps(x, _mm512_loadu_ps(br + c)) : x;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), (__m256i)_mm512_cvtneps_pbh(p));
       if (acc) _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), p));
     }
     for (; c < cols; ++c) {
-      const float p = ar[c] * br[c];
+      const float p = br ? ar[c] * br[c] : ar[c];
       out[c] = bf16(p).bits;
       if (acc) acc[c] += p;
     }
@@ -120,6 +122,12 @@ void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a
                                       float* out) {
   with_column_sums(rows, cols, out, [&](int64_t r0, int64_t r1, float* acc) {
     round_product_rows(r0, r1, cols, a, b, x16, acc);
+  });
+}
+
+void rounded_with_column_sums(int64_t rows, int64_t cols, const float* x, uint16_t* x16, float* out) {
+  with_column_sums(rows, cols, out, [&](int64_t r0, int64_t r1, float* acc) {
+    round_product_rows(r0, r1, cols, x, nullptr, x16, acc);
   });
 }
 

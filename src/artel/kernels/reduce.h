@@ -26,6 +26,12 @@ void column_sums(int64_t rows, int64_t cols, const float* x, float* out);
 void product_rounded_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, uint16_t* x16,
                                       float* out);
 
+// A layer's output gradient x rounded to bf16 into x16 (tight), and its
+// column sums (the bias gradient) into out when out is not null, in one pass:
+// bit for bit what round_operand and column_sums give in two. Needs
+// AVX512_BF16 (the caller checks).
+void rounded_with_column_sums(int64_t rows, int64_t cols, const float* x, uint16_t* x16, float* out);
+
 // The same in fp32: a ∘ b into x, and its column sums into out when not
 // null. Bit for bit what multiply and column_sums give in two passes.
 void product_with_column_sums(int64_t rows, int64_t cols, const float* a, const float* b, float* x, float* out);
