@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,25 @@ TEST(Threads, BackToBackJobsNeverMixTheirChunks) {
       for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "job " << job;
     }
   }
+  set_num_threads(1);
+}
+
+// A chunk that throws, on the caller's thread or a worker's, hands its error
+// to the caller once every chunk has run, and the pool goes on working.
+TEST(Threads, AChunksErrorReachesTheCaller) {
+  set_num_threads(2);
+  for (int64_t bad : {0, 1}) {
+    std::atomic<int> ran{0};
+    EXPECT_THROW(parallel_for(2, 1, [&](int64_t b, int64_t) {
+                   ++ran;
+                   if (b == bad) throw Error("chunk " + std::to_string(b) + " failed");
+                 }),
+                 Error);
+    EXPECT_EQ(ran.load(), 2);
+  }
+  std::atomic<int64_t> total{0};
+  parallel_for(1000, 1, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 1000);
   set_num_threads(1);
 }
 

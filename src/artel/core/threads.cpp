@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "artel/core/error.h"
@@ -84,6 +86,10 @@ class Pool {
       spin_then_wait(done_, d);
     }
     fn_ = nullptr;
+    if (failed_.load(std::memory_order_acquire)) {  // every chunk has run: the first error goes to the caller
+      failed_.store(false, std::memory_order_relaxed);
+      std::rethrow_exception(std::exchange(error_, nullptr));
+    }
   }
 
  private:
@@ -106,7 +112,11 @@ class Pool {
       if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire))
         continue;
       const auto c = static_cast<int64_t>(next), all = static_cast<int64_t>(chunks);
-      (*fn_)(n_ * c / all, n_ * (c + 1) / all);
+      try {
+        (*fn_)(n_ * c / all, n_ * (c + 1) / all);
+      } catch (...) {  // kept for the caller, not left to end the process on a worker
+        if (!failed_.exchange(true, std::memory_order_acq_rel)) error_ = std::current_exception();
+      }
       if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == all) done_.notify_one();
       word = claim_.load(std::memory_order_acquire);
     }
@@ -142,6 +152,8 @@ class Pool {
   int64_t n_ = 0;
   std::atomic<uint64_t> claim_{0};  // job_word: the job's generation, chunks and next chunk
   std::atomic<int> done_{0};        // chunks of the job finished
+  std::atomic<bool> failed_{false};  // a chunk threw: error_ holds the first exception
+  std::exception_ptr error_;
 };
 
 Pool& pool() {
