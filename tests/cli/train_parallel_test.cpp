@@ -384,8 +384,11 @@ TEST_F(TrainParallel, ScalingBenchmarkMeasuresDdpAndIndependentRuns) {
   ok(r);
   auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
   EXPECT_EQ(j["workload"], "w1");
-  for (const char* key : {"artel_1x1_ms", "artel_2x1_ms", "artel_efficiency", "independent_efficiency"})
+  for (const char* key :
+       {"artel_1x1_ms", "artel_2x1_ms", "artel_efficiency", "independent_efficiency", "lockstep_efficiency"})
     EXPECT_GT(j[key].get<double>(), 0) << key << " in " << r.out;
+  // The slower of two runs is never faster than their combined pace.
+  EXPECT_LE(j["lockstep_efficiency"].get<double>(), j["independent_efficiency"].get<double>()) << r.out;
   EXPECT_GT(j["sync_share"].get<double>(), 0) << r.out;
 }
 

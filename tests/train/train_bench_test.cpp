@@ -221,5 +221,14 @@ TEST(TrainBench, IndependentRunsGiveTheMachinesOwnEfficiency) {
   EXPECT_EQ(summarize_scaling({{4.0, 5.0, 0.1, 4.4}, {4.2, 4.8, 0.1, 0}}).independent_efficiency, 0);
 }
 
+TEST(TrainBench, LockstepEfficiencyIsSetByTheSlowerIndependentRun) {
+  // Runs at 4 and 6 ms/step: together 4.8 ms a worker, but workers that wait
+  // for each other every step go at the slower one's 6 ms.
+  ScalingSummary s = summarize_scaling({{4.0, 5.0, 0.1, 4.8, 6.0}, {4.2, 4.8, 0.1, 4.6, 5.0}, {4.1, 5.2, 0.1, 9.0, 9.5}});
+  EXPECT_DOUBLE_EQ(s.lockstep_efficiency, 4.1 / 6.0);
+  EXPECT_DOUBLE_EQ(s.independent_efficiency, 4.1 / 4.8);
+  EXPECT_EQ(summarize_scaling({{4.0, 5.0, 0.1, 4.4, 4.5}, {4.2, 4.8, 0.1, 4.6}}).lockstep_efficiency, 0);
+}
+
 }  // namespace
 }  // namespace artel::train

@@ -312,13 +312,17 @@ train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c)
 
 // `workers` copies of the 1-worker run `one` at once, sharing nothing: the
 // step time of their combined throughput, which is what the machine itself
-// allows that many workers when communication costs nothing.
-double independent_runs_ms(const BenchArgs& a, const train::BenchCase& one, int workers) {
+// allows that many workers when communication costs nothing, and the slowest
+// run's, the pace of workers that wait for each other every step.
+struct IndependentRuns {
+  double combined_ms = 0, slowest_ms = 0;
+};
+IndependentRuns independent_runs(const BenchArgs& a, const train::BenchCase& one, int workers) {
   std::vector<std::unique_ptr<ProgramRun>> runs;
   for (int i = 0; i < workers; ++i) runs.push_back(std::make_unique<ProgramRun>(a, one));
   std::vector<double> ms;
   for (auto& r : runs) ms.push_back(r->finish().median_ms);
-  return train::combined_step_ms(ms);
+  return {train::combined_step_ms(ms), *std::max_element(ms.begin(), ms.end())};
 }
 
 // One line of the scaling table. `round` is "" for a single round, else
@@ -332,7 +336,8 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
                         {"artel_2x1_ms", s.many_ms},
                         {"artel_efficiency", s.efficiency},
                         {"sync_share", s.sync_share},
-                        {"independent_efficiency", s.independent_efficiency}};
+                        {"independent_efficiency", s.independent_efficiency},
+                        {"lockstep_efficiency", s.lockstep_efficiency}};
     if (!round.empty()) j["round"] = round;
     if (s.lowest != s.highest) j["artel_efficiency_range"] = {s.lowest, s.highest};
     if (peer) j["torch_1x1_ms"] = peer->one_ms, j["torch_2x1_ms"] = peer->many_ms, j["torch_efficiency"] = peer->efficiency;
@@ -343,9 +348,9 @@ void print_scaling_row(const BenchArgs& a, const std::string& workload, const st
   if (peer) std::snprintf(torch, sizeof torch, "%9.2f %9.2f %7.3f", peer->one_ms, peer->many_ms, peer->efficiency);
   std::string label = workload;
   if (!round.empty()) label.append(" ").append(round);
-  std::printf("%-11s %-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %7.3f %s\n", label.c_str(), gemm.c_str(),
+  std::printf("%-11s %-8s %6lld %9.2f %9.2f %7.3f %6.1f%% %7.3f %8.3f %s\n", label.c_str(), gemm.c_str(),
               static_cast<long long>(steps), s.one_ms, s.many_ms, s.efficiency, 100 * s.sync_share,
-              s.independent_efficiency, torch);
+              s.independent_efficiency, s.lockstep_efficiency, torch);
   std::fflush(stdout);
 }
 
@@ -358,13 +363,15 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
     std::printf("# data-parallel scaling: 2 workers x 1 thread vs 1 x 1, same per-worker batch; efficiency = "
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
     std::printf("# indep = the same efficiency for two independent 1 x 1 runs at once (no communication, no "
-                "synchronisation): what the machine itself gives two workers\n");
+                "synchronisation): what the machine itself gives two workers; lockstep = the same for the slower "
+                "of the two, the most that workers waiting for each other every step can reach (below indep where "
+                "the cores differ in speed)\n");
     std::printf("%s", gemm_lines(a, harness).c_str());
     if (a.repeat > 1)
       std::printf("# %d rounds, each artel 1x1, 2x1 and the independent pair (per GEMM library), torch 1x1, torch "
                   "2x1; 'median' = the medians over rounds and their ratio\n", a.repeat);
-    std::printf("%-11s %-8s %6s %9s %9s %7s %7s %7s %9s %9s %7s\n", "workload", "gemm", "steps", "artel_1x1",
-                "artel_2x1", "eff", "sync", "indep", "torch_1x1", "torch_2x1", "eff");
+    std::printf("%-11s %-8s %6s %9s %9s %7s %7s %7s %8s %9s %9s %7s\n", "workload", "gemm", "steps", "artel_1x1",
+                "artel_2x1", "eff", "sync", "indep", "lockstep", "torch_1x1", "torch_2x1", "eff");
   }
   for (const auto& w : a.workloads) {
     std::map<std::string, std::vector<train::ScalingRound>> artel;  // by GEMM library
@@ -379,8 +386,9 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
         two.workers = 2;
         steps = train::bench_config(one).steps;
         train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
-        const double independent = independent_runs_ms(a, one, two.workers);
-        artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms), independent});
+        const IndependentRuns independent = independent_runs(a, one, two.workers);
+        artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms),
+                            independent.combined_ms, independent.slowest_ms});
         if (g == a.gemms.front() && !harness.empty()) {  // PyTorch once a round, whatever artel multiplies with
           std::optional<double> p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
           if (p1 && p2) torch.push_back({*p1, *p2, 0}), peer_round = train::summarize_scaling({torch.back()});

@@ -232,15 +232,17 @@ RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& ro
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds) {
   ARTEL_CHECK(!rounds.empty(), "scaling summary of no rounds");
   std::vector<std::pair<double, double>> times;
-  std::vector<double> share, independent;
+  std::vector<double> share, independent, slowest;
   for (const ScalingRound& r : rounds) {
     times.emplace_back(r.one_ms, r.many_ms), share.push_back(r.sync_share);
     if (r.independent_ms > 0) independent.push_back(r.independent_ms);
+    if (r.slowest_ms > 0) slowest.push_back(r.slowest_ms);
   }
   const RatioOfMedians m = ratio_of_medians(times);
   ScalingSummary s{.one_ms = m.a_ms, .many_ms = m.b_ms, .efficiency = m.ratio, .lowest = m.lowest,
                    .highest = m.highest, .sync_share = median_after_warmup(share, 0)};
   if (independent.size() == rounds.size()) s.independent_efficiency = m.a_ms / median_after_warmup(independent, 0);
+  if (slowest.size() == rounds.size()) s.lockstep_efficiency = m.a_ms / median_after_warmup(slowest, 0);
   return s;
 }
 

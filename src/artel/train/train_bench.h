@@ -137,12 +137,21 @@ struct ScalingRound {
   // W independent 1-worker runs at once (no communication): the step time of
   // their combined throughput, W / sum(1 / median_i). 0: not measured.
   double independent_ms = 0;
+  // The slowest of those runs' medians: the pace of W workers that wait for
+  // each other every step. 0: not measured.
+  double slowest_ms = 0;
 };
 struct ScalingSummary {
   double one_ms = 0, many_ms = 0, efficiency = 0, lowest = 0, highest = 0, sync_share = 0;
   // one_ms / the median independent_ms: the efficiency the machine itself
   // allows W workers with free communication. 0: not measured.
   double independent_efficiency = 0;
+  // one_ms / the median slowest_ms: what W workers in lockstep (synchronous
+  // data parallelism) could reach with free communication. Below
+  // independent_efficiency where the cores differ in speed: on a 2-vCPU AMD
+  // Zen 5 guest the second vCPU ran W1 7-12% and GPT-2 3-10% slower than the
+  // first, each pinned with the other idle. 0: not measured.
+  double lockstep_efficiency = 0;
 };
 // The step time of W runs' combined throughput, from their median step times.
 double combined_step_ms(const std::vector<double>& medians_ms);
