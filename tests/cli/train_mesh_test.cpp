@@ -298,6 +298,10 @@ TEST_F(TrainMeshRuns, TraceHoldsEveryWorkerAndThePipelineSvgTheBubble) {
   EXPECT_NE(dp.out.find("rank 1 compute: load "), std::string::npos) << dp.out;
   EXPECT_NE(dp.out.find("rank 1 comm world: "), std::string::npos) << dp.out;
   EXPECT_NE(dp.out.find("reduce_scatter "), std::string::npos) << dp.out;
+  // and every op's time, forward and backward apart (autograd's OpSpan).
+  EXPECT_NE(dp.out.find("rank 1 forward ops: embedding "), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("rank 1 backward ops: cross_entropy "), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find(" layer_norm "), std::string::npos) << dp.out;
   ok(train(gpt() + " --batch-size 4 --trace " + (dir_ / "one" / "one.json").string() + out("one")));
   for (const fs::path& file : {dir_ / "dp.json", dir_ / "one" / "one.json"}) {
     auto t = nlohmann::json::parse(slurp(file));

@@ -1,6 +1,7 @@
 // relu, gelu, tanh, softmax, log_softmax: each backward uses what its forward
 // kept (ReLU/tanh/softmax their output, GELU its derivative).
 #include "artel/autograd/op_helpers.h"
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/activation.h"
 #include "artel/kernels/softmax.h"
@@ -8,6 +9,7 @@
 namespace artel::autograd {
 
 Variable relu(const Variable& x) {
+  const OpSpan span("relu");
   Tensor y = Tensor::empty(x.shape());
   kernels::relu_forward(x.numel(), x.value().data<float>(), y.data<float>());
   return make_result(y, {x}, "relu", [y](const Tensor& g, std::vector<Tensor>& gi) {
@@ -23,6 +25,7 @@ namespace {
 // backward is a single multiply instead of a second pass through f.
 template <class Forward>
 Variable with_kept_derivative(const Variable& x, const char* name, Forward forward) {
+  const OpSpan span(name);
   Tensor y = Tensor::empty(x.shape());
   const float* xp = x.value().data<float>();
   if (!grad_enabled() || !needs_grad(x)) {
@@ -44,6 +47,7 @@ Variable gelu(const Variable& x) { return with_kept_derivative(x, "gelu", kernel
 Variable gelu_tanh(const Variable& x) { return with_kept_derivative(x, "gelu_tanh", kernels::gelu_tanh_forward); }
 
 Variable tanh(const Variable& x) {
+  const OpSpan span("tanh");
   Tensor y = Tensor::empty(x.shape());
   kernels::tanh_forward(x.numel(), x.value().data<float>(), y.data<float>());
   return make_result(y, {x}, "tanh", [y](const Tensor& g, std::vector<Tensor>& gi) {
@@ -53,6 +57,7 @@ Variable tanh(const Variable& x) {
 }
 
 Variable softmax(const Variable& x, int64_t dim) {
+  const OpSpan span("softmax");
   detail::DimSplit s = detail::split_at(x.shape(), detail::wrap_dim(dim, x.shape(), "softmax"));
   Tensor y = Tensor::empty(x.shape());
   kernels::softmax_forward(s.outer, s.n, s.inner, x.value().data<float>(), y.data<float>());
@@ -63,6 +68,7 @@ Variable softmax(const Variable& x, int64_t dim) {
 }
 
 Variable log_softmax(const Variable& x, int64_t dim) {
+  const OpSpan span("log_softmax");
   detail::DimSplit s = detail::split_at(x.shape(), detail::wrap_dim(dim, x.shape(), "log_softmax"));
   Tensor y = Tensor::empty(x.shape());
   kernels::log_softmax_forward(s.outer, s.n, s.inner, x.value().data<float>(), y.data<float>());

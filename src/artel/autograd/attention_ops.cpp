@@ -2,6 +2,7 @@
 // its hand-written backward. Saves the softmax probabilities (B, n_head, T, Tp)
 // for backward instead of recomputing them: at nanoGPT sizes that is a few MB.
 // Keeps qkv for backward, or on bf16 pairs only its rounding.
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/attention.h"
 #include "artel/kernels/gemm.h"
@@ -9,6 +10,7 @@
 namespace artel::autograd {
 
 Variable causal_self_attention(const Variable& qkv, int64_t n_head) {
+  const OpSpan span("causal_self_attention");
   ARTEL_CHECK(qkv.defined(), "causal_self_attention: qkv is undefined");
   const Tensor& x = qkv.value();
   ARTEL_CHECK(x.dtype() == DType::f32 && x.dim() == 3 && x.size(2) % 3 == 0,

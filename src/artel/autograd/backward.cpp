@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/variable.h"
 #include "artel/kernels/accumulate.h"
 
@@ -93,6 +94,7 @@ void run_backward(const Node& node, const Tensor& g, std::vector<Tensor>& grads,
   } scope;
   offered_sums = &sums;
   current_row_sink = rows;
+  const OpSpan span(node.name(), true);
   node.backward(g, grads);
 }
 

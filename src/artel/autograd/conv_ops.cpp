@@ -1,6 +1,7 @@
 // conv2d and max_pool2d (NCHW): shape checks, the kernels of kernels/conv.h and
 // kernels/pool.h, and their backward. conv2d saves nothing but its inputs
 // (backward recomputes im2col); max_pool2d saves the argmax of each window.
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/conv.h"
 #include "artel/kernels/pool.h"
@@ -36,6 +37,7 @@ kernels::Conv2dDims conv_dims(const Variable& x, const Variable& weight, const V
 }  // namespace
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  const OpSpan span("conv2d");
   const kernels::Conv2dDims d = conv_dims(x, weight, bias, stride, padding);
   Tensor y = Tensor::empty({d.batch, d.c_out, d.out_height(), d.out_width()});
   kernels::conv2d_forward(d, x.value().data<float>(), weight.value().data<float>(), data_or_null(bias),
@@ -54,6 +56,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
 }
 
 Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride) {
+  const OpSpan span("max_pool2d");
   ARTEL_CHECK(x.defined() && x.value().dtype() == DType::f32 && x.value().dim() == 4,
               "max_pool2d: input must be float32 (N, C, H, W), got shape ",
               x.defined() ? shape_str(x.shape()) : "undefined");

@@ -3,6 +3,7 @@
 // A broadcast operand's gradient is the output gradient summed over the
 // dimensions it was repeated along (kernels::sum_to); a same-shape operand of
 // add gets the output gradient itself (Note [Gradient ownership] allows it).
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/activation.h"
 #include "artel/kernels/elementwise.h"
@@ -46,6 +47,7 @@ Tensor forward(BinaryOp op, const Variable& a, const Variable& b, const char* na
 }  // namespace
 
 Variable add(const Variable& a, const Variable& b) {
+  const OpSpan span("add");
   Tensor y = forward(BinaryOp::add, a, b, "add");
   Shape sa = a.shape(), sb = b.shape();
   bool ga = needs_grad(a), gb = needs_grad(b);
@@ -56,6 +58,7 @@ Variable add(const Variable& a, const Variable& b) {
 }
 
 Variable sub(const Variable& a, const Variable& b) {
+  const OpSpan span("sub");
   Tensor y = forward(BinaryOp::sub, a, b, "sub");
   Shape sa = a.shape(), sb = b.shape();
   bool ga = needs_grad(a), gb = needs_grad(b);
@@ -69,6 +72,7 @@ Variable sub(const Variable& a, const Variable& b) {
 }
 
 Variable mul(const Variable& a, const Variable& b) {
+  const OpSpan span("mul");
   Tensor y = forward(BinaryOp::mul, a, b, "mul");
   Tensor av = a.value(), bv = b.value();
   bool ga = needs_grad(a), gb = needs_grad(b);
@@ -79,6 +83,7 @@ Variable mul(const Variable& a, const Variable& b) {
 }
 
 Variable div(const Variable& a, const Variable& b) {
+  const OpSpan span("div");
   Tensor y = forward(BinaryOp::div, a, b, "div");
   Tensor av = a.value(), bv = b.value();
   bool ga = needs_grad(a), gb = needs_grad(b);
@@ -94,12 +99,14 @@ Variable div(const Variable& a, const Variable& b) {
 }
 
 Variable add(const Variable& a, float s) {
+  const OpSpan span("add_scalar");
   Tensor y = Tensor::empty(a.shape());
   kernels::affine(a.numel(), a.value().data<float>(), 1.0f, s, y.data<float>());
   return make_result(y, {a}, "add_scalar", [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });
 }
 
 Variable mul(const Variable& a, float s) {
+  const OpSpan span("mul_scalar");
   Tensor y = Tensor::empty(a.shape());
   kernels::affine(a.numel(), a.value().data<float>(), s, 0.0f, y.data<float>());
   return make_result(y, {a}, "mul_scalar", [s](const Tensor& g, std::vector<Tensor>& gi) {

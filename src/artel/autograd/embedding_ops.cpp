@@ -1,6 +1,7 @@
 // embedding (row gather; backward scatter-adds into a (V, C) gradient) and
 // dropout (a mask drawn from the caller's Rng, reused by the backward).
 #include "artel/autograd/op_helpers.h"
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/activation.h"
 #include "artel/kernels/embedding.h"
@@ -8,6 +9,7 @@
 namespace artel::autograd {
 
 Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows) {
+  const OpSpan span("embedding");
   ARTEL_CHECK(weight.value().dim() == 2, "embedding: weight must be (V, C), got ", shape_str(weight.shape()));
   ARTEL_CHECK(ids.defined(), "embedding: undefined ids");
   int64_t V = weight.size(0), C = weight.size(1), n = ids.numel();
@@ -39,6 +41,7 @@ Variable embedding(const Variable& weight, const Tensor& ids, EmbeddingRows rows
 }
 
 Variable dropout(const Variable& x, float p, bool training, Rng& rng) {
+  const OpSpan span("dropout");
   ARTEL_CHECK(p >= 0.0f && p <= 1.0f, "dropout: probability ", p, " outside [0, 1]");
   if (!training || p == 0.0f) return x;
   Tensor mask = Tensor::empty(x.shape());
@@ -47,6 +50,7 @@ Variable dropout(const Variable& x, float p, bool training, Rng& rng) {
 }
 
 Variable dropout_with_mask(const Variable& x, const Tensor& mask) {
+  const OpSpan span("dropout");
   ARTEL_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::f32, "dropout: a mask of ", shape_str(mask.shape()),
               " for an input of ", shape_str(x.shape()));
   Tensor y = Tensor::empty(x.shape());

@@ -3,6 +3,7 @@
 // operand are flattened into rows without copying.
 #include <algorithm>
 
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/activation.h"
@@ -30,6 +31,7 @@ Shape with_last(Shape s, int64_t last) {
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b) {
+  const OpSpan span("matmul");
   ARTEL_CHECK(a.value().dim() >= 1 && b.value().dim() == 2 && a.shape().back() == b.size(0),
               "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
               " do not multiply (hint: (..., K) x (K, N))");
@@ -212,12 +214,14 @@ Tensor gelu_rounded(GeluKernel gelu, const float* bias, const Tensor& u, Tensor&
 }  // namespace
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  const OpSpan span("linear");
   check_linear("linear", x, weight, bias);
   Tensor y = Tensor::empty(with_last(x.shape(), weight.size(0)));
   return linear_onto(y, 0.0f, bias.defined(), {x, weight, bias}, "linear");
 }
 
 Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& bias, bool tanh_approximation) {
+  const OpSpan span("linear_gelu");
   check_linear("linear_gelu", x, weight, bias);
   std::vector<Variable> inputs{x, weight, bias};
   Tensor u = Tensor::empty(with_last(x.shape(), weight.size(0)));  // the product, GELU's input
@@ -259,6 +263,7 @@ Variable linear_gelu(const Variable& x, const Variable& weight, const Variable& 
 }
 
 Variable linear_add(const Variable& x, const Variable& weight, const Variable& bias, const Variable& residual) {
+  const OpSpan span("linear_add");
   check_linear("linear_add", x, weight, bias);
   Shape shape = with_last(x.shape(), weight.size(0));
   ARTEL_CHECK(residual.defined() && residual.shape() == shape, "linear_add: residual ",

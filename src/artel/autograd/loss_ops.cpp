@@ -1,5 +1,6 @@
 // cross_entropy: fused log-softmax + NLL, mean over non-ignored targets.
 #include "artel/autograd/op_helpers.h"
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/cross_entropy.h"
 #include "artel/kernels/elementwise.h"
@@ -7,6 +8,7 @@
 namespace artel::autograd {
 
 Variable cross_entropy(const Variable& logits, const Tensor& targets, int64_t ignore_index) {
+  const OpSpan span("cross_entropy");
   ARTEL_CHECK(logits.value().dim() >= 1, "cross_entropy: logits must be (N, V), got ", shape_str(logits.shape()));
   int64_t V = logits.shape().back(), N = V ? logits.numel() / V : 0;
   ARTEL_CHECK(targets.defined() && targets.numel() == N, "cross_entropy: logits ", shape_str(logits.shape()),

@@ -1,5 +1,6 @@
 // layer_norm over the last dimension; mean and rstd per row are kept for the
 // backward, which produces dx, dweight and dbias in one pass over the rows.
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/layernorm.h"
 
@@ -17,6 +18,7 @@ const float* data_or_null(const Variable& v) { return v.defined() ? v.value().da
 }  // namespace
 
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, float eps) {
+  const OpSpan span("layer_norm");
   ARTEL_CHECK(x.value().dim() >= 1 && x.shape().back() > 0, "layer_norm: input of shape ", shape_str(x.shape()),
               " has no last dimension to normalise");
   int64_t C = x.shape().back(), rows = x.numel() / C;

@@ -1,5 +1,6 @@
 // sum and mean, of everything (a scalar of shape {}) or along one dimension.
 #include "artel/autograd/op_helpers.h"
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/reduce.h"
 
@@ -7,6 +8,7 @@ namespace artel::autograd {
 namespace {
 
 Variable reduce_all(const Variable& x, bool mean, const char* name) {
+  const OpSpan span(name);
   int64_t n = x.numel();
   float scale = mean ? 1.0f / static_cast<float>(n) : 1.0f;
   double s = kernels::sum_all(n, x.value().data<float>());
@@ -18,6 +20,7 @@ Variable reduce_all(const Variable& x, bool mean, const char* name) {
 }
 
 Variable reduce_dim(const Variable& x, int64_t dim, bool keepdim, bool mean, const char* name) {
+  const OpSpan span(name);
   int64_t d = detail::wrap_dim(dim, x.shape(), name);
   detail::DimSplit s = detail::split_at(x.shape(), d);
   float scale = mean ? 1.0f / static_cast<float>(s.n) : 1.0f;

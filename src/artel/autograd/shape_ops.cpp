@@ -1,11 +1,13 @@
 // reshape and flatten (views: no copy), transpose, slice and concat (copies).
 #include "artel/autograd/op_helpers.h"
+#include "artel/autograd/op_span.h"
 #include "artel/autograd/ops.h"
 #include "artel/kernels/layout.h"
 
 namespace artel::autograd {
 
 Variable reshape(const Variable& x, const Shape& shape) {
+  const OpSpan span("reshape");
   Tensor y;
   try {
     y = x.value().view(shape);
@@ -27,6 +29,7 @@ Variable flatten(const Variable& x, int64_t start_dim) {
 }
 
 Variable transpose(const Variable& x, int64_t dim0, int64_t dim1) {
+  const OpSpan span("transpose");
   int64_t a = detail::wrap_dim(dim0, x.shape(), "transpose"), b = detail::wrap_dim(dim1, x.shape(), "transpose");
   if (a > b) std::swap(a, b);
   Shape out = x.shape();
@@ -51,6 +54,7 @@ Variable transpose(const Variable& x, int64_t dim0, int64_t dim1) {
 }
 
 Variable slice(const Variable& x, int64_t dim, int64_t start, int64_t end) {
+  const OpSpan span("slice");
   int64_t d = detail::wrap_dim(dim, x.shape(), "slice");
   detail::DimSplit s = detail::split_at(x.shape(), d);
   if (start < 0) start += s.n;
@@ -70,6 +74,7 @@ Variable slice(const Variable& x, int64_t dim, int64_t start, int64_t end) {
 }
 
 Variable concat(const std::vector<Variable>& xs, int64_t dim) {
+  const OpSpan span("concat");
   ARTEL_CHECK(!xs.empty(), "concat: no tensors to concatenate");
   const Shape& first = xs[0].shape();
   int64_t d = detail::wrap_dim(dim, first, "concat");

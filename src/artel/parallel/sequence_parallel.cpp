@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "artel/autograd/op_span.h"
 #include "artel/core/error.h"
 #include "artel/parallel/tensor_parallel.h"
 
@@ -73,6 +74,7 @@ Tensor tokens_of(const Tensor& whole, int rank, int ranks) {
 }
 
 Variable scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& group) {
+  const autograd::OpSpan span("scatter_to_sequence_parallel");
   check_float(x, "scatter_to_sequence_parallel");
   const Shape whole = x.shape();
   comm::ProcessGroup* pg = &group;  // must outlive the graph (Note [Tensor-parallel contract])
@@ -81,6 +83,7 @@ Variable scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& gro
 }
 
 Variable gather_from_sequence_parallel(const Variable& x, comm::ProcessGroup& group, SequenceGrad grad) {
+  const autograd::OpSpan span("gather_from_sequence_parallel");
   check_float(x, "gather_from_sequence_parallel");
   const Shape part = x.shape(), whole = sequence_whole_shape(part, group.size(), "gather_from_sequence_parallel");
   comm::ProcessGroup* pg = &group;
@@ -98,6 +101,7 @@ Variable gather_from_sequence_parallel(const Variable& x, comm::ProcessGroup& gr
 }
 
 Variable reduce_scatter_to_sequence_parallel(const Variable& x, comm::ProcessGroup& group) {
+  const autograd::OpSpan span("reduce_scatter_to_sequence_parallel");
   check_float(x, "reduce_scatter_to_sequence_parallel");
   const Shape whole = x.shape();
   const Shape part = sequence_part_shape(whole, group.size(), "reduce_scatter_to_sequence_parallel");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "artel/autograd/op_span.h"
 #include "artel/core/error.h"
 #include "artel/core/threads.h"
 #include "artel/kernels/cross_entropy.h"
@@ -83,6 +84,7 @@ void check_hits(const char* op, const char* what, int64_t n, const Id* idx, std:
 // ---- f and g
 
 Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  const autograd::OpSpan span("copy_to_tensor_parallel");
   ARTEL_CHECK(x.defined(), "copy_to_tensor_parallel: undefined input");
   comm::ProcessGroup* pg = &group;  // must outlive the graph (Note [Tensor-parallel contract])
   return make_result(x.value(), {x}, "copy_to_tensor_parallel", [pg](const Tensor& g, std::vector<Tensor>& gi) {
@@ -96,6 +98,7 @@ Variable copy_to_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
 }
 
 Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  const autograd::OpSpan span("reduce_from_tensor_parallel");
   ARTEL_CHECK(x.defined(), "reduce_from_tensor_parallel: undefined input");
   Tensor y = Tensor::empty(x.shape(), x.value().dtype());
   if (group.size() > 1) all_reduce_counted(group, x.value(), y);
@@ -105,6 +108,7 @@ Variable reduce_from_tensor_parallel(const Variable& x, comm::ProcessGroup& grou
 }
 
 Variable once_over_tensor_parallel(const Variable& x, comm::ProcessGroup& group) {
+  const autograd::OpSpan span("once_over_tensor_parallel");
   if (!x.defined() || group.rank() == 0) return x;
   return make_result(Tensor::zeros(x.shape()), {x}, "once_over_tensor_parallel",
                      [](const Tensor& g, std::vector<Tensor>& gi) { gi[0] = g; });
@@ -168,6 +172,7 @@ double shard_cross_entropy_forward(int64_t N, int64_t Vl, int64_t Vv, const floa
 
 Variable vocab_parallel_cross_entropy(const Variable& local_logits, const Tensor& targets, int64_t vocab_start,
                                       comm::ProcessGroup& group, int64_t vocab, int64_t ignore_index) {
+  const autograd::OpSpan span("vocab_parallel_cross_entropy");
   const char* op = "vocab_parallel_cross_entropy";
   ARTEL_CHECK(local_logits.defined() && local_logits.value().dim() >= 1 && local_logits.shape().back() > 0, op,
               ": local_logits must be (..., V/P) with V/P > 0, got ",

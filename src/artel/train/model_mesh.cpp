@@ -10,7 +10,6 @@
 #include "artel/autograd/ops.h"
 #include "artel/core/error.h"
 #include "artel/core/memory_stats.h"
-#include "artel/core/trace.h"
 #include "artel/optim/clip.h"
 #include "artel/models/model.h"
 #include "artel/nn/init.h"
@@ -317,7 +316,6 @@ class WholeTokens {
 EvalResult ModelMesh::evaluate(const data::Dataset& ds, const EvalOptions& opts) {
   nn::EvalMode eval_mode(*model_);
   WholeTokens whole(*shard_);
-  trace::set_step(-1);  // evaluation's forwards are no step's
   autograd::NoGradGuard no_grad;
   int64_t batches = ds.num_val_batches(opts.batch_size);
   if (opts.max_batches > 0) batches = std::min(batches, opts.max_batches);

@@ -232,6 +232,7 @@ EvalResult Trainer::evaluate() {
   opts.batch_size = cfg_.batch_size;
   opts.max_batches = cfg_.eval_batches;
   opts.accuracy = !text();
+  trace::set_step(-1);  // an evaluation's ops and collectives are no step's: they stay out of the step summary
   return strategy_->evaluate(*data_, opts);
 }
 
