@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,28 @@ TEST(Threads, BackToBackJobsNeverMixTheirChunks) {
         for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
       });
       for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "job " << job;
+    }
+  }
+  set_num_threads(1);
+}
+
+// The caller runs the first chunk of every job, so ops that split their rows
+// alike keep each row block on one core. Claimed first come, first served, a
+// worker took it now and then: jobs here come after serial stretches of 0 to
+// 100 µs, which find the workers spinning, settling into sleep, or asleep.
+TEST(Threads, TheCallerRunsTheFirstChunk) {
+  for (int t : {2, 3}) {
+    set_num_threads(t);
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int job = 0; job < 2000; ++job) {
+      const auto serial_until = std::chrono::steady_clock::now() + std::chrono::microseconds(job % 101);
+      while (std::chrono::steady_clock::now() < serial_until) {
+      }
+      std::atomic<bool> first_on_caller{false};
+      parallel_for(2 * t, 1, [&](int64_t b, int64_t) {
+        if (b == 0) first_on_caller = std::this_thread::get_id() == caller;
+      });
+      ASSERT_TRUE(first_on_caller.load()) << "job " << job << " at " << t << " threads";
     }
   }
   set_num_threads(1);
