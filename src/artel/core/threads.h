@@ -27,9 +27,10 @@ std::vector<int> allowed_cores();
 int available_cores();
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n), each at least `grain`
-// long (except possibly the last), using up to num_threads() threads. Runs
-// inline when the work is small, when called from inside a parallel_for, or
-// when another thread is already using the pool.
+// long (except possibly the last), using up to num_threads() threads. The
+// caller runs the first chunk, so ops that split their rows alike keep each
+// block on one core. Runs inline when the work is small, when called from
+// inside a parallel_for, or when another thread is already using the pool.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace artel
