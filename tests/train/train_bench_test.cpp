@@ -221,6 +221,24 @@ TEST(TrainBench, IndependentRunsGiveTheMachinesOwnEfficiency) {
   EXPECT_EQ(summarize_scaling({{4.0, 5.0, 0.1, 4.4}, {4.2, 4.8, 0.1, 0}}).independent_efficiency, 0);
 }
 
+TEST(TrainBench, LockstepPaceIsEachStepsSlowestRun) {
+  // Both runs have the median 5, but their slow steps fall apart: in lockstep
+  // every step waits for the slower, 4 6 6 6 6 -> 6 (the slowest median says 5).
+  EXPECT_DOUBLE_EQ(lockstep_step_ms({{4, 6, 5, 6, 4}, {4, 5, 6, 4, 6}}), 6.0);
+  EXPECT_DOUBLE_EQ(lockstep_step_ms({{4, 5, 6}}), 5.0);
+  EXPECT_DOUBLE_EQ(lockstep_step_ms({{3, 9, 3}, {4, 4}}), 9.0);  // the steps both have: max(3,4), max(9,4)
+  EXPECT_THROW(lockstep_step_ms({}), Error);
+  EXPECT_THROW(lockstep_step_ms({{4, 5}, {}}), Error);
+}
+
+TEST(TrainBench, RunTimesKeepTheTimedSteps) {
+  std::string path = ::testing::TempDir() + "artel_timed_steps_" + std::to_string(::getpid()) + ".jsonl";
+  std::ofstream(path) << R"({"step":1,"loss":1,"step_ms":50})" "\n" R"({"step":2,"loss":1,"step_ms":10})" "\n"
+                      << R"({"step":3,"loss":1,"step_ms":12})" "\n";
+  EXPECT_EQ(read_run_times(path, 1).timed_ms, (std::vector<double>{10, 12}));
+  std::remove(path.c_str());
+}
+
 TEST(TrainBench, LockstepEfficiencyIsSetByTheSlowerIndependentRun) {
   // Runs at 4 and 6 ms/step: together 4.8 ms a worker, but workers that wait
   // for each other every step go at the slower one's 6 ms.

@@ -312,17 +312,23 @@ train::RunTimes program_run_times(const BenchArgs& a, const train::BenchCase& c)
 
 // `workers` copies of the 1-worker run `one` at once, sharing nothing: the
 // step time of their combined throughput, which is what the machine itself
-// allows that many workers when communication costs nothing, and the slowest
-// run's, the pace of workers that wait for each other every step.
+// allows that many workers when communication costs nothing, and their pace
+// in lockstep (train::lockstep_step_ms), what workers that wait for each
+// other every step could reach.
 struct IndependentRuns {
-  double combined_ms = 0, slowest_ms = 0;
+  double combined_ms = 0, lockstep_ms = 0;
 };
 IndependentRuns independent_runs(const BenchArgs& a, const train::BenchCase& one, int workers) {
   std::vector<std::unique_ptr<ProgramRun>> runs;
   for (int i = 0; i < workers; ++i) runs.push_back(std::make_unique<ProgramRun>(a, one));
-  std::vector<double> ms;
-  for (auto& r : runs) ms.push_back(r->finish().median_ms);
-  return {train::combined_step_ms(ms), *std::max_element(ms.begin(), ms.end())};
+  std::vector<double> medians;
+  std::vector<std::vector<double>> steps;
+  for (auto& r : runs) {
+    train::RunTimes t = r->finish();
+    medians.push_back(t.median_ms);
+    steps.push_back(std::move(t.timed_ms));
+  }
+  return {train::combined_step_ms(medians), train::lockstep_step_ms(steps)};
 }
 
 // One line of the scaling table. `round` is "" for a single round, else
@@ -364,8 +370,8 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
                 "median_1 / median_2; sync = exposed T_sync share of a 2-worker step\n");
     std::printf("# indep = the same efficiency for two independent 1 x 1 runs at once (no communication, no "
                 "synchronisation): what the machine itself gives two workers; lockstep = the same for the slower "
-                "of the two, the most that workers waiting for each other every step can reach (below indep where "
-                "the cores differ in speed)\n");
+                "of the two at each step, the most that workers waiting for each other every step can reach (below "
+                "indep where the cores differ in speed or the steps jitter)\n");
     std::printf("%s", gemm_lines(a, harness).c_str());
     if (a.repeat > 1)
       std::printf("# %d rounds, each artel 1x1, 2x1 and the independent pair (per GEMM library), torch 1x1, torch "
@@ -388,7 +394,7 @@ void bench_scaling(const BenchArgs& a, const std::string& harness) {
         train::RunTimes t1 = program_run_times(a, one), t2 = program_run_times(a, two);
         const IndependentRuns independent = independent_runs(a, one, two.workers);
         artel[g].push_back({t1.median_ms, t2.median_ms, t2.sync_ms / (t2.comp_ms + t2.sync_ms),
-                            independent.combined_ms, independent.slowest_ms});
+                            independent.combined_ms, independent.lockstep_ms});
         if (g == a.gemms.front() && !harness.empty()) {  // PyTorch once a round, whatever artel multiplies with
           std::optional<double> p1 = torch_median_ms(a, harness, one), p2 = torch_median_ms(a, harness, two);
           if (p1 && p2) torch.push_back({*p1, *p2, 0}), peer_round = train::summarize_scaling({torch.back()});

@@ -232,17 +232,17 @@ RatioOfMedians ratio_of_medians(const std::vector<std::pair<double, double>>& ro
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds) {
   ARTEL_CHECK(!rounds.empty(), "scaling summary of no rounds");
   std::vector<std::pair<double, double>> times;
-  std::vector<double> share, independent, slowest;
+  std::vector<double> share, independent, lockstep;
   for (const ScalingRound& r : rounds) {
     times.emplace_back(r.one_ms, r.many_ms), share.push_back(r.sync_share);
     if (r.independent_ms > 0) independent.push_back(r.independent_ms);
-    if (r.slowest_ms > 0) slowest.push_back(r.slowest_ms);
+    if (r.lockstep_ms > 0) lockstep.push_back(r.lockstep_ms);
   }
   const RatioOfMedians m = ratio_of_medians(times);
   ScalingSummary s{.one_ms = m.a_ms, .many_ms = m.b_ms, .efficiency = m.ratio, .lowest = m.lowest,
                    .highest = m.highest, .sync_share = median_after_warmup(share, 0)};
   if (independent.size() == rounds.size()) s.independent_efficiency = m.a_ms / median_after_warmup(independent, 0);
-  if (slowest.size() == rounds.size()) s.lockstep_efficiency = m.a_ms / median_after_warmup(slowest, 0);
+  if (lockstep.size() == rounds.size()) s.lockstep_efficiency = m.a_ms / median_after_warmup(lockstep, 0);
   return s;
 }
 
@@ -254,6 +254,17 @@ double combined_step_ms(const std::vector<double>& medians_ms) {
     per_ms += 1 / ms;
   }
   return static_cast<double>(medians_ms.size()) / per_ms;
+}
+
+double lockstep_step_ms(const std::vector<std::vector<double>>& runs_ms) {
+  ARTEL_CHECK(!runs_ms.empty(), "lockstep pace of no runs");
+  size_t steps = runs_ms.front().size();
+  for (const auto& run : runs_ms) steps = std::min(steps, run.size());
+  ARTEL_CHECK(steps > 0, "lockstep pace of runs with no timed steps");
+  std::vector<double> slowest(steps, 0.0);
+  for (const auto& run : runs_ms)
+    for (size_t i = 0; i < steps; ++i) slowest[i] = std::max(slowest[i], run[i]);
+  return median_after_warmup(slowest, 0);
 }
 
 RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {
@@ -277,6 +288,7 @@ RunTimes read_run_times(const std::string& metrics_jsonl, int64_t warmup) {
     sync += j.value("t_sync_ms", 0.0);
   }
   t.median_ms = median_after_warmup(step_ms, warmup);
+  t.timed_ms.assign(step_ms.begin() + warmup, step_ms.end());
   const double timed = static_cast<double>(step_ms.size()) - static_cast<double>(warmup);
   t.comp_ms = comp / timed;
   t.sync_ms = sync / timed;

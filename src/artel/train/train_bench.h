@@ -110,6 +110,7 @@ std::vector<std::string> config_flags(const TrainConfig& cfg);
 
 struct RunTimes {
   double median_ms = 0;  // median step_ms after warmup
+  std::vector<double> timed_ms;  // step_ms of each step after warmup, in order
   double comp_ms = 0;    // mean t_comp_ms after warmup (0 without data parallelism)
   double sync_ms = 0;    // mean exposed t_sync_ms after warmup
   int64_t activation_bytes = 0;  // the memory report's peak activations, largest worker (0 without one)
@@ -137,24 +138,32 @@ struct ScalingRound {
   // W independent 1-worker runs at once (no communication): the step time of
   // their combined throughput, W / sum(1 / median_i). 0: not measured.
   double independent_ms = 0;
-  // The slowest of those runs' medians: the pace of W workers that wait for
-  // each other every step. 0: not measured.
-  double slowest_ms = 0;
+  // Their pace in lockstep (lockstep_step_ms): what W workers that wait for
+  // each other every step could reach with free communication. 0: not measured.
+  double lockstep_ms = 0;
 };
 struct ScalingSummary {
   double one_ms = 0, many_ms = 0, efficiency = 0, lowest = 0, highest = 0, sync_share = 0;
   // one_ms / the median independent_ms: the efficiency the machine itself
   // allows W workers with free communication. 0: not measured.
   double independent_efficiency = 0;
-  // one_ms / the median slowest_ms: what W workers in lockstep (synchronous
+  // one_ms / the median lockstep_ms: what W workers in lockstep (synchronous
   // data parallelism) could reach with free communication. Below
-  // independent_efficiency where the cores differ in speed: on a 2-vCPU AMD
+  // independent_efficiency where the cores differ in speed (on a 2-vCPU AMD
   // Zen 5 guest the second vCPU ran W1 7-12% and GPT-2 3-10% slower than the
-  // first, each pinned with the other idle. 0: not measured.
+  // first, each pinned with the other idle) and where steps jitter. 0: not
+  // measured.
   double lockstep_efficiency = 0;
 };
 // The step time of W runs' combined throughput, from their median step times.
 double combined_step_ms(const std::vector<double>& medians_ms);
+// The pace of runs made to wait for each other every step, from their
+// timed steps run side by side: the median over steps i of the slowest run's
+// step i (over the steps every run has). Workers in lockstep pay each step's
+// slowest, not the slowest median: two runs whose steps jitter independently
+// around the same median are slower in lockstep than either alone. Throws on
+// no runs or no steps.
+double lockstep_step_ms(const std::vector<std::vector<double>>& runs_ms);
 // Throws on no rounds.
 ScalingSummary summarize_scaling(const std::vector<ScalingRound>& rounds);
 
